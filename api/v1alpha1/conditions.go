@@ -1,0 +1,100 @@
+package v1alpha1
+
+// Condition types. Ready is the summary a user or a GitOps tool waits on; the others say
+// which part of the connection is healthy. Reconciling and Stalled follow kstatus: they
+// are present only while True.
+const (
+	// ConditionReady is True when the server is connected, its tools are discovered and
+	// its egress is allowed. It is the summary of all other conditions.
+	ConditionReady = "Ready"
+
+	// ConditionConnected is True while a live MCP session to the server exists and its
+	// health probes pass.
+	ConditionConnected = "Connected"
+
+	// ConditionToolsDiscovered is True once the server's tools (and resources and prompts,
+	// where offered) have been listed and published into status.
+	ConditionToolsDiscovered = "ToolsDiscovered"
+
+	// ConditionEgressAllowed is True when the egress policies that select the server allow
+	// its endpoint. False names the policy that denies it.
+	ConditionEgressAllowed = "EgressAllowed"
+
+	// ConditionWorkloadAvailable is True when the Deployment that runs a stdio server
+	// has an available replica. Only stdio servers carry it.
+	ConditionWorkloadAvailable = "WorkloadAvailable"
+
+	// ConditionAccepted is True on an MCPEgressPolicy whose rules compiled and are being
+	// enforced.
+	ConditionAccepted = "Accepted"
+
+	// ConditionReconciling is True while the controller works towards the desired state
+	// (kstatus "abnormal-true" condition: absent when not reconciling).
+	ConditionReconciling = "Reconciling"
+
+	// ConditionStalled is True when the controller cannot make progress without a change
+	// to the spec or its references (kstatus "abnormal-true" condition: absent otherwise).
+	ConditionStalled = "Stalled"
+)
+
+// Condition reasons. They are stable API: users and alerts match on them.
+const (
+	// ReasonSucceeded means the condition holds.
+	ReasonSucceeded = "Succeeded"
+
+	// ReasonProgressing means the controller is working on the latest generation.
+	ReasonProgressing = "Progressing"
+
+	// ReasonConnecting means a session is being established or re-established.
+	ReasonConnecting = "Connecting"
+
+	// ReasonSuspended means spec.suspend is true and the operator holds no session.
+	ReasonSuspended = "Suspended"
+
+	// ReasonInvalidSpec means the spec passed admission but cannot be acted on; the
+	// message says what to change.
+	ReasonInvalidSpec = "InvalidSpec"
+
+	// ReasonSecretNotFound means a Secret or Secret key the spec references is missing.
+	// The message names the Secret and key, never a value.
+	ReasonSecretNotFound = "SecretNotFound"
+
+	// ReasonEgressDenied means an egress policy (or the default posture) denies the
+	// endpoint or an address it resolves to.
+	ReasonEgressDenied = "EgressDenied"
+
+	// ReasonRedirectDenied means the server answered with a redirect the redirect policy
+	// does not allow.
+	ReasonRedirectDenied = "RedirectDenied"
+
+	// ReasonDNSFailure means the server's host name did not resolve.
+	ReasonDNSFailure = "DNSFailure"
+
+	// ReasonConnectionRefused means nothing accepted the TCP connection.
+	ReasonConnectionRefused = "ConnectionRefused"
+
+	// ReasonTLSError means the TLS handshake failed (for example an untrusted certificate).
+	ReasonTLSError = "TLSError"
+
+	// ReasonUnauthorized means the server answered 401 or 403.
+	ReasonUnauthorized = "Unauthorized"
+
+	// ReasonNotFound means the endpoint answered 404 outside an MCP session.
+	ReasonNotFound = "NotFound"
+
+	// ReasonProtocolError means the server does not speak MCP as expected.
+	ReasonProtocolError = "ProtocolError"
+
+	// ReasonTimeout means the server did not answer within spec.timeout.
+	ReasonTimeout = "Timeout"
+
+	// ReasonLimitExceeded means the server sent more than the connector accepts (response
+	// size, item count, page count).
+	ReasonLimitExceeded = "LimitExceeded"
+
+	// ReasonWorkloadUnavailable means the stdio server's Deployment has no available replica.
+	ReasonWorkloadUnavailable = "WorkloadUnavailable"
+
+	// ReasonInvalidPolicy means an MCPEgressPolicy could not be compiled.
+	ReasonInvalidPolicy = "InvalidPolicy"
+)

@@ -1,0 +1,443 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Transport names the wire protocol of a connection.
+// +kubebuilder:validation:Enum=StreamableHTTP;SSE;Stdio
+type Transport string
+
+const (
+	// TransportStreamableHTTP is the Streamable HTTP transport (MCP 2025-03-26 and later).
+	TransportStreamableHTTP Transport = "StreamableHTTP"
+	// TransportSSE is the legacy HTTP+SSE transport (MCP 2024-11-05).
+	TransportSSE Transport = "SSE"
+	// TransportStdio is a stdio server run by the operator behind its bridge.
+	TransportStdio Transport = "Stdio"
+)
+
+// HTTPProtocol selects the transport used for a remote server.
+// +kubebuilder:validation:Enum=Auto;StreamableHTTP;SSE
+type HTTPProtocol string
+
+const (
+	// HTTPProtocolAuto tries Streamable HTTP first and falls back to legacy HTTP+SSE, as
+	// the MCP specification's backward-compatibility procedure describes.
+	HTTPProtocolAuto HTTPProtocol = "Auto"
+	// HTTPProtocolStreamableHTTP uses Streamable HTTP only.
+	HTTPProtocolStreamableHTTP HTTPProtocol = "StreamableHTTP"
+	// HTTPProtocolSSE uses the legacy HTTP+SSE transport only.
+	HTTPProtocolSSE HTTPProtocol = "SSE"
+)
+
+// MCPServerSpec describes one MCP server and how the operator connects to it.
+// +kubebuilder:validation:XValidation:rule="has(self.http) != has(self.stdio)",message="exactly one of spec.http or spec.stdio must be set"
+type MCPServerSpec struct {
+	// description says what the server is for. It is shown in the catalogue.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
+	// http connects to a remote server over Streamable HTTP or legacy HTTP+SSE.
+	// Exactly one of http or stdio is set.
+	// +optional
+	HTTP *HTTPServerSpec `json:"http,omitempty"`
+
+	// stdio runs a stdio server from a container image behind the Switchboard bridge.
+	// Exactly one of http or stdio is set.
+	// +optional
+	Stdio *StdioServerSpec `json:"stdio,omitempty"`
+
+	// timeout bounds every MCP request to the server, between 1s and 5m.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('5m')",message="timeout must be between 1s and 5m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// healthCheck sets how often the connection is probed and how many failed probes in a
+	// row mark it down.
+	// +optional
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+
+	// tools filters which of the server's tools are published in status and in the
+	// catalogue. Without it every tool is published.
+	// +optional
+	Tools *ToolFilter `json:"tools,omitempty"`
+
+	// suspend, when true, closes the connection and stops reconciling until it is false
+	// again.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// HTTPServerSpec describes a remote MCP server reached over HTTP.
+// +kubebuilder:validation:XValidation:rule="self.url.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="url must use https; set allowInsecureHTTP: true to allow plain http"
+type HTTPServerSpec struct {
+	// url is the absolute http or https URL of the server's MCP endpoint, at most 2048
+	// characters, with no user information and no fragment. Its query string is treated
+	// as a secret: it never appears in status, Events or logs.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(?i)https?://[^/?#]+([/?][^#]*)?$')",message="url must be an absolute http:// or https:// URL with a host and no fragment"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^/]*//[^/?#]*@')",message="url must not contain user information (user:password@); put credentials in headers backed by a Secret"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(?i)https?://[^/?#]+') || isURL(self)",message="url is not a valid URL"
+	URL string `json:"url"`
+
+	// protocol selects the transport: Auto (Streamable HTTP, falling back to legacy
+	// HTTP+SSE), StreamableHTTP or SSE.
+	// +optional
+	// +kubebuilder:default=Auto
+	Protocol HTTPProtocol `json:"protocol,omitempty"`
+
+	// headers are sent with every request to the server's own origin and to no other
+	// origin. Values are secrets: they never appear in status, Events or logs. At most
+	// 32; names are unique regardless of case.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(h, self.exists_one(o, o.name.lowerAscii() == h.name.lowerAscii()))",message="header names must be unique (compared case-insensitively)"
+	Headers []HTTPHeader `json:"headers,omitempty"`
+
+	// tls configures how the server's certificate is verified.
+	// +optional
+	TLS *TLSConfig `json:"tls,omitempty"`
+
+	// allowInsecureHTTP permits a plain http:// url. Headers are then sent unencrypted.
+	// +optional
+	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
+}
+
+// HTTPHeader is one request header, given inline or read from a Secret.
+// +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.valueFrom)",message="a header must set exactly one of value or valueFrom"
+// +kubebuilder:validation:XValidation:rule="!(self.name.lowerAscii() in ['host', 'content-type', 'content-length', 'accept', 'transfer-encoding', 'connection', 'upgrade', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'last-event-id']) && !self.name.lowerAscii().startsWith('mcp-')",message="this header is reserved for the transport and cannot be set: Host, Content-Type, Content-Length, Accept, Transfer-Encoding, Connection, Upgrade, Keep-Alive, Proxy-Connection, TE, Trailer, Last-Event-ID and any Mcp-* header (such as Mcp-Session-Id and MCP-Protocol-Version)"
+type HTTPHeader struct {
+	// name is the header name, an HTTP token such as Authorization or X-Api-Key.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[!#$%&\\'*+.^_`|~0-9A-Za-z-]+$')",message="header name must be an HTTP token: letters, digits and !#$%&'*+-.^_`|~ only"
+	Name string `json:"name"`
+
+	// value is the header value given inline. Prefer valueFrom for credentials.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Value string `json:"value,omitempty"`
+
+	// valueFrom reads the header value from a Secret in the MCPServer's namespace.
+	// +optional
+	ValueFrom *HeaderValueSource `json:"valueFrom,omitempty"`
+}
+
+// HeaderValueSource says where a header value comes from.
+type HeaderValueSource struct {
+	// secretKeyRef selects a key of a Secret in the MCPServer's namespace.
+	// +required
+	SecretKeyRef SecretKeyReference `json:"secretKeyRef"`
+}
+
+// SecretKeyReference selects one key of a Secret in the referring object's namespace.
+// Secrets in other namespaces cannot be referenced.
+type SecretKeyReference struct {
+	// name is the name of the Secret, in the same namespace as the referring object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="secret name must be a DNS subdomain: lower-case letters, digits, '-' and '.'"
+	Name string `json:"name"`
+
+	// key is the key within the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="secret key must consist of letters, digits, '-', '_' and '.'"
+	Key string `json:"key"`
+}
+
+// TLSConfig configures verification of the server's certificate.
+type TLSConfig struct {
+	// caBundle adds PEM-encoded CA certificates to the system roots when verifying the
+	// server. The system roots stay trusted.
+	// +optional
+	CABundle *CABundleSource `json:"caBundle,omitempty"`
+}
+
+// CABundleSource says where a PEM CA bundle comes from.
+type CABundleSource struct {
+	// secretKeyRef selects the Secret key that holds the PEM bundle.
+	// +required
+	SecretKeyRef SecretKeyReference `json:"secretKeyRef"`
+}
+
+// StdioServerSpec describes a stdio MCP server run from a container image. The operator
+// runs it behind the Switchboard bridge, which serves it over Streamable HTTP and starts
+// one subprocess per client session.
+type StdioServerSpec struct {
+	// image is the container image that holds the server.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.contains(' ')",message="image must not contain spaces"
+	Image string `json:"image"`
+
+	// command is the executable and its leading arguments inside the image; the bridge
+	// executes it once per session. The image's entrypoint is not used, so it is required.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=4096
+	Command []string `json:"command"`
+
+	// args are appended to command.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=4096
+	Args []string `json:"args,omitempty"`
+
+	// env sets environment variables of the server process. Values may come from Secrets
+	// and ConfigMaps in the MCPServer's namespace.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// resources are the compute resources of the server container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// maxSessions bounds the concurrent client sessions, and so the subprocesses, the
+	// bridge runs: 1 to 64.
+	// +optional
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	MaxSessions int32 `json:"maxSessions,omitempty"`
+}
+
+// HealthCheck configures the connection's health probes.
+type HealthCheck struct {
+	// interval is the time between probes, between 5s and 1h.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('1h')",message="healthCheck.interval must be between 5s and 1h"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// failureThreshold is how many probes in a row must fail before the connection is
+	// marked down: 1 to 20.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20
+	FailureThreshold int32 `json:"failureThreshold,omitempty"`
+}
+
+// ToolFilter selects which tools are published, by name glob. A tool is published when it
+// matches an allow glob (or allow is empty) and matches no deny glob. `*` matches any run
+// of characters and `?` any single character.
+type ToolFilter struct {
+	// allow lists globs of tool names to publish. Empty means all.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.all(g, g.matches('^[A-Za-z0-9_.*?-]+$'))",message="tool globs may contain only letters, digits, '_', '.', '-', '*' and '?'"
+	Allow []string `json:"allow,omitempty"`
+
+	// deny lists globs of tool names never to publish. Deny wins over allow.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.all(g, g.matches('^[A-Za-z0-9_.*?-]+$'))",message="tool globs may contain only letters, digits, '_', '.', '-', '*' and '?'"
+	Deny []string `json:"deny,omitempty"`
+}
+
+// MCPServerStatus is what the operator observed of the server. It is bounded: at most
+// 256 tools, descriptions cut to 1 KiB.
+type MCPServerStatus struct {
+	// observedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions describe the server's state. Ready is the summary; Reconciling and
+	// Stalled are present only while True.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// transport is the wire protocol of the live connection.
+	// +optional
+	Transport Transport `json:"transport,omitempty"`
+
+	// endpoint is the URL the operator connects to, without user information or query
+	// string.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// protocolVersion is the MCP protocol version negotiated with the server.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
+
+	// serverInfo is how the server describes itself.
+	// +optional
+	ServerInfo *ServerInfo `json:"serverInfo,omitempty"`
+
+	// capabilities are what the server advertised at initialization.
+	// +optional
+	Capabilities *ServerCapabilities `json:"capabilities,omitempty"`
+
+	// tools are the published tools (after spec.tools filtering), sorted by name, at most
+	// 256.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Tools []ToolInfo `json:"tools,omitempty"`
+
+	// toolCount is the number of published tools, including those beyond the 256 listed.
+	// +optional
+	ToolCount int32 `json:"toolCount,omitempty"`
+
+	// toolsDigest is a stable digest ("sha256:...") of the published tool definitions; it
+	// changes exactly when they change.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ToolsDigest string `json:"toolsDigest,omitempty"`
+
+	// toolsTruncated is true when more tools are published than status lists.
+	// +optional
+	ToolsTruncated bool `json:"toolsTruncated,omitempty"`
+
+	// resourceCount is the number of resources and resource templates the server offers.
+	// +optional
+	ResourceCount int32 `json:"resourceCount,omitempty"`
+
+	// promptCount is the number of prompts the server offers.
+	// +optional
+	PromptCount int32 `json:"promptCount,omitempty"`
+}
+
+// ServerInfo is the implementation information a server reports at initialization.
+type ServerInfo struct {
+	// name is the server implementation's name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name,omitempty"`
+
+	// version is the server implementation's version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Version string `json:"version,omitempty"`
+
+	// title is the server's human-readable name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Title string `json:"title,omitempty"`
+}
+
+// ServerCapabilities records which MCP features the server advertised.
+type ServerCapabilities struct {
+	// tools is true when the server offers tools.
+	// +optional
+	Tools bool `json:"tools,omitempty"`
+
+	// resources is true when the server offers resources.
+	// +optional
+	Resources bool `json:"resources,omitempty"`
+
+	// prompts is true when the server offers prompts.
+	// +optional
+	Prompts bool `json:"prompts,omitempty"`
+
+	// listChanged is true when the server notifies list changes, so the operator
+	// rediscovers without polling.
+	// +optional
+	ListChanged bool `json:"listChanged,omitempty"`
+}
+
+// ToolInfo is one published tool. Hints are the server's own claims, not guarantees.
+type ToolInfo struct {
+	// name is the tool's name, unique within the server.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+
+	// title is the tool's human-readable name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Title string `json:"title,omitempty"`
+
+	// description says what the tool does, cut to 1 KiB.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
+	// readOnlyHint is true when the server says the tool does not modify its environment.
+	// +optional
+	ReadOnlyHint *bool `json:"readOnlyHint,omitempty"`
+
+	// destructiveHint is true when the server says the tool may destroy data.
+	// +optional
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+
+	// idempotentHint is true when the server says repeated calls have no further effect.
+	// +optional
+	IdempotentHint *bool `json:"idempotentHint,omitempty"`
+
+	// openWorldHint is true when the server says the tool reaches outside systems.
+	// +optional
+	OpenWorldHint *bool `json:"openWorldHint,omitempty"`
+}
+
+// MCPServer is one MCP server the operator connects to, health-checks and publishes in the
+// catalogue.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mcps,categories=mcp
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.status.transport`
+// +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
+// +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.status.protocolVersion`,priority=1
+type MCPServer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec describes the server and how to connect to it.
+	// +required
+	Spec MCPServerSpec `json:"spec"`
+
+	// status is what the operator observed.
+	// +optional
+	Status MCPServerStatus `json:"status,omitempty"`
+}
+
+// MCPServerList is a list of MCPServers.
+// +kubebuilder:object:root=true
+type MCPServerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MCPServer `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MCPServer{}, &MCPServerList{})
+}

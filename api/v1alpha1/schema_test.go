@@ -1,0 +1,338 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
+)
+
+// k8sClient talks to the real kube-apiserver started in TestMain.
+var k8sClient client.Client
+
+func TestMain(m *testing.M) {
+	env, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8sClient, err = client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
+	code := 1
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	} else {
+		code = m.Run()
+	}
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "schema-"}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// objectFromYAML builds an object of the given kind whose spec is specYAML.
+func objectFromYAML(t *testing.T, namespace, kind, name, specYAML string) *unstructured.Unstructured {
+	t.Helper()
+	var spec map[string]any
+	if err := yaml.Unmarshal([]byte(specYAML), &spec); err != nil {
+		t.Fatalf("test case spec is not YAML: %v", err)
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	obj.SetGroupVersionKind(mcpv1alpha1.GroupVersion.WithKind(kind))
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	return obj
+}
+
+// manyHeaders returns a headers list of n distinct, valid headers as YAML.
+func manyHeaders(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "\n      - {name: X-Header-%d, value: v}", i)
+	}
+	return b.String()
+}
+
+// manyGlobs returns a YAML flow list of n distinct globs.
+func manyGlobs(n int) string {
+	globs := make([]string, n)
+	for i := range globs {
+		globs[i] = fmt.Sprintf("tool_%d_*", i)
+	}
+	return "[" + strings.Join(globs, ", ") + "]"
+}
+
+func TestSchemaRejectsInvalidManifests(t *testing.T) {
+	namespace := newNamespace(t)
+	const server, policy = "MCPServer", "MCPEgressPolicy"
+	httpSpec := func(httpYAML string) string { return "http:\n" + httpYAML }
+	stdioSpec := func(stdioYAML string) string { return "stdio:\n" + stdioYAML }
+	const okHTTP = "http:\n  url: https://mcp.example.com/mcp\n"
+
+	cases := []struct {
+		name string
+		kind string
+		spec string
+		// want are fragments the API server's error message must contain: the field path
+		// and what the user is told.
+		want []string
+	}{
+		// MCPServer: kind of server.
+		{"neither http nor stdio", server, "description: nothing to run", []string{"exactly one of spec.http or spec.stdio must be set"}},
+		{"both http and stdio", server, okHTTP + "stdio:\n  image: busybox\n  command: [sh]", []string{"exactly one of spec.http or spec.stdio must be set"}},
+		{"description over 1 KiB", server, okHTTP + "description: " + strings.Repeat("d", 1025), []string{"spec.description", "Too long"}},
+
+		// MCPServer: http.url.
+		{"url missing", server, httpSpec("  protocol: Auto"), []string{"spec.http.url", "Required value"}},
+		{"url relative", server, httpSpec("  url: /mcp"), []string{"spec.http.url", "absolute http:// or https:// URL"}},
+		{"url with another scheme", server, httpSpec("  url: ftp://mcp.example.com/mcp"), []string{"spec.http.url", "absolute http:// or https:// URL"}},
+		{"url without host", server, httpSpec("  url: 'https:///mcp'"), []string{"spec.http.url", "absolute http:// or https:// URL"}},
+		{"plain http without opt-in", server, httpSpec("  url: http://mcp.example.com/mcp"), []string{"spec.http", "url must use https; set allowInsecureHTTP: true"}},
+		{"url with user information", server, httpSpec("  url: https://alice:s3cret@mcp.example.com/mcp"), []string{"spec.http.url", "must not contain user information"}},
+		{"url with fragment", server, httpSpec("  url: https://mcp.example.com/mcp#tools"), []string{"spec.http.url", "no fragment"}},
+		{"url over 2048 characters", server, httpSpec("  url: https://mcp.example.com/" + strings.Repeat("a", 2030)), []string{"spec.http.url", "Too long"}},
+		{"url that does not parse", server, httpSpec("  url: 'https://mcp example.com/mcp'"), []string{"spec.http.url", "url is not a valid URL"}},
+		{"unknown protocol", server, httpSpec("  url: https://mcp.example.com/mcp\n  protocol: WebSocket"), []string{"spec.http.protocol", "Unsupported value", "Auto"}},
+
+		// MCPServer: http.headers.
+		{"header name not a token", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: 'X Api Key', value: v}"), []string{"spec.http.headers[0].name", "must be an HTTP token"}},
+		{"reserved header Host", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Host, value: evil.example.com}"), []string{"spec.http.headers[0]", "reserved for the transport"}},
+		{"reserved header in lower case", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: content-type, value: text/plain}"), []string{"spec.http.headers[0]", "reserved for the transport"}},
+		{"reserved header Content-Length", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Content-Length, value: '1'}"), []string{"reserved for the transport"}},
+		{"reserved header Accept", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: ACCEPT, value: '*/*'}"), []string{"reserved for the transport"}},
+		{"reserved header Transfer-Encoding", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Transfer-Encoding, value: chunked}"), []string{"reserved for the transport"}},
+		{"reserved header Connection", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Connection, value: close}"), []string{"reserved for the transport"}},
+		{"reserved header Upgrade", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Upgrade, value: websocket}"), []string{"reserved for the transport"}},
+		{"reserved header Mcp-Session-Id", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Mcp-Session-Id, value: fixed}"), []string{"reserved for the transport"}},
+		{"reserved header MCP-Protocol-Version", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: MCP-Protocol-Version, value: 2024-11-05}"), []string{"reserved for the transport"}},
+		{"reserved header Last-Event-ID", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: last-event-id, value: '7'}"), []string{"reserved for the transport"}},
+		{"any Mcp- header is reserved", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: mcp-anything, value: x}"), []string{"reserved for the transport"}},
+		{"duplicate header names differing in case", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Authorization, value: a}\n    - {name: authorization, value: b}"), []string{"spec.http.headers", "header names must be unique"}},
+		{"header with value and valueFrom", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - name: Authorization\n      value: inline\n      valueFrom: {secretKeyRef: {name: token, key: token}}"), []string{"spec.http.headers[0]", "exactly one of value or valueFrom"}},
+		{"header with neither value nor valueFrom", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - name: Authorization"), []string{"spec.http.headers[0]", "exactly one of value or valueFrom"}},
+		{"more than 32 headers", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:" + manyHeaders(33)), []string{"spec.http.headers", "must have at most 32 items"}},
+		{"secret name not a DNS name", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Authorization, valueFrom: {secretKeyRef: {name: My_Token, key: token}}}"), []string{"spec.http.headers[0].valueFrom.secretKeyRef.name", "DNS subdomain"}},
+		{"secret key missing", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Authorization, valueFrom: {secretKeyRef: {name: token}}}"), []string{"spec.http.headers[0].valueFrom.secretKeyRef.key", "Required value"}},
+		{"CA bundle secret key invalid", server, httpSpec("  url: https://mcp.example.com/mcp\n  tls: {caBundle: {secretKeyRef: {name: ca, key: 'ca bundle'}}}"), []string{"spec.http.tls.caBundle.secretKeyRef.key", "letters, digits"}},
+
+		// MCPServer: stdio.
+		{"stdio without image", server, stdioSpec("  command: [node]"), []string{"spec.stdio.image", "Required value"}},
+		{"stdio without command", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3"), []string{"spec.stdio.command", "Required value"}},
+		{"stdio with empty command", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: []"), []string{"spec.stdio.command", "at least 1 items"}},
+		{"stdio with an empty command word", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: ['']"), []string{"spec.stdio.command[0]", "at least 1 chars long"}},
+		{"maxSessions zero", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  maxSessions: 0"), []string{"spec.stdio.maxSessions", "greater than or equal to 1"}},
+		{"maxSessions above 64", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  maxSessions: 65"), []string{"spec.stdio.maxSessions", "less than or equal to 64"}},
+
+		// MCPServer: timing.
+		{"timeout below 1s", server, okHTTP + "timeout: 500ms", []string{"spec.timeout", "timeout must be between 1s and 5m"}},
+		{"timeout above 5m", server, okHTTP + "timeout: 10m", []string{"spec.timeout", "timeout must be between 1s and 5m"}},
+		{"timeout not a duration", server, okHTTP + "timeout: soon", []string{"spec.timeout", "should match"}},
+		{"probe interval below 5s", server, okHTTP + "healthCheck: {interval: 1s}", []string{"spec.healthCheck.interval", "between 5s and 1h"}},
+		{"probe interval above 1h", server, okHTTP + "healthCheck: {interval: 2h}", []string{"spec.healthCheck.interval", "between 5s and 1h"}},
+		{"failureThreshold zero", server, okHTTP + "healthCheck: {failureThreshold: 0}", []string{"spec.healthCheck.failureThreshold", "greater than or equal to 1"}},
+		{"failureThreshold above 20", server, okHTTP + "healthCheck: {failureThreshold: 21}", []string{"spec.healthCheck.failureThreshold", "less than or equal to 20"}},
+
+		// MCPServer: tool globs.
+		{"glob with a slash", server, okHTTP + "tools: {allow: ['repo/*']}", []string{"spec.tools.allow", "tool globs may contain only"}},
+		{"glob with a space", server, okHTTP + "tools: {deny: ['delete *']}", []string{"spec.tools.deny", "tool globs may contain only"}},
+		{"glob over 128 characters", server, okHTTP + "tools: {allow: ['" + strings.Repeat("a", 129) + "']}", []string{"spec.tools.allow[0]", "Too long"}},
+		{"more than 64 globs", server, okHTTP + "tools: {deny: " + manyGlobs(65) + "}", []string{"spec.tools.deny", "must have at most 64 items"}},
+
+		// MCPEgressPolicy.
+		{"cidr with prefix too long", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.0.0.0/33}}]", []string{"spec.egress[0].to[0].ipBlock.cidr", "valid IPv4 or IPv6 CIDR"}},
+		{"cidr that is a host name", policy, "egress:\n  - to: [{ipBlock: {cidr: example.com}}]", []string{"spec.egress[0].to[0].ipBlock.cidr", "valid IPv4 or IPv6 CIDR"}},
+		{"except outside cidr", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: [10.30.0.0/24]}}]", []string{"spec.egress[0].to[0].ipBlock", "every except entry must lie inside cidr"}},
+		{"except wider than cidr", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: [10.0.0.0/8]}}]", []string{"every except entry must lie inside cidr"}},
+		{"IPv6 except in IPv4 cidr", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: ['::/0']}}]", []string{"every except entry must lie inside cidr"}},
+		{"except not a CIDR", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: [10.20.1.1]}}]", []string{"spec.egress[0].to[0].ipBlock.except", "every except entry must be a valid CIDR"}},
+		{"host with two wildcards", policy, "egress:\n  - to: [{host: '*.*.example.com'}]", []string{"spec.egress[0].to[0].host", "must be a DNS name"}},
+		{"host with an inner wildcard", policy, "egress:\n  - to: [{host: 'api.*.example.com'}]", []string{"spec.egress[0].to[0].host", "must be a DNS name"}},
+		{"host given as a URL", policy, "egress:\n  - to: [{host: 'https://api.example.com'}]", []string{"spec.egress[0].to[0].host", "must be a DNS name"}},
+		{"peer with host and ipBlock", policy, "egress:\n  - to: [{host: api.example.com, ipBlock: {cidr: 10.0.0.0/8}}]", []string{"spec.egress[0].to[0]", "exactly one of host or ipBlock"}},
+		{"empty peer", policy, "egress:\n  - to: [{}]", []string{"spec.egress[0].to[0]", "exactly one of host or ipBlock"}},
+		{"port zero", policy, "egress:\n  - ports: [{port: 0}]", []string{"spec.egress[0].ports[0].port", "greater than or equal to 1"}},
+		{"port above 65535", policy, "egress:\n  - ports: [{port: 70000}]", []string{"spec.egress[0].ports[0].port", "less than or equal to 65535"}},
+		{"maxHops above 10", policy, "redirects: {maxHops: 11}", []string{"spec.redirects.maxHops", "less than or equal to 10"}},
+		{"maxHops negative", policy, "redirects: {maxHops: -1}", []string{"spec.redirects.maxHops", "greater than or equal to 0"}},
+		{"unknown redirect policy", policy, "redirects: {policy: Follow}", []string{"spec.redirects.policy", "Unsupported value", "SameOrigin"}},
+	}
+	if len(cases) < 30 {
+		t.Fatalf("the schema suite must cover at least 30 invalid manifests, has %d", len(cases))
+	}
+
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := objectFromYAML(t, namespace, tc.kind, fmt.Sprintf("invalid-%d", i), tc.spec)
+			err := k8sClient.Create(context.Background(), obj)
+			if err == nil {
+				t.Fatalf("API server accepted an invalid %s:\n%s", tc.kind, tc.spec)
+			}
+			for _, fragment := range tc.want {
+				if !strings.Contains(err.Error(), fragment) {
+					t.Errorf("rejection message does not contain %q:\n%v", fragment, err)
+				}
+			}
+		})
+	}
+}
+
+func TestSchemaAcceptsValidManifests(t *testing.T) {
+	namespace := newNamespace(t)
+	cases := []struct {
+		name string
+		kind string
+		spec string
+	}{
+		{"plain http with opt-in", "MCPServer", "http:\n  url: http://127.0.0.1:8080/mcp\n  allowInsecureHTTP: true"},
+		{"url with port, path and query", "MCPServer", "http:\n  url: HTTPS://mcp.example.com:8443/v1/mcp?tenant=acme"},
+		{"inline and Secret headers", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Authorization, valueFrom: {secretKeyRef: {name: gh.token, key: .token_1}}}\n    - {name: X-Tenant, value: acme}\n    - {name: \"X-Weird!#$%&'*+.^_`|~\", value: ok}"},
+		{"exactly 32 headers", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\n  headers:" + manyHeaders(32)},
+		{"bounds of timing fields", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\ntimeout: 5m\nhealthCheck: {interval: 1h, failureThreshold: 20}"},
+		{"stdio at maxSessions 64", "MCPServer", "stdio:\n  image: ghcr.io/acme/server@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n  command: [node, dist/index.js]\n  maxSessions: 64"},
+		{"IPv6 block with except", "MCPEgressPolicy", "egress:\n  - to: [{ipBlock: {cidr: '2001:db8::/32', except: ['2001:db8:1::/48']}}]\n    ports: [{port: 1}, {port: 65535}]"},
+		{"isolating policy", "MCPEgressPolicy", "serverSelector: {}\nredirects: {policy: Deny, maxHops: 0}"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := objectFromYAML(t, namespace, tc.kind, fmt.Sprintf("valid-%d", i), tc.spec)
+			if err := k8sClient.Create(context.Background(), obj); err != nil {
+				t.Fatalf("API server rejected a valid %s: %v", tc.kind, err)
+			}
+		})
+	}
+}
+
+func TestSchemaAppliesDefaults(t *testing.T) {
+	namespace := newNamespace(t)
+	ctx := context.Background()
+	server := &mcpv1alpha1.MCPServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "defaults"},
+		Spec: mcpv1alpha1.MCPServerSpec{
+			HTTP:        &mcpv1alpha1.HTTPServerSpec{URL: "https://mcp.example.com/mcp"},
+			HealthCheck: &mcpv1alpha1.HealthCheck{},
+		},
+	}
+	if err := k8sClient.Create(ctx, server); err != nil {
+		t.Fatalf("creating server: %v", err)
+	}
+	if got := server.Spec.HTTP.Protocol; got != mcpv1alpha1.HTTPProtocolAuto {
+		t.Errorf("protocol defaulted to %q, want Auto", got)
+	}
+	if server.Spec.Timeout == nil || server.Spec.Timeout.Duration != 30*time.Second {
+		t.Errorf("timeout defaulted to %v, want 30s", server.Spec.Timeout)
+	}
+	if hc := server.Spec.HealthCheck; hc.Interval == nil || hc.Interval.Duration != 30*time.Second || hc.FailureThreshold != 3 {
+		t.Errorf("healthCheck defaulted to %+v, want interval 30s and failureThreshold 3", hc)
+	}
+}
+
+// TestSamplesAreAccepted renders config/samples with kustomize, as a user applying them
+// would, and creates every object against the real API server.
+func TestSamplesAreAccepted(t *testing.T) {
+	namespace := newNamespace(t)
+	samples := filepath.Join(testenv.RepoRoot(), "config", "samples")
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), samples)
+	if err != nil {
+		t.Fatalf("rendering %s: %v", samples, err)
+	}
+
+	// Every sample file must be part of the kustomization, or this test would miss it.
+	listed, err := os.ReadFile(filepath.Join(samples, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(samples, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		if base := filepath.Base(file); base != "kustomization.yaml" && !strings.Contains(string(listed), base) {
+			t.Errorf("sample %s is not listed in config/samples/kustomization.yaml", base)
+		}
+	}
+
+	kinds := map[string]int{}
+	for _, res := range resMap.Resources() {
+		data, err := res.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(data); err != nil {
+			t.Fatal(err)
+		}
+		obj.SetNamespace(namespace)
+		if err := k8sClient.Create(context.Background(), obj); err != nil {
+			t.Errorf("sample %s %s rejected: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		kinds[obj.GetKind()]++
+	}
+	if kinds["MCPServer"] < 3 || kinds["MCPEgressPolicy"] < 1 {
+		t.Errorf("samples hold %v; want at least 3 MCPServers (Streamable HTTP, SSE, stdio) and 1 MCPEgressPolicy", kinds)
+	}
+}
+
+// TestEveryFieldIsDocumented walks the schemas the API server serves (what `kubectl
+// explain` prints) and requires a description on every field.
+func TestEveryFieldIsDocumented(t *testing.T) {
+	for _, name := range []string{"mcpservers.mcp.switchboard.dev", "mcpegresspolicies.mcp.switchboard.dev"} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: name}, crd); err != nil {
+			t.Fatalf("reading CRD %s: %v", name, err)
+		}
+		for _, version := range crd.Spec.Versions {
+			var undocumented []string
+			walkSchema("", version.Schema.OpenAPIV3Schema, &undocumented)
+			sort.Strings(undocumented)
+			for _, path := range undocumented {
+				t.Errorf("%s %s: field %s has no description", name, version.Name, path)
+			}
+		}
+	}
+}
+
+// walkSchema appends to undocumented the path of every property below schema that has no
+// description. apiVersion, kind and metadata are documented by Kubernetes itself.
+func walkSchema(path string, schema *apiextensionsv1.JSONSchemaProps, undocumented *[]string) {
+	if schema == nil {
+		return
+	}
+	for name, prop := range schema.Properties {
+		child := path + "." + name
+		if path == "" && (name == "apiVersion" || name == "kind" || name == "metadata") {
+			continue
+		}
+		if strings.TrimSpace(prop.Description) == "" {
+			*undocumented = append(*undocumented, child)
+		}
+		walkSchema(child, &prop, undocumented)
+	}
+	if schema.Items != nil {
+		walkSchema(path+"[]", schema.Items.Schema, undocumented)
+	}
+}

@@ -1,0 +1,43 @@
+// Command switchboard is the Switchboard operator. Its subcommands are:
+//
+//	manager   run the controllers, the connector pool and the catalogue
+//
+// Run `switchboard <subcommand> --help` for the flags of each.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// subcommands maps each subcommand name to its entry point, which receives the arguments
+// after the name and returns the process exit code.
+var subcommands = map[string]func(args []string) int{
+	"manager": runManager,
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	run, ok := subcommands[os.Args[1]]
+	if !ok {
+		if os.Args[1] != "-h" && os.Args[1] != "--help" && os.Args[1] != "help" {
+			fmt.Fprintf(os.Stderr, "switchboard: unknown subcommand %q\n\n", os.Args[1])
+		}
+		usage()
+		os.Exit(2)
+	}
+	os.Exit(run(os.Args[2:]))
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `Usage: switchboard <subcommand> [flags]
+
+Subcommands:
+  manager   run the Switchboard controllers (the in-cluster operator)
+
+Run 'switchboard <subcommand> --help' for the flags of a subcommand.
+`)
+}

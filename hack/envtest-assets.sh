@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Makes kube-apiserver and etcd available for envtest and prints the folder that holds
+# them (use it as KUBEBUILDER_ASSETS). Idempotent: a folder that already holds both
+# binaries is printed at once.
+#
+# Where ENVTEST_ASSETS_TARBALL_URL names a tarball of prebuilt binaries (the layout
+# setup-envtest uses: controller-tools/envtest/{kube-apiserver,etcd}), it is downloaded.
+# Otherwise both binaries are built from the Go module proxy, which is the only network
+# this project can count on: kube-apiserver from k8s.io/kubernetes with every staging
+# module replaced by its published version, etcd from go.etcd.io/etcd/server/v3. The
+# first build takes about ten minutes on two cores; later runs reuse the Go build cache.
+#
+# Progress goes to stderr; stdout carries only the folder, so
+#   export KUBEBUILDER_ASSETS="$(hack/envtest-assets.sh)"
+# works.
+set -euo pipefail
+
+KUBERNETES_VERSION="${ENVTEST_KUBERNETES_VERSION:-1.37.2}"
+ETCD_VERSION="${ENVTEST_ETCD_VERSION:-v3.6.16}"
+GOOS="$(go env GOOS)"
+GOARCH="$(go env GOARCH)"
+CACHE_ROOT="${SWITCHBOARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchboard}"
+ASSETS_DIR="${CACHE_ROOT}/envtest/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}-${GOOS}-${GOARCH}"
+
+log() { printf 'envtest-assets: %s\n' "$*" >&2; }
+
+have_assets() {
+  [ -x "${ASSETS_DIR}/kube-apiserver" ] && [ -x "${ASSETS_DIR}/etcd" ]
+}
+
+if have_assets; then
+  printf '%s\n' "${ASSETS_DIR}"
+  exit 0
+fi
+
+mkdir -p "${ASSETS_DIR}"
+# A private work folder per run, so two concurrent runs never share half-built state.
+WORK_DIR="$(mktemp -d "${CACHE_ROOT}/envtest/build.XXXXXX")"
+trap 'rm -rf "${WORK_DIR}"' EXIT
+
+download_assets() {
+  local url="$1"
+  log "downloading ${url}"
+  curl -fsSL --retry 2 --connect-timeout 10 "${url}" | tar -xz -C "${WORK_DIR}"
+  local bin
+  for bin in kube-apiserver etcd; do
+    local found
+    found="$(find "${WORK_DIR}" -type f -name "${bin}" | head -n 1)"
+    [ -n "${found}" ] || { log "tarball has no ${bin}"; return 1; }
+    install -m 0755 "${found}" "${ASSETS_DIR}/${bin}.tmp"
+    mv -f "${ASSETS_DIR}/${bin}.tmp" "${ASSETS_DIR}/${bin}"
+  done
+}
+
+# build_binary MODULE_DIR OUTPUT_NAME: builds the module's main package into the cache,
+# through a temporary name so an interrupted build never leaves a broken binary behind.
+build_binary() {
+  local dir="$1" name="$2" started
+  started=$(date +%s)
+  log "building ${name} (the first build takes several minutes; Go caches it afterwards)"
+  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "${ASSETS_DIR}/${name}.tmp" .)
+  mv -f "${ASSETS_DIR}/${name}.tmp" "${ASSETS_DIR}/${name}"
+  log "built ${name} in $(( $(date +%s) - started ))s"
+}
+
+build_kube_apiserver() {
+  local dir="${WORK_DIR}/kube-apiserver"
+  mkdir -p "${dir}"
+  log "resolving k8s.io/kubernetes v${KUBERNETES_VERSION} and its staging modules"
+  # k8s.io/kubernetes points its staging modules at ./staging; a module that requires it
+  # has to replace each of them with the published v0.x.y of the same release. The list
+  # is read from the release's own go.mod so it never goes stale.
+  local kube_gomod
+  kube_gomod="$(cd "${dir}" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v${KUBERNETES_VERSION}" |
+    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+  [ -f "${kube_gomod}" ] || { log "could not download the k8s.io/kubernetes go.mod"; return 1; }
+  local staging_version="v0.${KUBERNETES_VERSION#1.}"
+  {
+    echo "module switchboard.local/envtest/kube-apiserver"
+    echo
+    echo "go $(go env GOVERSION | sed 's/^go//')"
+    echo
+    echo "require k8s.io/kubernetes v${KUBERNETES_VERSION}"
+    echo
+    echo "replace ("
+    grep -Eo '^[[:space:]]*k8s\.io/[a-z0-9.-]+ => \./staging/src/k8s\.io/[a-z0-9.-]+' "${kube_gomod}" |
+      awk -v v="${staging_version}" '{print "\t" $1 " => " $1 " " v}'
+    echo ")"
+  } > "${dir}/go.mod"
+  cat > "${dir}/main.go" <<'GO'
+// Command kube-apiserver is the upstream API server, built for envtest.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewAPIServerCommand()))
+}
+GO
+  (cd "${dir}" && go mod tidy >&2)
+  build_binary "${dir}" kube-apiserver
+}
+
+build_etcd() {
+  local dir="${WORK_DIR}/etcd"
+  mkdir -p "${dir}"
+  cat > "${dir}/go.mod" <<GOMOD
+module switchboard.local/envtest/etcd
+
+go $(go env GOVERSION | sed 's/^go//')
+
+require go.etcd.io/etcd/server/v3 ${ETCD_VERSION}
+GOMOD
+  cat > "${dir}/main.go" <<'GO'
+// Command etcd is the upstream etcd server, built for envtest.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
+GO
+  log "resolving go.etcd.io/etcd/server/v3 ${ETCD_VERSION}"
+  (cd "${dir}" && go mod tidy >&2)
+  build_binary "${dir}" etcd
+}
+
+if [ -n "${ENVTEST_ASSETS_TARBALL_URL:-}" ] && download_assets "${ENVTEST_ASSETS_TARBALL_URL}"; then
+  :
+else
+  [ -x "${ASSETS_DIR}/etcd" ] || build_etcd
+  [ -x "${ASSETS_DIR}/kube-apiserver" ] || build_kube_apiserver
+fi
+
+have_assets || { log "kube-apiserver or etcd is missing from ${ASSETS_DIR}"; exit 1; }
+log "ready: ${ASSETS_DIR}"
+printf '%s\n' "${ASSETS_DIR}"

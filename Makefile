@@ -51,7 +51,9 @@ envtest: ## Build or find kube-apiserver and etcd for the tests and print their 
 
 .PHONY: test
 test: ## Run all tests (unit and envtest integration) with the race detector.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -race -count=1 $(GO_TEST_FLAGS) $(TEST_PACKAGES)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
+	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
+	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(TEST_PACKAGES)
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated files are stale or gofmt, go vet or golangci-lint complain.

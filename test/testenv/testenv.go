@@ -35,11 +35,17 @@ func AssetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, nil
 	}
-	script := filepath.Join(RepoRoot(), "hack", "envtest-assets.sh")
+	return runHackScript("envtest-assets.sh")
+}
+
+// runHackScript runs a script from hack/ that prints one path on stdout and reports
+// progress on stderr, and returns the path.
+func runHackScript(name string) (string, error) {
+	script := filepath.Join(RepoRoot(), "hack", name)
 	var stdout bytes.Buffer
 	cmd := exec.Command("bash", script)
 	cmd.Stdout = &stdout
-	cmd.Stderr = os.Stderr // the script reports build progress there
+	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("running %s: %w", script, err)
 	}
@@ -86,4 +92,15 @@ func Start() (*Environment, error) {
 		return nil, fmt.Errorf("starting envtest with assets from %s: %w", assets, err)
 	}
 	return &Environment{Environment: env, Config: cfg}, nil
+}
+
+// ServerEverything returns the path of the entry point of the npm package
+// @modelcontextprotocol/server-everything, the MCP reference server, to be run with node:
+// SWITCHBOARD_SERVER_EVERYTHING when set (the Makefile sets it), otherwise what
+// hack/test-servers.sh prints (installing the package on first use).
+func ServerEverything() (string, error) {
+	if path := os.Getenv("SWITCHBOARD_SERVER_EVERYTHING"); path != "" {
+		return path, nil
+	}
+	return runHackScript("test-servers.sh")
 }

@@ -167,7 +167,3 @@ type MCPEgressPolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MCPEgressPolicy `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&MCPEgressPolicy{}, &MCPEgressPolicyList{})
-}

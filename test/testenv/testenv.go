@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,7 +44,7 @@ func AssetsDir() (string, error) {
 func runHackScript(name string) (string, error) {
 	script := filepath.Join(RepoRoot(), "hack", name)
 	var stdout bytes.Buffer
-	cmd := exec.Command("bash", script)
+	cmd := exec.CommandContext(context.Background(), "bash", script)
 	cmd.Stdout = &stdout
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {

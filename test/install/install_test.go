@@ -1,0 +1,82 @@
+package install_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/switchboard-mcp/switchboard/test/testenv"
+)
+
+// TestDefaultInstallApplies renders config/default and server-side applies every object
+// to a real API server, as `kubectl apply -k config/default` would.
+func TestDefaultInstallApplies(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := filepath.Join(testenv.RepoRoot(), "config", "default")
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("rendering %s: %v", dir, err)
+	}
+
+	byKind := map[string][]*unstructured.Unstructured{}
+	// Namespaces and CRDs first, as kubectl orders them.
+	ordered := make([]*unstructured.Unstructured, 0, resMap.Size())
+	var rest []*unstructured.Unstructured
+	for _, res := range resMap.Resources() {
+		data, err := res.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(data); err != nil {
+			t.Fatal(err)
+		}
+		byKind[obj.GetKind()] = append(byKind[obj.GetKind()], obj)
+		if kind := obj.GetKind(); kind == "Namespace" || kind == "CustomResourceDefinition" {
+			ordered = append(ordered, obj)
+		} else {
+			rest = append(rest, obj)
+		}
+	}
+	for _, obj := range append(ordered, rest...) {
+		if err := c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("install-test"), client.ForceOwnership); err != nil {
+			t.Errorf("applying %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+
+	want := map[string]int{
+		"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 1,
+		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
+	}
+	for kind, n := range want {
+		if got := len(byKind[kind]); got != n {
+			t.Errorf("config/default renders %d %s objects, want %d", got, kind, n)
+		}
+	}
+	for _, deploy := range byKind["Deployment"] {
+		if ns := deploy.GetNamespace(); ns != "switchboard-system" {
+			t.Errorf("manager Deployment is in namespace %q, want switchboard-system", ns)
+		}
+		containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			escalation, found, _ := unstructured.NestedBool(c.(map[string]any), "securityContext", "allowPrivilegeEscalation")
+			if !found || escalation {
+				t.Errorf("container %v allows privilege escalation", c.(map[string]any)["name"])
+			}
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -37,6 +38,8 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Elect a leader among manager replicas so that exactly one reconciles at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "",
 		"Namespace of the leader election Lease; defaults to the manager's own namespace.")
+	// --kubeconfig; without it the in-cluster config or $KUBECONFIG is used.
+	config.RegisterFlags(fs)
 	// Structured JSON logs unless --zap-devel asks for human-readable ones.
 	o.zap.BindFlags(fs)
 }

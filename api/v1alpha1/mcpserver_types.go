@@ -75,6 +75,12 @@ type MCPServerSpec struct {
 }
 
 // HTTPServerSpec describes a remote MCP server reached over HTTP.
+//
+// The url rules live on this object rather than on the field so that a rejection never
+// echoes the URL back: it may carry credentials in its user information or query.
+// +kubebuilder:validation:XValidation:rule="self.url.matches('^(?i)https?://[^/?#]+([/?][^#]*)?$')",fieldPath=".url",message="url must be an absolute http:// or https:// URL with a host and no fragment"
+// +kubebuilder:validation:XValidation:rule="!self.url.matches('^[^/]*//[^/?#]*@')",fieldPath=".url",message="url must not contain user information (user:password@); put credentials in headers backed by a Secret"
+// +kubebuilder:validation:XValidation:rule="!self.url.matches('^(?i)https?://[^/?#]+') || isURL(self.url)",fieldPath=".url",message="url is not a valid URL"
 // +kubebuilder:validation:XValidation:rule="self.url.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="url must use https; set allowInsecureHTTP: true to allow plain http"
 type HTTPServerSpec struct {
 	// url is the absolute http or https URL of the server's MCP endpoint, at most 2048
@@ -83,9 +89,6 @@ type HTTPServerSpec struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(?i)https?://[^/?#]+([/?][^#]*)?$')",message="url must be an absolute http:// or https:// URL with a host and no fragment"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^/]*//[^/?#]*@')",message="url must not contain user information (user:password@); put credentials in headers backed by a Secret"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^(?i)https?://[^/?#]+') || isURL(self)",message="url is not a valid URL"
 	URL string `json:"url"`
 
 	// protocol selects the transport: Auto (Streamable HTTP, falling back to legacy

@@ -101,85 +101,87 @@ func TestSchemaRejectsInvalidManifests(t *testing.T) {
 		// want are fragments the API server's error message must contain: the field path
 		// and what the user is told.
 		want []string
+		// secret is a part of the manifest that must not be echoed in the rejection.
+		secret string
 	}{
 		// MCPServer: kind of server.
-		{"neither http nor stdio", server, "description: nothing to run", []string{"exactly one of spec.http or spec.stdio must be set"}},
-		{"both http and stdio", server, okHTTP + "stdio:\n  image: busybox\n  command: [sh]", []string{"exactly one of spec.http or spec.stdio must be set"}},
-		{"description over 1 KiB", server, okHTTP + "description: " + strings.Repeat("d", 1025), []string{"spec.description", "Too long"}},
+		{"neither http nor stdio", server, "description: nothing to run", []string{"exactly one of spec.http or spec.stdio must be set"}, ""},
+		{"both http and stdio", server, okHTTP + "stdio:\n  image: busybox\n  command: [sh]", []string{"exactly one of spec.http or spec.stdio must be set"}, ""},
+		{"description over 1 KiB", server, okHTTP + "description: " + strings.Repeat("d", 1025), []string{"spec.description", "Too long"}, ""},
 
 		// MCPServer: http.url.
-		{"url missing", server, httpSpec("  protocol: Auto"), []string{"spec.http.url", "Required value"}},
-		{"url relative", server, httpSpec("  url: /mcp"), []string{"spec.http.url", "absolute http:// or https:// URL"}},
-		{"url with another scheme", server, httpSpec("  url: ftp://mcp.example.com/mcp"), []string{"spec.http.url", "absolute http:// or https:// URL"}},
-		{"url without host", server, httpSpec("  url: 'https:///mcp'"), []string{"spec.http.url", "absolute http:// or https:// URL"}},
-		{"plain http without opt-in", server, httpSpec("  url: http://mcp.example.com/mcp"), []string{"spec.http", "url must use https; set allowInsecureHTTP: true"}},
-		{"url with user information", server, httpSpec("  url: https://alice:s3cret@mcp.example.com/mcp"), []string{"spec.http.url", "must not contain user information"}},
-		{"url with fragment", server, httpSpec("  url: https://mcp.example.com/mcp#tools"), []string{"spec.http.url", "no fragment"}},
-		{"url over 2048 characters", server, httpSpec("  url: https://mcp.example.com/" + strings.Repeat("a", 2030)), []string{"spec.http.url", "Too long"}},
-		{"url that does not parse", server, httpSpec("  url: 'https://mcp example.com/mcp'"), []string{"spec.http.url", "url is not a valid URL"}},
-		{"unknown protocol", server, httpSpec("  url: https://mcp.example.com/mcp\n  protocol: WebSocket"), []string{"spec.http.protocol", "Unsupported value", "Auto"}},
+		{"url missing", server, httpSpec("  protocol: Auto"), []string{"spec.http.url", "Required value"}, ""},
+		{"url relative", server, httpSpec("  url: /mcp"), []string{"spec.http.url", "absolute http:// or https:// URL"}, ""},
+		{"url with another scheme", server, httpSpec("  url: ftp://mcp.example.com/mcp"), []string{"spec.http.url", "absolute http:// or https:// URL"}, ""},
+		{"url without host", server, httpSpec("  url: 'https:///mcp'"), []string{"spec.http.url", "absolute http:// or https:// URL"}, ""},
+		{"plain http without opt-in", server, httpSpec("  url: http://mcp.example.com/mcp"), []string{"spec.http", "url must use https; set allowInsecureHTTP: true"}, ""},
+		{"url with user information", server, httpSpec("  url: https://alice:s3cret@mcp.example.com/mcp"), []string{"spec.http.url", "must not contain user information"}, "s3cret"},
+		{"url with fragment", server, httpSpec("  url: https://mcp.example.com/mcp?token=hunter2#tools"), []string{"spec.http.url", "no fragment"}, "token=hunter2"},
+		{"url over 2048 characters", server, httpSpec("  url: https://mcp.example.com/" + strings.Repeat("a", 2030)), []string{"spec.http.url", "Too long"}, "aaaaaaaaaaaaaaaa"},
+		{"url that does not parse", server, httpSpec("  url: 'https://mcp example.com/mcp'"), []string{"spec.http.url", "url is not a valid URL"}, "mcp example"},
+		{"unknown protocol", server, httpSpec("  url: https://mcp.example.com/mcp\n  protocol: WebSocket"), []string{"spec.http.protocol", "Unsupported value", "Auto"}, ""},
 
 		// MCPServer: http.headers.
-		{"header name not a token", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: 'X Api Key', value: v}"), []string{"spec.http.headers[0].name", "must be an HTTP token"}},
-		{"reserved header Host", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Host, value: evil.example.com}"), []string{"spec.http.headers[0]", "reserved for the transport"}},
-		{"reserved header in lower case", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: content-type, value: text/plain}"), []string{"spec.http.headers[0]", "reserved for the transport"}},
-		{"reserved header Content-Length", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Content-Length, value: '1'}"), []string{"reserved for the transport"}},
-		{"reserved header Accept", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: ACCEPT, value: '*/*'}"), []string{"reserved for the transport"}},
-		{"reserved header Transfer-Encoding", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Transfer-Encoding, value: chunked}"), []string{"reserved for the transport"}},
-		{"reserved header Connection", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Connection, value: close}"), []string{"reserved for the transport"}},
-		{"reserved header Upgrade", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Upgrade, value: websocket}"), []string{"reserved for the transport"}},
-		{"reserved header Mcp-Session-Id", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Mcp-Session-Id, value: fixed}"), []string{"reserved for the transport"}},
-		{"reserved header MCP-Protocol-Version", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: MCP-Protocol-Version, value: 2024-11-05}"), []string{"reserved for the transport"}},
-		{"reserved header Last-Event-ID", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: last-event-id, value: '7'}"), []string{"reserved for the transport"}},
-		{"any Mcp- header is reserved", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: mcp-anything, value: x}"), []string{"reserved for the transport"}},
-		{"duplicate header names differing in case", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Authorization, value: a}\n    - {name: authorization, value: b}"), []string{"spec.http.headers", "header names must be unique"}},
-		{"header with value and valueFrom", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - name: Authorization\n      value: inline\n      valueFrom: {secretKeyRef: {name: token, key: token}}"), []string{"spec.http.headers[0]", "exactly one of value or valueFrom"}},
-		{"header with neither value nor valueFrom", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - name: Authorization"), []string{"spec.http.headers[0]", "exactly one of value or valueFrom"}},
-		{"more than 32 headers", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:" + manyHeaders(33)), []string{"spec.http.headers", "must have at most 32 items"}},
-		{"secret name not a DNS name", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Authorization, valueFrom: {secretKeyRef: {name: My_Token, key: token}}}"), []string{"spec.http.headers[0].valueFrom.secretKeyRef.name", "DNS subdomain"}},
-		{"secret key missing", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Authorization, valueFrom: {secretKeyRef: {name: token}}}"), []string{"spec.http.headers[0].valueFrom.secretKeyRef.key", "Required value"}},
-		{"CA bundle secret key invalid", server, httpSpec("  url: https://mcp.example.com/mcp\n  tls: {caBundle: {secretKeyRef: {name: ca, key: 'ca bundle'}}}"), []string{"spec.http.tls.caBundle.secretKeyRef.key", "letters, digits"}},
+		{"header name not a token", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: 'X Api Key', value: v}"), []string{"spec.http.headers[0].name", "must be an HTTP token"}, ""},
+		{"reserved header Host", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Host, value: evil.example.com}"), []string{"spec.http.headers[0]", "reserved for the transport"}, ""},
+		{"reserved header in lower case", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: content-type, value: text/plain}"), []string{"spec.http.headers[0]", "reserved for the transport"}, ""},
+		{"reserved header Content-Length", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Content-Length, value: '1'}"), []string{"reserved for the transport"}, ""},
+		{"reserved header Accept", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: ACCEPT, value: '*/*'}"), []string{"reserved for the transport"}, ""},
+		{"reserved header Transfer-Encoding", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Transfer-Encoding, value: chunked}"), []string{"reserved for the transport"}, ""},
+		{"reserved header Connection", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Connection, value: close}"), []string{"reserved for the transport"}, ""},
+		{"reserved header Upgrade", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Upgrade, value: websocket}"), []string{"reserved for the transport"}, ""},
+		{"reserved header Mcp-Session-Id", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Mcp-Session-Id, value: fixed}"), []string{"reserved for the transport"}, ""},
+		{"reserved header MCP-Protocol-Version", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: MCP-Protocol-Version, value: 2024-11-05}"), []string{"reserved for the transport"}, ""},
+		{"reserved header Last-Event-ID", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: last-event-id, value: '7'}"), []string{"reserved for the transport"}, ""},
+		{"any Mcp- header is reserved", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: mcp-anything, value: x}"), []string{"reserved for the transport"}, ""},
+		{"duplicate header names differing in case", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Authorization, value: a}\n    - {name: authorization, value: b}"), []string{"spec.http.headers", "header names must be unique"}, ""},
+		{"header with value and valueFrom", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - name: Authorization\n      value: inline\n      valueFrom: {secretKeyRef: {name: token, key: token}}"), []string{"spec.http.headers[0]", "exactly one of value or valueFrom"}, ""},
+		{"header with neither value nor valueFrom", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - name: Authorization"), []string{"spec.http.headers[0]", "exactly one of value or valueFrom"}, ""},
+		{"more than 32 headers", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:" + manyHeaders(33)), []string{"spec.http.headers", "must have at most 32 items"}, ""},
+		{"secret name not a DNS name", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Authorization, valueFrom: {secretKeyRef: {name: My_Token, key: token}}}"), []string{"spec.http.headers[0].valueFrom.secretKeyRef.name", "DNS subdomain"}, ""},
+		{"secret key missing", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Authorization, valueFrom: {secretKeyRef: {name: token}}}"), []string{"spec.http.headers[0].valueFrom.secretKeyRef.key", "Required value"}, ""},
+		{"CA bundle secret key invalid", server, httpSpec("  url: https://mcp.example.com/mcp\n  tls: {caBundle: {secretKeyRef: {name: ca, key: 'ca bundle'}}}"), []string{"spec.http.tls.caBundle.secretKeyRef.key", "letters, digits"}, ""},
 
 		// MCPServer: stdio.
-		{"stdio without image", server, stdioSpec("  command: [node]"), []string{"spec.stdio.image", "Required value"}},
-		{"stdio without command", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3"), []string{"spec.stdio.command", "Required value"}},
-		{"stdio with empty command", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: []"), []string{"spec.stdio.command", "at least 1 items"}},
-		{"stdio with an empty command word", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: ['']"), []string{"spec.stdio.command[0]", "at least 1 chars long"}},
-		{"maxSessions zero", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  maxSessions: 0"), []string{"spec.stdio.maxSessions", "greater than or equal to 1"}},
-		{"maxSessions above 64", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  maxSessions: 65"), []string{"spec.stdio.maxSessions", "less than or equal to 64"}},
+		{"stdio without image", server, stdioSpec("  command: [node]"), []string{"spec.stdio.image", "Required value"}, ""},
+		{"stdio without command", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3"), []string{"spec.stdio.command", "Required value"}, ""},
+		{"stdio with empty command", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: []"), []string{"spec.stdio.command", "at least 1 items"}, ""},
+		{"stdio with an empty command word", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: ['']"), []string{"spec.stdio.command[0]", "at least 1 chars long"}, ""},
+		{"maxSessions zero", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  maxSessions: 0"), []string{"spec.stdio.maxSessions", "greater than or equal to 1"}, ""},
+		{"maxSessions above 64", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  maxSessions: 65"), []string{"spec.stdio.maxSessions", "less than or equal to 64"}, ""},
 
 		// MCPServer: timing.
-		{"timeout below 1s", server, okHTTP + "timeout: 500ms", []string{"spec.timeout", "timeout must be between 1s and 5m"}},
-		{"timeout above 5m", server, okHTTP + "timeout: 10m", []string{"spec.timeout", "timeout must be between 1s and 5m"}},
-		{"timeout not a duration", server, okHTTP + "timeout: soon", []string{"spec.timeout", "should match"}},
-		{"probe interval below 5s", server, okHTTP + "healthCheck: {interval: 1s}", []string{"spec.healthCheck.interval", "between 5s and 1h"}},
-		{"probe interval above 1h", server, okHTTP + "healthCheck: {interval: 2h}", []string{"spec.healthCheck.interval", "between 5s and 1h"}},
-		{"failureThreshold zero", server, okHTTP + "healthCheck: {failureThreshold: 0}", []string{"spec.healthCheck.failureThreshold", "greater than or equal to 1"}},
-		{"failureThreshold above 20", server, okHTTP + "healthCheck: {failureThreshold: 21}", []string{"spec.healthCheck.failureThreshold", "less than or equal to 20"}},
+		{"timeout below 1s", server, okHTTP + "timeout: 500ms", []string{"spec.timeout", "timeout must be between 1s and 5m"}, ""},
+		{"timeout above 5m", server, okHTTP + "timeout: 10m", []string{"spec.timeout", "timeout must be between 1s and 5m"}, ""},
+		{"timeout not a duration", server, okHTTP + "timeout: soon", []string{"spec.timeout", "should match"}, ""},
+		{"probe interval below 5s", server, okHTTP + "healthCheck: {interval: 1s}", []string{"spec.healthCheck.interval", "between 5s and 1h"}, ""},
+		{"probe interval above 1h", server, okHTTP + "healthCheck: {interval: 2h}", []string{"spec.healthCheck.interval", "between 5s and 1h"}, ""},
+		{"failureThreshold zero", server, okHTTP + "healthCheck: {failureThreshold: 0}", []string{"spec.healthCheck.failureThreshold", "greater than or equal to 1"}, ""},
+		{"failureThreshold above 20", server, okHTTP + "healthCheck: {failureThreshold: 21}", []string{"spec.healthCheck.failureThreshold", "less than or equal to 20"}, ""},
 
 		// MCPServer: tool globs.
-		{"glob with a slash", server, okHTTP + "tools: {allow: ['repo/*']}", []string{"spec.tools.allow", "tool globs may contain only"}},
-		{"glob with a space", server, okHTTP + "tools: {deny: ['delete *']}", []string{"spec.tools.deny", "tool globs may contain only"}},
-		{"glob over 128 characters", server, okHTTP + "tools: {allow: ['" + strings.Repeat("a", 129) + "']}", []string{"spec.tools.allow[0]", "Too long"}},
-		{"more than 64 globs", server, okHTTP + "tools: {deny: " + manyGlobs(65) + "}", []string{"spec.tools.deny", "must have at most 64 items"}},
+		{"glob with a slash", server, okHTTP + "tools: {allow: ['repo/*']}", []string{"spec.tools.allow", "tool globs may contain only"}, ""},
+		{"glob with a space", server, okHTTP + "tools: {deny: ['delete *']}", []string{"spec.tools.deny", "tool globs may contain only"}, ""},
+		{"glob over 128 characters", server, okHTTP + "tools: {allow: ['" + strings.Repeat("a", 129) + "']}", []string{"spec.tools.allow[0]", "Too long"}, ""},
+		{"more than 64 globs", server, okHTTP + "tools: {deny: " + manyGlobs(65) + "}", []string{"spec.tools.deny", "must have at most 64 items"}, ""},
 
 		// MCPEgressPolicy.
-		{"cidr with prefix too long", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.0.0.0/33}}]", []string{"spec.egress[0].to[0].ipBlock.cidr", "valid IPv4 or IPv6 CIDR"}},
-		{"cidr that is a host name", policy, "egress:\n  - to: [{ipBlock: {cidr: example.com}}]", []string{"spec.egress[0].to[0].ipBlock.cidr", "valid IPv4 or IPv6 CIDR"}},
-		{"except outside cidr", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: [10.30.0.0/24]}}]", []string{"spec.egress[0].to[0].ipBlock", "every except entry must lie inside cidr"}},
-		{"except wider than cidr", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: [10.0.0.0/8]}}]", []string{"every except entry must lie inside cidr"}},
-		{"IPv6 except in IPv4 cidr", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: ['::/0']}}]", []string{"every except entry must lie inside cidr"}},
-		{"except not a CIDR", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: [10.20.1.1]}}]", []string{"spec.egress[0].to[0].ipBlock.except", "every except entry must be a valid CIDR"}},
-		{"host with two wildcards", policy, "egress:\n  - to: [{host: '*.*.example.com'}]", []string{"spec.egress[0].to[0].host", "must be a DNS name"}},
-		{"host with an inner wildcard", policy, "egress:\n  - to: [{host: 'api.*.example.com'}]", []string{"spec.egress[0].to[0].host", "must be a DNS name"}},
-		{"host given as a URL", policy, "egress:\n  - to: [{host: 'https://api.example.com'}]", []string{"spec.egress[0].to[0].host", "must be a DNS name"}},
-		{"peer with host and ipBlock", policy, "egress:\n  - to: [{host: api.example.com, ipBlock: {cidr: 10.0.0.0/8}}]", []string{"spec.egress[0].to[0]", "exactly one of host or ipBlock"}},
-		{"empty peer", policy, "egress:\n  - to: [{}]", []string{"spec.egress[0].to[0]", "exactly one of host or ipBlock"}},
-		{"port zero", policy, "egress:\n  - ports: [{port: 0}]", []string{"spec.egress[0].ports[0].port", "greater than or equal to 1"}},
-		{"port above 65535", policy, "egress:\n  - ports: [{port: 70000}]", []string{"spec.egress[0].ports[0].port", "less than or equal to 65535"}},
-		{"maxHops above 10", policy, "redirects: {maxHops: 11}", []string{"spec.redirects.maxHops", "less than or equal to 10"}},
-		{"maxHops negative", policy, "redirects: {maxHops: -1}", []string{"spec.redirects.maxHops", "greater than or equal to 0"}},
-		{"unknown redirect policy", policy, "redirects: {policy: Follow}", []string{"spec.redirects.policy", "Unsupported value", "SameOrigin"}},
+		{"cidr with prefix too long", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.0.0.0/33}}]", []string{"spec.egress[0].to[0].ipBlock.cidr", "valid IPv4 or IPv6 CIDR"}, ""},
+		{"cidr that is a host name", policy, "egress:\n  - to: [{ipBlock: {cidr: example.com}}]", []string{"spec.egress[0].to[0].ipBlock.cidr", "valid IPv4 or IPv6 CIDR"}, ""},
+		{"except outside cidr", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: [10.30.0.0/24]}}]", []string{"spec.egress[0].to[0].ipBlock", "every except entry must lie inside cidr"}, ""},
+		{"except wider than cidr", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: [10.0.0.0/8]}}]", []string{"every except entry must lie inside cidr"}, ""},
+		{"IPv6 except in IPv4 cidr", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: ['::/0']}}]", []string{"every except entry must lie inside cidr"}, ""},
+		{"except not a CIDR", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.20.0.0/16, except: [10.20.1.1]}}]", []string{"spec.egress[0].to[0].ipBlock.except", "every except entry must be a valid CIDR"}, ""},
+		{"host with two wildcards", policy, "egress:\n  - to: [{host: '*.*.example.com'}]", []string{"spec.egress[0].to[0].host", "must be a DNS name"}, ""},
+		{"host with an inner wildcard", policy, "egress:\n  - to: [{host: 'api.*.example.com'}]", []string{"spec.egress[0].to[0].host", "must be a DNS name"}, ""},
+		{"host given as a URL", policy, "egress:\n  - to: [{host: 'https://api.example.com'}]", []string{"spec.egress[0].to[0].host", "must be a DNS name"}, ""},
+		{"peer with host and ipBlock", policy, "egress:\n  - to: [{host: api.example.com, ipBlock: {cidr: 10.0.0.0/8}}]", []string{"spec.egress[0].to[0]", "exactly one of host or ipBlock"}, ""},
+		{"empty peer", policy, "egress:\n  - to: [{}]", []string{"spec.egress[0].to[0]", "exactly one of host or ipBlock"}, ""},
+		{"port zero", policy, "egress:\n  - ports: [{port: 0}]", []string{"spec.egress[0].ports[0].port", "greater than or equal to 1"}, ""},
+		{"port above 65535", policy, "egress:\n  - ports: [{port: 70000}]", []string{"spec.egress[0].ports[0].port", "less than or equal to 65535"}, ""},
+		{"maxHops above 10", policy, "redirects: {maxHops: 11}", []string{"spec.redirects.maxHops", "less than or equal to 10"}, ""},
+		{"maxHops negative", policy, "redirects: {maxHops: -1}", []string{"spec.redirects.maxHops", "greater than or equal to 0"}, ""},
+		{"unknown redirect policy", policy, "redirects: {policy: Follow}", []string{"spec.redirects.policy", "Unsupported value", "SameOrigin"}, ""},
 	}
 	if len(cases) < 30 {
 		t.Fatalf("the schema suite must cover at least 30 invalid manifests, has %d", len(cases))
@@ -196,6 +198,9 @@ func TestSchemaRejectsInvalidManifests(t *testing.T) {
 				if !strings.Contains(err.Error(), fragment) {
 					t.Errorf("rejection message does not contain %q:\n%v", fragment, err)
 				}
+			}
+			if tc.secret != "" && strings.Contains(err.Error(), tc.secret) {
+				t.Errorf("rejection message echoes %q from the manifest:\n%v", tc.secret, err)
 			}
 		})
 	}

@@ -38,7 +38,9 @@ type Decision struct {
 	// Allowed is true when the connection or hop may proceed.
 	Allowed bool
 	// Policy names the deciding MCPEgressPolicy as "namespace/name"; empty when the
-	// manager's default posture or a built-in rule decided.
+	// manager's default posture or a built-in rule decided. When the rules of several
+	// selecting policies deny together, it names the first of them by name and Reason
+	// lists them.
 	Policy string
 	// Reason says why, in words fit for a status condition message. It never carries
 	// a URL query string or a header value.

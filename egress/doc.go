@@ -5,4 +5,17 @@
 // Decisions are pure data: egress does no I/O (no DNS, no network, no Kubernetes client).
 // The connector asks it at dial time, with the address actually being dialed, and on every
 // redirect hop; the controllers feed it the policies.
+//
+// The flow is: Compile turns the policies and the manager's Defaults into a PolicySet,
+// reporting each invalid policy separately; PolicySet.ForServer gives the ServerRules of
+// one MCPServer; ServerRules.DecideDial, ServerRules.DecideRedirect and
+// ServerRules.NetworkPolicy answer for that server. SameOrigin tells the connector whether
+// configured headers may go to a URL. Everything compiled is immutable and safe for
+// concurrent use; a policy change means compiling a new PolicySet.
+//
+// Semantics, as in NetworkPolicy: once any policy selects a server, only what some rule of
+// a selecting policy allows is allowed (the union of allows); a server no policy selects
+// follows the default posture (public, all or none). Link-local, cloud metadata,
+// unspecified, multicast and broadcast addresses are denied whatever a policy says, also
+// in their IPv4-mapped and NAT64 forms.
 package egress

@@ -24,8 +24,9 @@ const maxMaxHops = 10
 // change, compile a new set and swap it in.
 type PolicySet struct {
 	defaults Defaults
-	// byNamespace holds each namespace's valid policies sorted by name, so that decisions
-	// and rendered NetworkPolicies do not depend on the order the cache listed them in.
+	// byNamespace holds each namespace's policies (invalid ones in their fail-closed
+	// form) sorted by name, so that decisions and rendered NetworkPolicies do not depend
+	// on the order the cache listed them in.
 	byNamespace map[string][]*policy
 }
 

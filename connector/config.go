@@ -1,0 +1,284 @@
+package connector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Key names one server: the namespace and name of its MCPServer object.
+type Key struct {
+	// Namespace is the server's namespace.
+	Namespace string
+	// Name is the server's name.
+	Name string
+}
+
+// String returns "namespace/name".
+func (k Key) String() string { return k.Namespace + "/" + k.Name }
+
+// Protocol selects the MCP transport.
+type Protocol string
+
+const (
+	// ProtocolAuto tries Streamable HTTP first and falls back to the legacy HTTP+SSE
+	// transport as the MCP specification's backward-compatibility procedure describes.
+	ProtocolAuto Protocol = "Auto"
+	// ProtocolStreamableHTTP is the Streamable HTTP transport (2025-03-26 and later).
+	ProtocolStreamableHTTP Protocol = "StreamableHTTP"
+	// ProtocolSSE is the legacy HTTP+SSE transport (2024-11-05).
+	ProtocolSSE Protocol = "SSE"
+)
+
+// Header is one configured request header, its value already resolved from a Secret
+// where the spec referenced one. Values are secrets: they are only ever sent to the
+// configured origin and never appear in errors, snapshots or logs.
+type Header struct {
+	// Name is the canonical or literal header name.
+	Name string
+	// Value is the header value.
+	Value string
+}
+
+// HealthCheck configures the session probe.
+type HealthCheck struct {
+	// Interval is the time between probes. Zero means 30s.
+	Interval time.Duration
+	// FailureThreshold is how many consecutive probe failures mark the session down and
+	// start a reconnect. Zero means 3.
+	FailureThreshold int
+}
+
+// Limits bound what a server may send. Zero fields take the defaults documented on each.
+type Limits struct {
+	// MaxResponseBytes bounds one HTTP response body that is not an event stream.
+	// Zero means 8 MiB.
+	MaxResponseBytes int64
+	// MaxEventBytes bounds one server-sent event. Zero means 4 MiB.
+	MaxEventBytes int
+	// MaxDescriptionBytes cuts tool, resource and prompt descriptions (on a UTF-8
+	// boundary). Zero means 1 KiB.
+	MaxDescriptionBytes int
+	// MaxItems bounds the items of one list (tools, resources, templates or prompts).
+	// Zero means 10,000.
+	MaxItems int
+	// MaxPages bounds the pages of one list. Zero means 100.
+	MaxPages int
+	// MaxRedirects bounds the redirect hops of one request, whatever the egress decider
+	// allows. Zero means 5.
+	MaxRedirects int
+}
+
+// Resolver resolves host names for the connector's dialer. *net.Resolver implements
+// it; tests inject their own to simulate DNS rebinding or failures.
+type Resolver interface {
+	// LookupNetIP looks up host, returning its addresses for network "ip", "ip4" or "ip6".
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Config is everything the connector needs to hold a session to one server. Controllers
+// build it from the MCPServer spec with secrets resolved; it carries no Kubernetes types.
+type Config struct {
+	// URL is the server endpoint, http or https. Its query string is treated as a secret.
+	URL string
+	// Protocol selects the transport; empty means [ProtocolAuto].
+	Protocol Protocol
+	// Headers are sent on every request to the URL's origin and to no other origin.
+	Headers []Header
+	// CABundle is PEM-encoded certificates trusted in addition to the system roots.
+	CABundle []byte
+	// Timeout bounds each MCP request. Zero means 30s.
+	Timeout time.Duration
+	// ConnectTimeout bounds establishing a session: dial, TLS, transport detection and
+	// the initialize or discover exchange. Zero means Timeout.
+	ConnectTimeout time.Duration
+	// HealthCheck configures the probe.
+	HealthCheck HealthCheck
+	// Limits bound what the server may send.
+	Limits Limits
+	// Egress decides dials and redirect hops. Nil means [DefaultEgressDecider]. Changing
+	// only the decider does not reconnect; the session's live destinations are checked
+	// against the new decider and the session is dropped if one is now denied.
+	Egress EgressDecider
+	// Resolver resolves host names; nil means net.DefaultResolver.
+	Resolver Resolver
+}
+
+// Defaults used where a Config or Limits field is zero.
+const (
+	DefaultTimeout             = 30 * time.Second
+	DefaultProbeInterval       = 30 * time.Second
+	DefaultFailureThreshold    = 3
+	DefaultMaxResponseBytes    = 8 << 20
+	DefaultMaxEventBytes       = 4 << 20
+	DefaultMaxDescriptionBytes = 1 << 10
+	DefaultMaxItems            = 10_000
+	DefaultMaxPages            = 100
+	DefaultMaxRedirects        = 5
+)
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Protocol == "" {
+		c.Protocol = ProtocolAuto
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = c.Timeout
+	}
+	if c.HealthCheck.Interval <= 0 {
+		c.HealthCheck.Interval = DefaultProbeInterval
+	}
+	if c.HealthCheck.FailureThreshold <= 0 {
+		c.HealthCheck.FailureThreshold = DefaultFailureThreshold
+	}
+	l := &c.Limits
+	if l.MaxResponseBytes <= 0 {
+		l.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if l.MaxEventBytes <= 0 {
+		l.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if l.MaxDescriptionBytes <= 0 {
+		l.MaxDescriptionBytes = DefaultMaxDescriptionBytes
+	}
+	if l.MaxItems <= 0 {
+		l.MaxItems = DefaultMaxItems
+	}
+	if l.MaxPages <= 0 {
+		l.MaxPages = DefaultMaxPages
+	}
+	if l.MaxRedirects <= 0 {
+		l.MaxRedirects = DefaultMaxRedirects
+	}
+	if c.Egress == nil {
+		c.Egress = DefaultEgressDecider()
+	}
+	return c
+}
+
+// validate checks what admission cannot: that the URL parses into something dialable.
+// Its errors never carry the query string.
+func (c Config) validate() (*url.URL, error) {
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return nil, errors.New("endpoint URL does not parse")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("endpoint URL scheme %q is not http or https", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, errors.New("endpoint URL has no host")
+	}
+	switch c.Protocol {
+	case ProtocolAuto, ProtocolStreamableHTTP, ProtocolSSE:
+	default:
+		return nil, fmt.Errorf("unknown protocol %q", c.Protocol)
+	}
+	return u, nil
+}
+
+// sameSession reports whether a and b describe the same session, so that Ensure with b
+// may keep the session built from a. The egress decider is compared by the session
+// itself (it is swapped in place), not here.
+func sameSession(a, b Config) bool {
+	return a.URL == b.URL &&
+		a.Protocol == b.Protocol &&
+		slices.Equal(a.Headers, b.Headers) &&
+		bytes.Equal(a.CABundle, b.CABundle) &&
+		a.Timeout == b.Timeout &&
+		a.ConnectTimeout == b.ConnectTimeout &&
+		a.HealthCheck == b.HealthCheck &&
+		a.Limits == b.Limits &&
+		a.Resolver == b.Resolver
+}
+
+// secrets returns the strings that must never appear in anything the connector emits:
+// header values, the URL's raw query, its query values and its userinfo.
+func (c Config) secrets() []string {
+	var out []string
+	add := func(s string) {
+		// Very short values would mangle messages when redacted, and cannot be told
+		// apart from ordinary words anyway.
+		if len(strings.TrimSpace(s)) >= 3 {
+			out = append(out, s)
+		}
+	}
+	for _, h := range c.Headers {
+		add(h.Value)
+		// "Bearer <token>": also redact the token alone, in case a layer prints it.
+		if _, tok, ok := strings.Cut(h.Value, " "); ok {
+			add(tok)
+		}
+	}
+	if u, err := url.Parse(c.URL); err == nil {
+		add(u.RawQuery)
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				add(v)
+			}
+		}
+		if u.User != nil {
+			add(u.User.String())
+			if p, ok := u.User.Password(); ok {
+				add(p)
+			}
+		}
+	}
+	// Longest first, so a value that contains another is redacted whole.
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// displayURL prints u as scheme://host:port/path: no userinfo, no query, no fragment.
+func displayURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	host := u.Hostname()
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return u.Scheme + "://" + host + ":" + port + u.EscapedPath()
+}
+
+// DisplayURL returns the endpoint as scheme://host:port/path, fit for status and logs:
+// no userinfo, no query string, no fragment. It returns "" when raw does not parse.
+func DisplayURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return displayURL(u)
+}
+
+// origin identifies scheme, host and port, the unit headers are scoped to.
+type origin struct {
+	scheme, host, port string
+}
+
+func originOf(u *url.URL) origin {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return origin{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Hostname()), port: port}
+}

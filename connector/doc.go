@@ -1,0 +1,29 @@
+// Package connector is the MCP client side of Switchboard. It owns one long-lived,
+// health-checked MCP session per server: it picks the transport (Streamable HTTP or the
+// legacy HTTP+SSE transport, or detects which one a server speaks), injects the
+// configured headers, enforces egress and redirect decisions on every dial and every
+// redirect hop, discovers what the server offers (tools, resources, resource templates,
+// prompts), keeps that picture fresh on list_changed notifications, probes the session,
+// reconnects with jittered exponential backoff and tells its caller when anything a user
+// would notice has changed.
+//
+// The package speaks MCP only through github.com/modelcontextprotocol/go-sdk; it never
+// frames JSON-RPC or the Streamable HTTP wire protocol itself. The one plain HTTP
+// exchange it makes on its own is the status check behind protocol detection.
+//
+// What it must not do:
+//   - know about Kubernetes objects: callers hand it a plain [Config] with secrets
+//     already resolved, and read back a plain [Snapshot];
+//   - block its caller on the network: [Pool.Ensure], [Pool.Remove] and [Pool.Snapshot]
+//     return at once, all I/O happens on per-session goroutines;
+//   - leak secrets: header values and URL query strings never appear in errors,
+//     snapshots, logs or metric labels, and configured headers are only ever sent to the
+//     configured origin;
+//   - trust the server: every response, event, list and description is bounded
+//     ([Limits]), and a server that breaks a bound yields [ReasonLimitExceeded], never a
+//     crash, a hang or unbounded memory.
+//
+// Changes reach the controllers through [Pool.Events], a channel of [Event] values that
+// carry only the server's [Key]; the controller adapts it to a controller-runtime channel
+// source and reads the details with [Pool.Snapshot].
+package connector

@@ -1,0 +1,211 @@
+package connector
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+)
+
+// Failure reasons. They are the condition reasons of api/v1alpha1, so the controller can
+// put them in status as they are.
+const (
+	ReasonDNSFailure        = mcpv1alpha1.ReasonDNSFailure
+	ReasonConnectionRefused = mcpv1alpha1.ReasonConnectionRefused
+	ReasonTLSError          = mcpv1alpha1.ReasonTLSError
+	ReasonUnauthorized      = mcpv1alpha1.ReasonUnauthorized
+	ReasonNotFound          = mcpv1alpha1.ReasonNotFound
+	ReasonProtocolError     = mcpv1alpha1.ReasonProtocolError
+	ReasonTimeout           = mcpv1alpha1.ReasonTimeout
+	ReasonEgressDenied      = mcpv1alpha1.ReasonEgressDenied
+	ReasonRedirectDenied    = mcpv1alpha1.ReasonRedirectDenied
+	ReasonLimitExceeded     = mcpv1alpha1.ReasonLimitExceeded
+	// ReasonInvalidSpec means the Config cannot be acted on (for example a CA bundle
+	// without a certificate); retrying will not help until the config changes.
+	ReasonInvalidSpec = mcpv1alpha1.ReasonInvalidSpec
+)
+
+// maxMessageLen bounds an error message, which may quote server-provided text.
+const maxMessageLen = 512
+
+// Error is a classified connector failure. Its Message is fit for a status condition:
+// it names URLs as scheme://host:port/path and never carries header values or query
+// strings.
+type Error struct {
+	// Reason is one of the Reason constants.
+	Reason string
+	// Message says what happened, in words fit for a condition message.
+	Message string
+
+	// sessionMissing marks a server that dropped the session (404 with a session id):
+	// reconnect at once rather than backing off.
+	sessionMissing bool
+	// legacyHint marks a Streamable HTTP failure that looks like a server speaking only
+	// the legacy HTTP+SSE transport, which Auto then tries.
+	legacyHint bool
+}
+
+func withLegacyHint(e *Error) *Error {
+	out := *e
+	out.legacyHint = true
+	return &out
+}
+
+// Error returns the message prefixed with the reason.
+func (e *Error) Error() string { return e.Reason + ": " + e.Message }
+
+func newError(reason, format string, args ...any) *Error {
+	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// classify turns any error from a connect, call or probe into an *Error. incident is a
+// failure the HTTP layer recorded while the operation ran (a status code, a broken
+// limit) that go-sdk may have flattened into a string; it wins over guessing from the
+// error chain, except that typed errors in the chain win over it.
+func classify(err error, incident *Error) *Error {
+	if err == nil {
+		return nil
+	}
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		return &Error{Reason: ReasonProtocolError, Message: "server dropped the session", sessionMissing: true}
+	}
+	if incident != nil {
+		return incident
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		if dnsErr.IsNotFound {
+			return newError(ReasonDNSFailure, "host %s not found", dnsErr.Name)
+		}
+		return newError(ReasonDNSFailure, "resolving host %s failed", dnsErr.Name)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return newError(ReasonConnectionRefused, "connection refused")
+	}
+	if errors.Is(err, syscall.ECONNRESET) {
+		return newError(ReasonConnectionRefused, "connection reset by server")
+	}
+	if tlsMsg := tlsFailure(err); tlsMsg != "" {
+		return newError(ReasonTLSError, "%s", tlsMsg)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		return newError(ReasonTimeout, "server did not answer in time")
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return newError(ReasonProtocolError, "server answered with JSON-RPC error %d: %s", rpcErr.Code, rpcErr.Message)
+	}
+	return newError(ReasonProtocolError, "%s", innermost(err))
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// tlsFailure describes a TLS handshake or certificate failure, or returns "".
+func tlsFailure(err error) string {
+	var (
+		unknownAuth x509.UnknownAuthorityError
+		hostErr     x509.HostnameError
+		certInvalid x509.CertificateInvalidError
+		verifyErr   *tls.CertificateVerificationError
+		recordErr   tls.RecordHeaderError
+		alertErr    tls.AlertError
+	)
+	switch {
+	case errors.As(err, &unknownAuth):
+		return "server certificate is signed by an unknown authority"
+	case errors.As(err, &hostErr):
+		return "server certificate is not valid for host " + hostErr.Host
+	case errors.As(err, &certInvalid):
+		return "server certificate is invalid: " + certInvalid.Error()
+	case errors.As(err, &verifyErr):
+		return "server certificate verification failed"
+	case errors.As(err, &recordErr):
+		return "server does not speak TLS"
+	case errors.As(err, &alertErr):
+		return "TLS handshake failed: " + alertErr.Error()
+	}
+	if strings.Contains(err.Error(), "tls: ") {
+		return "TLS handshake failed"
+	}
+	return ""
+}
+
+// innermost returns the message of the deepest error that still says something,
+// skipping *url.Error (whose message repeats the full URL, query string included).
+func innermost(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Op + " request failed: " + innermost(ue.Err)
+	}
+	return err.Error()
+}
+
+// redactor scrubs secrets out of text the connector emits.
+type redactor struct {
+	secrets []string
+}
+
+// scrub replaces every secret in s and cuts it to maxMessageLen.
+func (r redactor) scrub(s string) string {
+	for _, secret := range r.secrets {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	s = scrubQueries(s)
+	if len(s) > maxMessageLen {
+		s = truncateUTF8(s, maxMessageLen-3) + "..."
+	}
+	return s
+}
+
+// scrubError returns a copy of e whose message has been scrubbed.
+func (r redactor) scrubError(e *Error) *Error {
+	if e == nil {
+		return nil
+	}
+	out := *e
+	out.Message = r.scrub(e.Message)
+	return &out
+}
+
+// scrubQueries drops the query string of every http(s) URL quoted in s, as a second
+// line of defence behind never formatting a raw URL in the first place.
+func scrubQueries(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		// Copy up to and including "://", then the URL up to its query.
+		b.WriteString(s[:i+3])
+		s = s[i+3:]
+		end := strings.IndexAny(s, " \t\n\"'<>")
+		if end < 0 {
+			end = len(s)
+		}
+		u := s[:end]
+		if q := strings.IndexAny(u, "?#"); q >= 0 {
+			u = u[:q]
+		}
+		b.WriteString(u)
+		s = s[end:]
+	}
+}

@@ -1,0 +1,92 @@
+package connector
+
+import (
+	"io"
+	"unicode/utf8"
+)
+
+// limitBody fails a response body that grows past max bytes with a LimitExceeded error,
+// having read at most max+1 bytes of it.
+type limitBody struct {
+	body      io.ReadCloser
+	remaining int64
+	max       int64
+	obs       *observer
+	err       error
+}
+
+func (b *limitBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if int64(len(p)) > b.remaining+1 {
+		p = p[:b.remaining+1]
+	}
+	n, err := b.body.Read(p)
+	if int64(n) > b.remaining {
+		n = int(b.remaining)
+		b.remaining = 0
+		e := responseTooLarge(b.max)
+		b.obs.record(e)
+		b.err = e
+		return n, e
+	}
+	b.remaining -= int64(n)
+	return n, err
+}
+
+func (b *limitBody) Close() error { return b.body.Close() }
+
+// eventLimitBody watches an event stream and records a LimitExceeded incident when one
+// event grows past max bytes. go-sdk enforces the same bound (its MaxEventSize) and
+// breaks the stream; this wrapper only makes the failure classifiable, and stops reading
+// at twice the bound should the two ever disagree.
+type eventLimitBody struct {
+	body    io.ReadCloser
+	max     int
+	obs     *observer
+	current int  // bytes of the event being read, line terminators included
+	lineLen int  // bytes of the line being read, terminator excluded
+	err     error
+}
+
+func (b *eventLimitBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.body.Read(p)
+	for i := range n {
+		b.current++
+		switch p[i] {
+		case '\n':
+			if b.lineLen == 0 {
+				b.current = 0 // a blank line ends the event
+			}
+			b.lineLen = 0
+		case '\r':
+		default:
+			b.lineLen++
+		}
+		if b.current >= b.max {
+			b.obs.record(newError(ReasonLimitExceeded, "server sent an event larger than %d bytes", b.max))
+		}
+		if b.current > 2*b.max {
+			b.err = newError(ReasonLimitExceeded, "server sent an event larger than %d bytes", b.max)
+			return i, b.err
+		}
+	}
+	return n, err
+}
+
+func (b *eventLimitBody) Close() error { return b.body.Close() }
+
+// truncateUTF8 cuts s to at most n bytes without splitting a rune.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

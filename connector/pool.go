@@ -1,0 +1,333 @@
+package connector
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configure a Pool. Zero fields take the defaults documented on each.
+type Options struct {
+	// MaxConcurrentConnects bounds the session handshakes in flight at once, so a burst
+	// of servers cannot exhaust sockets. A hung server holds a slot for at most its
+	// connect timeout. Zero means 16.
+	MaxConcurrentConnects int
+	// Registerer receives the connector's metrics (the manager passes
+	// controller-runtime's metrics.Registry). Nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives transitions: connected, lost, down. The zero Logger discards.
+	Logger logr.Logger
+	// InitialBackoff is the first reconnect delay; it doubles per failed attempt up to
+	// MaxBackoff, with jitter. Zero means 1s.
+	InitialBackoff time.Duration
+	// MaxBackoff caps the reconnect delay. Zero means 5m.
+	MaxBackoff time.Duration
+	// DebounceDelay is how long list_changed notifications are gathered before one
+	// rediscovery runs. Zero means 500ms.
+	DebounceDelay time.Duration
+	// ClientName and ClientVersion identify Switchboard to servers. Zero means
+	// "switchboard" and "dev".
+	ClientName, ClientVersion string
+}
+
+// Event says that what the connector knows about a server changed: its state, its last
+// error or what it offers. It carries only the key; read the details with
+// [Pool.Snapshot]. Events for one key are coalesced while the reader is behind, so an
+// event means "look again", never "this exact change happened".
+type Event struct {
+	Key Key
+}
+
+// Pool holds one session per server. It is safe for concurrent use; none of its
+// methods block on the network.
+type Pool struct {
+	opts         Options
+	log          logr.Logger
+	metrics      *metrics
+	impl         *mcp.Implementation
+	connectSlots chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	servers map[Key]*entry
+	closed  bool
+
+	events *eventQueue
+}
+
+// entry is one server: the session answering Snapshot and, while a config change is
+// being rolled out, the session that will replace it once its first connect settles.
+type entry struct {
+	current *session
+	pending *session
+}
+
+// latest returns the session built from the newest config.
+func (e *entry) latest() *session {
+	if e.pending != nil {
+		return e.pending
+	}
+	return e.current
+}
+
+// NewPool returns a running pool. Call Close (or Start, as a controller-runtime
+// Runnable) to stop it.
+func NewPool(opts Options) (*Pool, error) {
+	if opts.MaxConcurrentConnects <= 0 {
+		opts.MaxConcurrentConnects = 16
+	}
+	if opts.InitialBackoff <= 0 {
+		opts.InitialBackoff = time.Second
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 5 * time.Minute
+	}
+	if opts.DebounceDelay <= 0 {
+		opts.DebounceDelay = 500 * time.Millisecond
+	}
+	if opts.ClientName == "" {
+		opts.ClientName = "switchboard"
+	}
+	if opts.ClientVersion == "" {
+		opts.ClientVersion = "dev"
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{
+		opts:         opts,
+		log:          opts.Logger,
+		metrics:      m,
+		impl:         &mcp.Implementation{Name: opts.ClientName, Version: opts.ClientVersion},
+		connectSlots: make(chan struct{}, opts.MaxConcurrentConnects),
+		ctx:          ctx,
+		cancel:       cancel,
+		servers:      make(map[Key]*entry),
+		events:       newEventQueue(),
+	}
+	go p.events.run(ctx)
+	return p, nil
+}
+
+// Ensure makes the pool hold a session for key with cfg. It is idempotent: the same
+// config again changes nothing, and a config that differs only in its egress decider
+// swaps the decider in place. Any other change (URL, headers, CA bundle, timeouts,
+// limits) starts a new session; the old one keeps answering Snapshot until the new one
+// has connected or failed its first attempt, so the controller sees no gap.
+func (p *Pool) Ensure(key Key, cfg Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	e := p.servers[key]
+	if e != nil {
+		if latest := e.latest(); sameSession(latest.cfg.withDefaults(), cfg.withDefaults()) {
+			latest.setEgress(cfg.Egress)
+			return
+		}
+	}
+	s := newSession(p, key, cfg)
+	switch {
+	case e == nil:
+		p.servers[key] = &entry{current: s}
+		p.metrics.setState(key, StateConnecting)
+	default:
+		if e.pending != nil {
+			e.pending.close()
+		}
+		e.pending = s
+		s.onSettle = p.promote
+	}
+	go s.run()
+}
+
+// promote makes a settled replacement session the current one and stops the old one.
+func (p *Pool) promote(s *session) {
+	p.mu.Lock()
+	e := p.servers[s.key]
+	if e == nil || e.pending != s {
+		p.mu.Unlock()
+		return
+	}
+	old := e.current
+	e.current, e.pending = s, nil
+	p.mu.Unlock()
+	old.close()
+	p.metrics.setState(s.key, s.snapshot().State)
+	p.events.add(s.key)
+}
+
+// changed is called by a session whose snapshot changed noticeably.
+func (p *Pool) changed(s *session, state State) {
+	p.mu.Lock()
+	e := p.servers[s.key]
+	current := e != nil && e.current == s
+	p.mu.Unlock()
+	if !current {
+		return
+	}
+	p.metrics.setState(s.key, state)
+	p.events.add(s.key)
+}
+
+// Remove stops the session for key and forgets it. It returns at once; the session
+// winds down (closing its MCP session) in the background.
+func (p *Pool) Remove(key Key) {
+	p.mu.Lock()
+	e := p.servers[key]
+	delete(p.servers, key)
+	p.mu.Unlock()
+	if e == nil {
+		return
+	}
+	e.current.close()
+	if e.pending != nil {
+		e.pending.close()
+	}
+	p.metrics.forget(key)
+}
+
+// Snapshot returns what the pool knows about key, and false when it holds no session
+// for it.
+func (p *Pool) Snapshot(key Key) (Snapshot, bool) {
+	p.mu.Lock()
+	e := p.servers[key]
+	p.mu.Unlock()
+	if e == nil {
+		return Snapshot{}, false
+	}
+	return e.current.snapshot(), true
+}
+
+// Keys returns the keys the pool holds sessions for, in no particular order.
+func (p *Pool) Keys() []Key {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := make([]Key, 0, len(p.servers))
+	for k := range p.servers {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// Events returns the channel of change events. There is one channel per pool; it is
+// closed by Close. A controller feeds it to a controller-runtime channel source by
+// mapping each Event to a GenericEvent for an object with the key's namespace and name.
+func (p *Pool) Events() <-chan Event { return p.events.out }
+
+// Start blocks until ctx is done and then closes the pool; it lets a manager run the
+// pool as a Runnable.
+func (p *Pool) Start(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+	case <-p.ctx.Done():
+	}
+	p.Close()
+	return nil
+}
+
+// Close stops every session and waits for them to wind down, closes the Events channel
+// and makes later calls to Ensure no-ops. It is idempotent.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	var sessions []*session
+	for k, e := range p.servers {
+		sessions = append(sessions, e.current)
+		if e.pending != nil {
+			sessions = append(sessions, e.pending)
+		}
+		delete(p.servers, k)
+	}
+	p.mu.Unlock()
+	p.cancel()
+	for _, s := range sessions {
+		<-s.done
+	}
+	<-p.events.stopped
+}
+
+func (p *Pool) backoff(attempt int) time.Duration {
+	return backoffDelay(attempt, p.opts.InitialBackoff, p.opts.MaxBackoff)
+}
+
+// eventQueue coalesces events per key so that sessions never block on a slow reader and
+// no key's event is ever dropped.
+type eventQueue struct {
+	mu      sync.Mutex
+	pending map[Key]struct{}
+	order   []Key
+	wake    chan struct{}
+	out     chan Event
+	stopped chan struct{}
+}
+
+func newEventQueue() *eventQueue {
+	return &eventQueue{
+		pending: make(map[Key]struct{}),
+		wake:    make(chan struct{}, 1),
+		out:     make(chan Event, 64),
+		stopped: make(chan struct{}),
+	}
+}
+
+func (q *eventQueue) add(k Key) {
+	q.mu.Lock()
+	if _, ok := q.pending[k]; !ok {
+		q.pending[k] = struct{}{}
+		q.order = append(q.order, k)
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *eventQueue) pop() (Key, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.order) == 0 {
+		return Key{}, false
+	}
+	k := q.order[0]
+	q.order = q.order[1:]
+	delete(q.pending, k)
+	return k, true
+}
+
+func (q *eventQueue) run(ctx context.Context) {
+	defer close(q.stopped)
+	defer close(q.out)
+	for {
+		for {
+			k, ok := q.pop()
+			if !ok {
+				break
+			}
+			select {
+			case q.out <- Event{Key: k}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-q.wake:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

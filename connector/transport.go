@@ -1,0 +1,362 @@
+package connector
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/egress"
+)
+
+// maxResponseHeaderBytes bounds the response headers of any request.
+const maxResponseHeaderBytes = 64 << 10
+
+// httpStack is the HTTP client of one session: a dialer that asks the egress decider
+// about every address it connects to, redirect checks, header injection scoped to the
+// configured origin and response limits. It never sets http.Client.Timeout, which would
+// cut event streams; every call carries its own context deadline instead.
+type httpStack struct {
+	client   *http.Client
+	endpoint *url.URL
+	origin   origin
+	headers  []Header
+	limits   Limits
+	resolver Resolver
+	decider  atomic.Pointer[deciderBox]
+	dialer   net.Dialer
+	obs      observer
+
+	plain, secure *http.Transport
+}
+
+// deciderBox lets an interface value live in an atomic.Pointer.
+type deciderBox struct{ EgressDecider }
+
+func newHTTPStack(cfg Config, endpoint *url.URL) (*httpStack, error) {
+	s := &httpStack{
+		endpoint: endpoint,
+		origin:   originOf(endpoint),
+		headers:  cfg.Headers,
+		limits:   cfg.Limits,
+		resolver: cfg.Resolver,
+		dialer:   net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second},
+	}
+	if s.resolver == nil {
+		s.resolver = net.DefaultResolver
+	}
+	s.decider.Store(&deciderBox{cfg.Egress})
+
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if len(cfg.CABundle) > 0 && !roots.AppendCertsFromPEM(cfg.CABundle) {
+		return nil, newError(ReasonInvalidSpec, "CA bundle holds no PEM certificate")
+	}
+	newTransport := func(scheme string) *http.Transport {
+		return &http.Transport{
+			DialContext:            s.dialFunc(scheme),
+			TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+			TLSHandshakeTimeout:    cfg.ConnectTimeout,
+			ForceAttemptHTTP2:      true,
+			MaxIdleConns:           4,
+			MaxIdleConnsPerHost:    4,
+			IdleConnTimeout:        90 * time.Second,
+			MaxResponseHeaderBytes: maxResponseHeaderBytes,
+			ExpectContinueTimeout:  time.Second,
+		}
+	}
+	s.plain, s.secure = newTransport("http"), newTransport("https")
+	s.client = &http.Client{
+		Transport:     &roundTripper{stack: s},
+		CheckRedirect: s.checkRedirect,
+	}
+	return s, nil
+}
+
+// close drops the stack's idle connections.
+func (s *httpStack) close() {
+	s.plain.CloseIdleConnections()
+	s.secure.CloseIdleConnections()
+}
+
+func (s *httpStack) egress() EgressDecider { return s.decider.Load().EgressDecider }
+
+// dialFunc returns a DialContext that resolves the host itself, asks the egress decider
+// about each address and dials the first allowed one by IP, so the address judged is
+// the address connected to.
+func (s *httpStack) dialFunc(scheme string) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		host, portText, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, fmt.Errorf("bad dial address: %w", err)
+		}
+		port, err := strconv.ParseUint(portText, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("bad dial port %q", portText)
+		}
+		host = strings.ToLower(host)
+
+		var addrs []netip.Addr
+		if addr, err := netip.ParseAddr(host); err == nil {
+			addrs = []netip.Addr{addr}
+		} else {
+			addrs, err = s.resolver.LookupNetIP(ctx, "ip", host)
+			if err != nil {
+				var dnsErr *net.DNSError
+				if errors.As(err, &dnsErr) {
+					return nil, err
+				}
+				return nil, newError(ReasonDNSFailure, "resolving host %s failed", host)
+			}
+			if len(addrs) == 0 {
+				return nil, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
+			}
+		}
+
+		var denial *Error
+		var dialErr error
+		for _, addr := range addrs {
+			addr = addr.Unmap()
+			dest := egress.Destination{Scheme: scheme, Host: host, Addr: addr, Port: uint16(port)}
+			if e := s.judgeDial(dest); e != nil {
+				denial = e
+				continue
+			}
+			conn, err := s.dialer.DialContext(ctx, network, netip.AddrPortFrom(addr, uint16(port)).String())
+			if err != nil {
+				dialErr = err
+				continue
+			}
+			s.obs.dialed(dest)
+			return conn, nil
+		}
+		if dialErr != nil {
+			return nil, dialErr
+		}
+		s.obs.record(denial)
+		return nil, denial
+	}
+}
+
+// judgeDial returns the denial of dest, or nil when it may be dialed. Built-in denials
+// (link-local, metadata, unspecified, multicast) apply whatever the decider says.
+func (s *httpStack) judgeDial(dest egress.Destination) *Error {
+	if reason := builtinDenial(dest.Addr); reason != "" {
+		return newError(ReasonEgressDenied, "connection to %s port %d denied: %s", dest.Host, dest.Port, reason)
+	}
+	if d := s.egress().DecideDial(dest); !d.Allowed {
+		return newError(ReasonEgressDenied, "connection to %s (%s) port %d denied: %s", dest.Host, dest.Addr, dest.Port, decisionText(d))
+	}
+	return nil
+}
+
+func decisionText(d egress.Decision) string {
+	text := d.Reason
+	if text == "" {
+		text = "not allowed"
+	}
+	if d.Policy != "" {
+		text += " (policy " + d.Policy + ")"
+	}
+	return text
+}
+
+// checkRedirect judges one redirect hop: bounded hops, never https to http, and the
+// egress decider's verdict. The dial to the target is judged again in the dialer.
+func (s *httpStack) checkRedirect(req *http.Request, via []*http.Request) error {
+	hop := len(via)
+	from := via[len(via)-1].URL
+	deny := func(format string, args ...any) error {
+		e := newError(ReasonRedirectDenied, "redirect from %s to %s denied: %s",
+			displayURL(from), displayURL(req.URL), fmt.Sprintf(format, args...))
+		s.obs.record(e)
+		return e
+	}
+	if hop > s.limits.MaxRedirects {
+		return deny("more than %d redirects", s.limits.MaxRedirects)
+	}
+	if from.Scheme == "https" && req.URL.Scheme != "https" {
+		return deny("redirects never downgrade https to http")
+	}
+	status := 0
+	if req.Response != nil {
+		status = req.Response.StatusCode
+	}
+	d := s.egress().DecideRedirect(egress.Redirect{
+		From:       publicURL(from),
+		To:         publicURL(req.URL),
+		Method:     via[0].Method,
+		StatusCode: status,
+		Hop:        hop,
+	})
+	if !d.Allowed {
+		return deny("%s", decisionText(d))
+	}
+	return nil
+}
+
+// publicURL copies u without userinfo, query and fragment.
+func publicURL(u *url.URL) *url.URL {
+	return &url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+}
+
+// roundTripper scopes configured headers to the configured origin, refuses requests
+// that go-sdk addresses to any other origin (an SSE endpoint event pointing elsewhere),
+// records HTTP failures go-sdk would flatten into strings, and bounds response bodies.
+type roundTripper struct {
+	stack *httpStack
+}
+
+func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	s := t.stack
+	out := req.Clone(req.Context())
+	if originOf(req.URL) == s.origin {
+		for _, h := range s.headers {
+			out.Header.Set(h.Name, h.Value)
+		}
+	} else {
+		// Only a redirect hop that checkRedirect allowed may leave the configured
+		// origin (net/http sets Response on those); go-sdk itself addressing another
+		// origin means the server told it to, through the legacy SSE endpoint event.
+		if req.Response == nil {
+			e := newError(ReasonRedirectDenied, "server pointed the session at %s; only %s is allowed",
+				displayURL(req.URL), displayURL(s.endpoint))
+			s.obs.record(e)
+			return nil, e
+		}
+		for _, h := range s.headers {
+			out.Header.Del(h.Name)
+		}
+	}
+
+	transport := s.plain
+	if out.URL.Scheme == "https" {
+		transport = s.secure
+	}
+	resp, err := transport.RoundTrip(out)
+	if err != nil {
+		return nil, err
+	}
+	return s.inspect(out, resp)
+}
+
+// inspect records failures by status code and wraps the body in the matching limit.
+func (s *httpStack) inspect(req *http.Request, resp *http.Response) (*http.Response, error) {
+	s.obs.status(req.Method, resp.StatusCode)
+	switch code := resp.StatusCode; {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		s.obs.record(newError(ReasonUnauthorized, "server answered %d %s", code, http.StatusText(code)))
+	case code == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") == "":
+		// With a session id, 404 means the session is gone: go-sdk reports that as
+		// ErrSessionMissing and the session reconnects at once.
+		s.obs.record(newError(ReasonNotFound, "endpoint %s answered 404 Not Found", displayURL(req.URL)))
+	case code >= 300 && code < 400:
+		// Redirects reach here only when checkRedirect declined to follow them
+		// (for example without a Location); they are not MCP answers.
+		s.obs.record(newError(ReasonProtocolError, "server answered %d %s", code, http.StatusText(code)))
+	case code >= 400:
+		s.obs.record(newError(ReasonProtocolError, "server answered %d %s", code, http.StatusText(code)))
+	}
+
+	if strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream") {
+		resp.Body = &eventLimitBody{body: resp.Body, max: s.limits.MaxEventBytes, obs: &s.obs}
+		return resp, nil
+	}
+	if resp.ContentLength > s.limits.MaxResponseBytes {
+		resp.Body.Close()
+		e := responseTooLarge(s.limits.MaxResponseBytes)
+		s.obs.record(e)
+		return nil, e
+	}
+	resp.Body = &limitBody{body: resp.Body, remaining: s.limits.MaxResponseBytes, max: s.limits.MaxResponseBytes, obs: &s.obs}
+	return resp, nil
+}
+
+func responseTooLarge(limit int64) *Error {
+	return newError(ReasonLimitExceeded, "server response is larger than %d bytes", limit)
+}
+
+// observer records what the HTTP layer saw, for classification of errors that go-sdk
+// reports only as text, and for re-judging live destinations when the decider changes.
+type observer struct {
+	mu       sync.Mutex
+	incident *Error
+	posts    []int // status codes of POST requests since the last reset
+	dests    map[egress.Destination]struct{}
+}
+
+// record keeps the first incident since the last reset: later failures are usually
+// consequences of it.
+func (o *observer) record(e *Error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.incident == nil {
+		o.incident = e
+	}
+}
+
+func (o *observer) status(method string, code int) {
+	if method != http.MethodPost {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.posts) < 16 {
+		o.posts = append(o.posts, code)
+	}
+}
+
+// reset starts a new operation.
+func (o *observer) reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.incident = nil
+	o.posts = o.posts[:0]
+}
+
+// last returns the incident recorded since the last reset, if any.
+func (o *observer) last() *Error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.incident
+}
+
+// postStatuses returns the status codes of POST requests since the last reset.
+func (o *observer) postStatuses() []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]int(nil), o.posts...)
+}
+
+func (o *observer) dialed(d egress.Destination) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dests == nil {
+		o.dests = make(map[egress.Destination]struct{})
+	}
+	if len(o.dests) < 64 {
+		o.dests[d] = struct{}{}
+	}
+}
+
+func (o *observer) destinations() []egress.Destination {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]egress.Destination, 0, len(o.dests))
+	for d := range o.dests {
+		out = append(out, d)
+	}
+	return out
+}

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
+	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -12,9 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/controllers"
+	"github.com/switchboard-mcp/switchboard/egress"
 )
 
 // leaderElectionID names the Lease that manager replicas compete for.
@@ -27,6 +34,12 @@ type managerOptions struct {
 	leaderElect      bool
 	leaderElectionNS string
 	zap              zap.Options
+
+	maxConcurrentReconciles int
+	maxConcurrentConnects   int
+	defaultProbeInterval    time.Duration
+	defaultEgress           string
+	deniedCIDRs             []string
 }
 
 func (o *managerOptions) bind(fs *flag.FlagSet) {
@@ -38,10 +51,41 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Elect a leader among manager replicas so that exactly one reconciles at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "",
 		"Namespace of the leader election Lease; defaults to the manager's own namespace.")
+	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 8,
+		"How many MCPServers are reconciled in parallel. Reconciles never wait on the network.")
+	fs.IntVar(&o.maxConcurrentConnects, "max-concurrent-connects", 16,
+		"How many MCP session handshakes run at once; a hung server holds one slot for at most its timeout.")
+	fs.DurationVar(&o.defaultProbeInterval, "default-probe-interval", 30*time.Second,
+		"Health probe interval of servers that set no spec.healthCheck.interval.")
+	fs.StringVar(&o.defaultEgress, "default-egress", string(egress.PosturePublic),
+		"Egress posture of servers no MCPEgressPolicy selects: public (public addresses only), all, or none.")
+	fs.Func("denied-cidrs",
+		"Comma-separated CIDRs the public posture also denies, such as the cluster's service and pod ranges.",
+		func(v string) error {
+			o.deniedCIDRs = append(o.deniedCIDRs, strings.Split(v, ",")...)
+			return nil
+		})
 	// --kubeconfig; without it the in-cluster config or $KUBECONFIG is used.
 	config.RegisterFlags(fs)
 	// Structured JSON logs unless --zap-devel asks for human-readable ones.
 	o.zap.BindFlags(fs)
+}
+
+// egressDefaults parses --default-egress and --denied-cidrs.
+func (o *managerOptions) egressDefaults() (egress.Defaults, error) {
+	posture, err := egress.ParseDefaultPosture(o.defaultEgress)
+	if err != nil {
+		return egress.Defaults{}, fmt.Errorf("--default-egress: %w", err)
+	}
+	defaults := egress.Defaults{Posture: posture}
+	for _, c := range o.deniedCIDRs {
+		prefix, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return egress.Defaults{}, fmt.Errorf("--denied-cidrs: %w", err)
+		}
+		defaults.ClusterCIDRs = append(defaults.ClusterCIDRs, prefix)
+	}
+	return defaults, defaults.Validate()
 }
 
 // newScheme returns the scheme of every kind the manager reads or writes.
@@ -56,9 +100,43 @@ func newScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// reconcilerSetups registers each controller with the manager: adding a controller is
-// one line here.
-var reconcilerSetups = []func(mgr ctrl.Manager) error{}
+// setupControllers creates the connector pool and registers every controller with the
+// manager: adding a controller is one entry in the list.
+func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
+	egressDefaults, err := opts.egressDefaults()
+	if err != nil {
+		return err
+	}
+	pool, err := connector.NewPool(connector.Options{
+		MaxConcurrentConnects: opts.maxConcurrentConnects,
+		Registerer:            metrics.Registry,
+		Logger:                ctrl.Log.WithName("connector"),
+	})
+	if err != nil {
+		return fmt.Errorf("creating connector pool: %w", err)
+	}
+	if err := mgr.Add(pool); err != nil {
+		return err
+	}
+	setups := []interface{ SetupWithManager(ctrl.Manager) error }{
+		&controllers.MCPServerReconciler{
+			Client:                  mgr.GetClient(),
+			SecretReader:            mgr.GetAPIReader(),
+			Recorder:                mgr.GetEventRecorder("switchboard"),
+			Pool:                    pool,
+			DefaultProbeInterval:    opts.defaultProbeInterval,
+			MaxConcurrentReconciles: opts.maxConcurrentReconciles,
+			EgressDefaults:          egressDefaults,
+		},
+		&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()},
+	}
+	for _, s := range setups {
+		if err := s.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up controller %T: %w", s, err)
+		}
+	}
+	return nil
+}
 
 func runManager(args []string) int {
 	var opts managerOptions
@@ -106,10 +184,8 @@ func startManager(opts managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	for _, setup := range reconcilerSetups {
-		if err := setup(mgr); err != nil {
-			return fmt.Errorf("setting up controller: %w", err)
-		}
+	if err := setupControllers(mgr, opts); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)

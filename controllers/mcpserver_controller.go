@@ -1,0 +1,249 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/egress"
+)
+
+// mcpServerFinalizer makes deletion wait until the operator has closed the server's session.
+const mcpServerFinalizer = "mcp.switchboard.dev/session"
+
+// Event reasons, emitted only on transitions.
+const (
+	eventConnected      = "Connected"
+	eventConnectionLost = "ConnectionLost"
+	eventRecovered      = "Recovered"
+	eventToolsChanged   = "ToolsChanged"
+	eventSecretNotFound = "SecretNotFound"
+	eventEgressDenied   = "EgressDenied"
+)
+
+// MCPServerReconciler turns MCPServers into connector sessions and what the connector
+// observes into status. It never talks MCP itself: the connector pool owns every session
+// and tells the reconciler about changes through a channel source.
+type MCPServerReconciler struct {
+	// Client reads and patches MCPServers from the manager's cache.
+	Client client.Client
+	// SecretReader reads Secret data directly from the API server; the cache holds
+	// Secret metadata only.
+	SecretReader client.Reader
+	// Recorder records Events on transitions.
+	Recorder recorder.EventRecorder
+	// Pool holds the sessions.
+	Pool *connector.Pool
+	// DefaultProbeInterval is used when a server sets no healthCheck.interval.
+	DefaultProbeInterval time.Duration
+	// MaxConcurrentReconciles bounds parallel reconciles.
+	MaxConcurrentReconciles int
+	// EgressDefaults is the posture for servers no MCPEgressPolicy selects.
+	EgressDefaults egress.Defaults
+}
+
+// Reconcile brings one MCPServer's session and status in line with its spec. It owns
+// every condition of the object except WorkloadAvailable.
+func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+	key := connector.Key{Namespace: req.Namespace, Name: req.Name}
+
+	obj := &mcpv1alpha1.MCPServer{}
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Pool.Remove(key) // deleted without our finalizer, e.g. after a forced removal
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+
+	if !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, obj, key)
+	}
+	if controllerutil.AddFinalizer(obj, mcpServerFinalizer) {
+		// Patch the finalizer on its own: the status patch below goes to the status
+		// subresource, which ignores metadata.
+		before := obj.DeepCopy()
+		before.Finalizers = nil
+		if err := r.Client.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	// Every step below changes obj.Status in memory; one patch writes it, and only
+	// when something a user would see changed.
+	before := obj.DeepCopy()
+	defer func() {
+		summarize(obj)
+		r.recordTransitions(before, obj)
+		if equality.Semantic.DeepEqual(before.Status, obj.Status) {
+			return
+		}
+		if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			retErr = errors.Join(retErr, fmt.Errorf("patching status: %w", err))
+		}
+	}()
+
+	if obj.Spec.Suspend {
+		r.Pool.Remove(key)
+		setNotReady(obj, mcpv1alpha1.ReasonSuspended, "Suspended: spec.suspend is true, no session is held")
+		log.V(1).Info("Server suspended")
+		return ctrl.Result{}, nil
+	}
+	if obj.Spec.HTTP == nil {
+		// stdio servers need the stdio runtime, which this manager does not run yet.
+		r.Pool.Remove(key)
+		setNotReady(obj, mcpv1alpha1.ReasonInvalidSpec, "stdio servers are not supported by this manager yet")
+		return ctrl.Result{}, nil
+	}
+
+	cfg, err := r.reconcileSecrets(ctx, obj)
+	if err != nil {
+		var missing *missingSecretError
+		if errors.As(err, &missing) {
+			// No connection attempt without the credentials; the Secret watch wakes
+			// the server when the Secret appears.
+			r.Pool.Remove(key)
+			setNotReady(obj, mcpv1alpha1.ReasonSecretNotFound, capitalize(missing.Error()))
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	rules, err := egressRules(ctx, r.Client, r.EgressDefaults, obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cfg.Egress = rules
+	r.reconcileConnection(obj, key, cfg, rules)
+	return ctrl.Result{}, nil
+}
+
+// reconcileSecrets builds the connector config of an http server, with headers and CA
+// bundle read from the Secrets the spec references.
+func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1alpha1.MCPServer) (connector.Config, error) {
+	spec := obj.Spec.HTTP
+	resolver := &secretResolver{reader: r.SecretReader, namespace: obj.Namespace}
+	headers, caBundle, err := resolver.resolveHTTP(ctx, spec)
+	if err != nil {
+		return connector.Config{}, err
+	}
+	cfg := connector.Config{
+		URL:      spec.URL,
+		Protocol: connector.Protocol(spec.Protocol),
+		Headers:  headers,
+		CABundle: caBundle,
+		HealthCheck: connector.HealthCheck{
+			Interval: r.DefaultProbeInterval,
+		},
+	}
+	if obj.Spec.Timeout != nil {
+		cfg.Timeout = obj.Spec.Timeout.Duration
+	}
+	if hc := obj.Spec.HealthCheck; hc != nil {
+		if hc.Interval != nil {
+			cfg.HealthCheck.Interval = hc.Interval.Duration
+		}
+		cfg.HealthCheck.FailureThreshold = int(hc.FailureThreshold)
+	}
+	return cfg, nil
+}
+
+// reconcileConnection makes the pool hold a session with cfg, its egress enforced by
+// rules, and copies what the connector observed into status. It owns Connected,
+// ToolsDiscovered and EgressAllowed. It never waits on the network: a new session
+// reports through the channel source.
+func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, rules *egress.ServerRules) {
+	r.Pool.Ensure(key, cfg)
+	snap, ok := r.Pool.Snapshot(key)
+	if !ok {
+		return // the pool is shutting down
+	}
+	applySnapshot(obj, snap, egressSource(rules))
+}
+
+// egressSource says what governs a server's egress, for the EgressAllowed message.
+func egressSource(rules *egress.ServerRules) string {
+	if rules.Selected() {
+		return "MCPEgressPolicy " + strings.Join(rules.Policies(), ", ")
+	}
+	return "the default egress posture"
+}
+
+// reconcileDelete closes the session and releases the object. Closing never waits on
+// the server, so deletion cannot hang when the server is gone.
+func (r *MCPServerReconciler) reconcileDelete(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key) error {
+	r.Pool.Remove(key)
+	if !controllerutil.ContainsFinalizer(obj, mcpServerFinalizer) {
+		return nil
+	}
+	before := obj.DeepCopy()
+	controllerutil.RemoveFinalizer(obj, mcpServerFinalizer)
+	if err := r.Client.Patch(ctx, obj, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	return nil
+}
+
+// recordTransitions emits an Event for every transition between before and after that a
+// user would want to hear about.
+func (r *MCPServerReconciler) recordTransitions(before, after *mcpv1alpha1.MCPServer) {
+	was := meta.FindStatusCondition(before.Status.Conditions, mcpv1alpha1.ConditionConnected)
+	now := meta.FindStatusCondition(after.Status.Conditions, mcpv1alpha1.ConditionConnected)
+	wasReady := meta.FindStatusCondition(before.Status.Conditions, mcpv1alpha1.ConditionReady)
+	nowReady := meta.FindStatusCondition(after.Status.Conditions, mcpv1alpha1.ConditionReady)
+
+	connectedNow := now != nil && now.Status == metav1.ConditionTrue
+	connectedBefore := was != nil && was.Status == metav1.ConditionTrue
+	switch {
+	case connectedNow && !connectedBefore && was != nil && was.Status == metav1.ConditionFalse &&
+		was.Reason != mcpv1alpha1.ReasonSuspended && was.Reason != mcpv1alpha1.ReasonSecretNotFound:
+		r.event(after, corev1.EventTypeNormal, eventRecovered, "Connect", "Recovered: %s", now.Message)
+	case connectedNow && !connectedBefore:
+		r.event(after, corev1.EventTypeNormal, eventConnected, "Connect", "%s", now.Message)
+	case connectedBefore && now != nil && now.Status == metav1.ConditionFalse && now.Reason != mcpv1alpha1.ReasonSuspended:
+		r.event(after, corev1.EventTypeWarning, eventConnectionLost, "Probe", "Connection lost (%s): %s", now.Reason, now.Message)
+	}
+
+	if nowReady != nil && nowReady.Status == metav1.ConditionFalse && (wasReady == nil || wasReady.Reason != nowReady.Reason) {
+		switch nowReady.Reason {
+		case mcpv1alpha1.ReasonSecretNotFound:
+			r.event(after, corev1.EventTypeWarning, eventSecretNotFound, "ResolveSecrets", "%s", nowReady.Message)
+		case mcpv1alpha1.ReasonEgressDenied, mcpv1alpha1.ReasonRedirectDenied:
+			r.event(after, corev1.EventTypeWarning, eventEgressDenied, "Connect", "%s", nowReady.Message)
+		}
+	}
+
+	if before.Status.ToolsDigest != "" && after.Status.ToolsDigest != "" && before.Status.ToolsDigest != after.Status.ToolsDigest {
+		added, removed := toolChanges(before.Status.Tools, after.Status.Tools)
+		r.event(after, corev1.EventTypeNormal, eventToolsChanged, "Discover",
+			"Tools changed: %d added, %d removed, %d published", added, removed, after.Status.ToolCount)
+	}
+}
+
+func (r *MCPServerReconciler) event(obj *mcpv1alpha1.MCPServer, eventType, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, eventType, reason, action, note, args...)
+	}
+}
+
+// capitalize upper-cases the first letter of a message built from a lower-case error.
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}

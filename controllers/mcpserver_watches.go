@@ -1,0 +1,126 @@
+package controllers
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/connector"
+)
+
+// +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpservers,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpservers/status,verbs=get;patch
+// +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpservers/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler, its Secret index and watches, and the
+// connector's change events as a channel source.
+func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ctx := context.Background()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &mcpv1alpha1.MCPServer{}, secretRefsIndex,
+		func(obj client.Object) []string { return referencedSecrets(obj.(*mcpv1alpha1.MCPServer)) },
+	); err != nil {
+		return err
+	}
+
+	changes := make(chan event.TypedGenericEvent[connector.Key])
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		forwardPoolEvents(ctx, r.Pool.Events(), changes)
+		return nil
+	})); err != nil {
+		return err
+	}
+
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&mcpv1alpha1.MCPServer{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{},
+			predicate.LabelChangedPredicate{}, // labels select egress policies
+			deletionStarted{},
+		))).
+		// Secret metadata only: the cache never holds Secret data, and a changed
+		// resourceVersion is all it takes to know a Secret rotated.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.serversForSecret), builder.OnlyMetadata).
+		// A policy created, changed or deleted re-evaluates every server it could select.
+		Watches(&mcpv1alpha1.MCPEgressPolicy{}, handler.EnqueueRequestsFromMapFunc(r.serversInNamespace),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(changes, handler.TypedEnqueueRequestsFromMapFunc(
+			func(_ context.Context, key connector.Key) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: key.Namespace, Name: key.Name}}}
+			}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// forwardPoolEvents feeds the connector's change events into the controller's channel
+// source until ctx ends.
+func forwardPoolEvents(ctx context.Context, in <-chan connector.Event, out chan<- event.TypedGenericEvent[connector.Key]) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-in:
+			if !ok {
+				return
+			}
+			select {
+			case out <- event.TypedGenericEvent[connector.Key]{Object: e.Key}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// serversForSecret returns the servers in the Secret's namespace that reference it.
+func (r *MCPServerReconciler) serversForSecret(ctx context.Context, secret client.Object) []reconcile.Request {
+	var servers mcpv1alpha1.MCPServerList
+	if err := r.Client.List(ctx, &servers, client.InNamespace(secret.GetNamespace()),
+		client.MatchingFields{secretRefsIndex: secret.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing servers that reference a Secret", "secret", secret.GetName())
+		return nil
+	}
+	return requestsFor(servers.Items)
+}
+
+// serversInNamespace returns every server in the object's namespace.
+func (r *MCPServerReconciler) serversInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	var servers mcpv1alpha1.MCPServerList
+	if err := r.Client.List(ctx, &servers, client.InNamespace(obj.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing servers", "namespace", obj.GetNamespace())
+		return nil
+	}
+	return requestsFor(servers.Items)
+}
+
+// requestsFor returns one reconcile request per server.
+func requestsFor(servers []mcpv1alpha1.MCPServer) []reconcile.Request {
+	requests := make([]reconcile.Request, len(servers))
+	for i := range servers {
+		requests[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&servers[i])}
+	}
+	return requests
+}
+
+// deletionStarted passes the update that sets an object's deletionTimestamp, so the
+// finalizer runs at once whether or not the API server bumped the generation.
+type deletionStarted struct {
+	predicate.Funcs
+}
+
+// Update reports whether the update started the object's deletion.
+func (deletionStarted) Update(e event.UpdateEvent) bool {
+	return e.ObjectOld != nil && e.ObjectNew != nil &&
+		e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+}

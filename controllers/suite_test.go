@@ -1,0 +1,180 @@
+package controllers_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/controllers"
+	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
+)
+
+var (
+	env       *testenv.Environment
+	k8sClient client.Client
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8sClient, err = client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
+	code := 1
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	} else {
+		code = m.Run()
+	}
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// operator is one running manager, watching one test namespace only, so tests running
+// one after another never see each other's objects.
+type operator struct {
+	namespace string
+	logs      *syncBuffer
+	stop      func()
+}
+
+// probeInterval is the manager's default probe interval in tests: servers that set no
+// healthCheck are probed this often.
+const probeInterval = 300 * time.Millisecond
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mcps-"}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// startOperator runs a manager with the MCPServer controller for namespace, logging
+// into a buffer the test can search. It stops at cleanup or when stop is called.
+func startOperator(t *testing.T, namespace string) *operator {
+	t.Helper()
+	// Test servers listen on loopback, which the default posture denies: allow it
+	// explicitly, as the tests of a real cluster would with a policy.
+	return startOperatorWithEgress(t, namespace, egress.Defaults{Posture: egress.PostureAll})
+}
+
+// startOperatorWithEgress is startOperator with the given default egress posture.
+func startOperatorWithEgress(t *testing.T, namespace string, defaults egress.Defaults) *operator {
+	t.Helper()
+	logs := &syncBuffer{}
+	// Log everything, V(1) and V(2) included, so the leak test searches every line the
+	// operator could ever write.
+	log := zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-2)))
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Logger:                 log,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := connector.NewPool(connector.Options{
+		Logger:         log.WithName("connector"),
+		InitialBackoff: 100 * time.Millisecond,
+		MaxBackoff:     time.Second,
+		DebounceDelay:  50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(pool); err != nil {
+		t.Fatal(err)
+	}
+	r := &controllers.MCPServerReconciler{
+		Client:                  mgr.GetClient(),
+		SecretReader:            mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("switchboard"),
+		Pool:                    pool,
+		DefaultProbeInterval:    probeInterval,
+		MaxConcurrentReconciles: 4,
+		EgressDefaults:          defaults,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager stopped with an error: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &operator{namespace: namespace, logs: logs, stop: stop}
+}
+
+// events returns the Events recorded for the named object.
+func events(t *testing.T, namespace, name string) []eventsv1.Event {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := k8sClient.List(context.Background(), &list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}

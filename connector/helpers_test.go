@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -193,5 +192,3 @@ func drainEvents(p *Pool) {
 		}
 	}
 }
-
-func contains(haystack, needle string) bool { return strings.Contains(haystack, needle) }

@@ -45,8 +45,8 @@ type eventLimitBody struct {
 	body    io.ReadCloser
 	max     int
 	obs     *observer
-	current int  // bytes of the event being read, line terminators included
-	lineLen int  // bytes of the line being read, terminator excluded
+	current int // bytes of the event being read, line terminators included
+	lineLen int // bytes of the line being read, terminator excluded
 	err     error
 }
 

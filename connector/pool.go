@@ -136,11 +136,10 @@ func (p *Pool) Ensure(key Key, cfg Config) {
 		}
 	}
 	s := newSession(p, key, cfg)
-	switch {
-	case e == nil:
+	if e == nil {
 		p.servers[key] = &entry{current: s}
 		p.metrics.setState(key, StateConnecting)
-	default:
+	} else {
 		if e.pending != nil {
 			e.pending.close()
 		}

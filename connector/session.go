@@ -544,5 +544,5 @@ func backoffDelay(n int, initial, maxDelay time.Duration) time.Duration {
 	}
 	d = min(d, maxDelay)
 	half := d / 2
-	return half + rand.N(half+1)
+	return half + rand.N(half+1) //nolint:gosec // jitter needs no cryptographic randomness
 }

@@ -275,7 +275,7 @@ func (s *httpStack) inspect(req *http.Request, resp *http.Response) (*http.Respo
 		return resp, nil
 	}
 	if resp.ContentLength > s.limits.MaxResponseBytes {
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		e := responseTooLarge(s.limits.MaxResponseBytes)
 		s.obs.record(e)
 		return nil, e

@@ -76,10 +76,11 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if controllerutil.AddFinalizer(obj, mcpServerFinalizer) {
 		// Patch the finalizer on its own: the status patch below goes to the status
-		// subresource, which ignores metadata.
+		// subresource, which ignores metadata. The optimistic lock keeps another
+		// writer's finalizers.
 		before := obj.DeepCopy()
-		before.Finalizers = nil
-		if err := r.Client.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		controllerutil.RemoveFinalizer(before, mcpServerFinalizer)
+		if err := r.Client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
 	}

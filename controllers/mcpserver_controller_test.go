@@ -33,7 +33,7 @@ const (
 // started again on the same address, and that records the Authorization headers it
 // receives.
 type mcpServer struct {
-	t      *testing.T
+	t      testing.TB
 	server *mcp.Server
 	addr   string
 
@@ -42,7 +42,7 @@ type mcpServer struct {
 	authHeader []string
 }
 
-func newMCPServer(t *testing.T, tools int) *mcpServer {
+func newMCPServer(t testing.TB, tools int) *mcpServer {
 	t.Helper()
 	s := &mcpServer{t: t, server: mcp.NewServer(&mcp.Implementation{Name: "fixture", Version: "1.0.0", Title: "Fixture"}, nil)}
 	for i := range tools {

@@ -84,7 +84,7 @@ type operator struct {
 const probeInterval = 300 * time.Millisecond
 
 // newNamespace creates a namespace for one test.
-func newNamespace(t *testing.T) string {
+func newNamespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mcps-"}}
 	if err := k8sClient.Create(context.Background(), ns); err != nil {
@@ -95,7 +95,7 @@ func newNamespace(t *testing.T) string {
 
 // startOperator runs a manager with the MCPServer controller for namespace, logging
 // into a buffer the test can search. It stops at cleanup or when stop is called.
-func startOperator(t *testing.T, namespace string) *operator {
+func startOperator(t testing.TB, namespace string) *operator {
 	t.Helper()
 	// Test servers listen on loopback, which the default posture denies: allow it
 	// explicitly, as the tests of a real cluster would with a policy.
@@ -103,7 +103,7 @@ func startOperator(t *testing.T, namespace string) *operator {
 }
 
 // startOperatorWithEgress is startOperator with the given default egress posture.
-func startOperatorWithEgress(t *testing.T, namespace string, defaults egress.Defaults) *operator {
+func startOperatorWithEgress(t testing.TB, namespace string, defaults egress.Defaults) *operator {
 	t.Helper()
 	logs := &syncBuffer{}
 	// Log everything, V(1) and V(2) included, so the leak test searches every line the

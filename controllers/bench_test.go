@@ -1,0 +1,111 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+)
+
+// BenchmarkApplyToReady measures what a user waits for: from creating an MCPServer to
+// seeing it Ready with its tools in status. It compares that with the floor measured in
+// the same run: a bare go-sdk client doing initialize + tools/list against the same
+// server, plus one status patch. Run it with a fixed count for a stable median:
+//
+//	go test -run '^$' -bench ApplyToReady -benchtime 20x ./controllers/
+func BenchmarkApplyToReady(b *testing.B) {
+	ctx := context.Background()
+	ns := newNamespace(b)
+	startOperator(b, ns)
+	srv := newMCPServer(b, 14)
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8sClient.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	// The floor: what any implementation has to do.
+	patchTarget := httpServer(ns, "floor", srv.url())
+	patchTarget.Spec.Suspend = true
+	if err := k8sClient.Create(ctx, patchTarget); err != nil {
+		b.Fatal(err)
+	}
+	floor := make([]time.Duration, 0, b.N)
+	for i := range b.N {
+		start := time.Now()
+		c := mcp.NewClient(&mcp.Implementation{Name: "floor", Version: "1"}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url()}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+		_ = cs.Close()
+		before := patchTarget.DeepCopy()
+		patchTarget.Status.ToolCount = int32(i + 1) //nolint:gosec // a small loop counter
+		if err := k8sClient.Status().Patch(ctx, patchTarget, client.MergeFrom(before)); err != nil {
+			b.Fatal(err)
+		}
+		floor = append(floor, time.Since(start))
+	}
+
+	b.ResetTimer()
+	applied := make([]time.Duration, 0, b.N)
+	for i := range b.N {
+		name := fmt.Sprintf("bench-%d", i)
+		w, err := watcher.Watch(ctx, &mcpv1alpha1.MCPServerList{}, client.InNamespace(ns))
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := k8sClient.Create(ctx, httpServer(ns, name, srv.url())); err != nil {
+			b.Fatal(err)
+		}
+		waitReady(b, w, name)
+		applied = append(applied, time.Since(start))
+		w.Stop()
+	}
+	b.StopTimer()
+
+	floorMedian, appliedMedian := median(floor), median(applied)
+	b.ReportMetric(float64(appliedMedian.Microseconds())/1000, "apply-to-ready-ms")
+	b.ReportMetric(float64(floorMedian.Microseconds())/1000, "floor-ms")
+	b.ReportMetric(float64(appliedMedian)/float64(floorMedian), "ratio")
+	b.Logf("apply -> Ready median %v, floor (initialize + tools/list + status patch) median %v, ratio %.2f over %d runs",
+		appliedMedian, floorMedian, float64(appliedMedian)/float64(floorMedian), b.N)
+}
+
+// waitReady reads the watch until the named server is Ready with its tools listed.
+func waitReady(b *testing.B, w watch.Interface, name string) {
+	b.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				b.Fatal("watch closed")
+			}
+			obj, isServer := e.Object.(*mcpv1alpha1.MCPServer)
+			if isServer && obj.Name == name && obj.Status.ToolCount > 0 &&
+				meta.IsStatusConditionTrue(obj.Status.Conditions, mcpv1alpha1.ConditionReady) {
+				return
+			}
+		case <-timeout:
+			b.Fatalf("%s not Ready within 30s", name)
+		}
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

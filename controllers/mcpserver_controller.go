@@ -74,17 +74,6 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !obj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, obj, key)
 	}
-	if controllerutil.AddFinalizer(obj, mcpServerFinalizer) {
-		// Patch the finalizer on its own: the status patch below goes to the status
-		// subresource, which ignores metadata. The optimistic lock keeps another
-		// writer's finalizers.
-		before := obj.DeepCopy()
-		controllerutil.RemoveFinalizer(before, mcpServerFinalizer)
-		if err := r.Client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
-	}
-
 	// Every step below changes obj.Status in memory; one patch writes it, and only
 	// when something a user would see changed.
 	before := obj.DeepCopy()
@@ -130,7 +119,24 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	cfg.Egress = rules
 	r.reconcileConnection(obj, key, cfg, rules)
-	return ctrl.Result{}, nil
+	// The session is already connecting; the finalizer that will close it follows.
+	return ctrl.Result{}, r.ensureFinalizer(ctx, obj)
+}
+
+// ensureFinalizer adds the finalizer that makes deletion close the session. It patches
+// a copy, so the status changes made in memory stay for the status patch.
+func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, obj *mcpv1alpha1.MCPServer) error {
+	if controllerutil.ContainsFinalizer(obj, mcpServerFinalizer) {
+		return nil
+	}
+	patched := obj.DeepCopy()
+	controllerutil.AddFinalizer(patched, mcpServerFinalizer)
+	// The optimistic lock keeps finalizers another writer adds meanwhile.
+	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("adding finalizer: %w", err)
+	}
+	obj.Finalizers = patched.Finalizers
+	return nil
 }
 
 // reconcileSecrets builds the connector config of an http server, with headers and CA

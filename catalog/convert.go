@@ -1,0 +1,115 @@
+package catalog
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+)
+
+// newServerEntry copies what the catalogue may show of an MCPServer: status fields (the
+// endpoint as redacted in status), labels and the spec description. It never reads
+// spec.http (url, headers, Secret references), spec.stdio or annotations.
+func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
+	st := &obj.Status
+	summary := ServerSummary{
+		Namespace:       obj.Namespace,
+		Name:            obj.Name,
+		Description:     obj.Spec.Description,
+		Labels:          copyLabels(obj.Labels),
+		Endpoint:        st.Endpoint,
+		Transport:       string(st.Transport),
+		ProtocolVersion: st.ProtocolVersion,
+		Ready:           isReady(st.Conditions),
+		ToolCount:       st.ToolCount,
+		ToolsTruncated:  st.ToolsTruncated,
+	}
+	if st.ServerInfo != nil {
+		summary.ServerInfo = &ServerInfo{
+			Name:    st.ServerInfo.Name,
+			Version: st.ServerInfo.Version,
+			Title:   st.ServerInfo.Title,
+		}
+	}
+	detail := &ServerDetail{ServerSummary: summary}
+	if c := st.Capabilities; c != nil {
+		detail.Capabilities = &Capabilities{
+			Tools:       c.Tools,
+			Resources:   c.Resources,
+			Prompts:     c.Prompts,
+			ListChanged: c.ListChanged,
+		}
+	}
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		cond := Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message}
+		if !c.LastTransitionTime.IsZero() {
+			cond.LastTransitionTime = c.LastTransitionTime.UTC().Format(time.RFC3339)
+		}
+		detail.Conditions = append(detail.Conditions, cond)
+	}
+	e := &serverEntry{
+		key:    serverKey{namespace: obj.Namespace, name: obj.Name},
+		detail: detail,
+	}
+	e.ref = ServerRef{
+		Namespace: obj.Namespace,
+		Name:      obj.Name,
+		Endpoint:  summary.Endpoint,
+		Transport: summary.Transport,
+		Ready:     summary.Ready,
+	}
+	seen := make(map[string]struct{}, len(st.Tools))
+	for i := range st.Tools {
+		t := &st.Tools[i]
+		if _, dup := seen[t.Name]; dup || t.Name == "" {
+			continue
+		}
+		seen[t.Name] = struct{}{}
+		tool := Tool{
+			Name:            t.Name,
+			Title:           t.Title,
+			Description:     t.Description,
+			ReadOnlyHint:    copyBool(t.ReadOnlyHint),
+			DestructiveHint: copyBool(t.DestructiveHint),
+			IdempotentHint:  copyBool(t.IdempotentHint),
+			OpenWorldHint:   copyBool(t.OpenWorldHint),
+		}
+		detail.Tools = append(detail.Tools, tool)
+	}
+	sortTools(detail.Tools)
+	e.tools = make([]*toolEntry, len(detail.Tools))
+	for i := range detail.Tools {
+		e.tools[i] = &toolEntry{server: e, tool: &detail.Tools[i]}
+	}
+	return e
+}
+
+func isReady(conds []metav1.Condition) bool {
+	for i := range conds {
+		if conds[i].Type == mcpv1alpha1.ConditionReady {
+			return conds[i].Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func copyLabels(in map[string]string) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+func copyBool(b *bool) *bool {
+	if b == nil {
+		return nil
+	}
+	v := *b
+	return &v
+}

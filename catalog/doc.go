@@ -1,0 +1,26 @@
+// Package catalog is Switchboard's catalogue service: it answers "which MCP servers and
+// tools can I use?" for agents in the cluster, over REST (JSON under /api/v1, described by
+// /api/v1/openapi.json) and over MCP (Streamable HTTP at /mcp, tools search_tools,
+// list_servers and get_server).
+//
+// What it owns:
+//   - an in-memory search index over tool name, title and description and server name
+//     and description, fed incrementally by the manager's MCPServer informer;
+//   - authentication of callers with TokenReview and authorization with
+//     SubjectAccessReview (list mcpservers, per namespace), both cached with a short TTL
+//     in bounded LRU caches;
+//   - the HTTP server: routing, pagination, ETags, JSON errors, request bounds, server
+//     timeouts and Prometheus metrics.
+//
+// What it must not do:
+//   - call MCP servers or the API server for MCPServer objects: it serves from the
+//     informer cache only, so every manager replica answers without leader election;
+//   - write anything to the cluster other than TokenReviews and SubjectAccessReviews;
+//   - return secrets: it copies only status fields (the endpoint as redacted in status,
+//     never spec.http.url), labels and the spec description. Header values, Secret names,
+//     URL query strings and annotations never reach a response, an error or a log line;
+//   - show a caller anything outside the namespaces it may list mcpservers in.
+//
+// The manager creates the service with [New] and adds it with mgr.Add; it is a
+// manager.Runnable that does not need leader election.
+package catalog

@@ -1,0 +1,487 @@
+package catalog
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"unicode"
+)
+
+// Search limits. A query has at most maxTerms distinct terms; longer words are cut.
+const (
+	maxTerms     = 16
+	maxWordBytes = 64
+)
+
+// field says where a term matched. The order of the bits is the ranking order: a match
+// in a tool's name ranks above one in its title, above one in its description, above one
+// in its server's name or description.
+type field uint8
+
+const (
+	fieldServer field = 1 << iota
+	fieldDescription
+	fieldTitle
+	fieldName
+)
+
+// serverKey identifies an MCPServer.
+type serverKey struct {
+	namespace, name string
+}
+
+func compareKeys(a, b serverKey) int {
+	if c := strings.Compare(a.namespace, b.namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// serverEntry is the catalogue's immutable copy of one MCPServer. An update replaces the
+// entry, so readers may keep a pointer after releasing the index lock.
+type serverEntry struct {
+	key    serverKey
+	detail *ServerDetail
+	ref    ServerRef
+	tools  []*toolEntry // sorted by name
+}
+
+// toolEntry is one tool of a serverEntry.
+type toolEntry struct {
+	server *serverEntry
+	tool   *Tool
+}
+
+// compareTools orders tools by namespace, server name and tool name: the catalogue's
+// stable order.
+func compareTools(a, b *toolEntry) int {
+	if c := compareKeys(a.server.key, b.server.key); c != 0 {
+		return c
+	}
+	return strings.Compare(a.tool.Name, b.tool.Name)
+}
+
+func sortTools(tools []Tool) {
+	slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// postings maps a token to what contains it.
+type postings[T comparable] struct {
+	lists map[string]map[T]field
+	vocab []string // sorted tokens with a non-empty list, for prefix search
+}
+
+func newPostings[T comparable]() postings[T] {
+	return postings[T]{lists: make(map[string]map[T]field)}
+}
+
+func (p *postings[T]) add(token string, item T, f field) {
+	list, ok := p.lists[token]
+	if !ok {
+		list = make(map[T]field, 1)
+		p.lists[token] = list
+		i, _ := slices.BinarySearch(p.vocab, token)
+		p.vocab = slices.Insert(p.vocab, i, token)
+	}
+	list[item] |= f
+}
+
+func (p *postings[T]) remove(token string, item T) {
+	list, ok := p.lists[token]
+	if !ok {
+		return
+	}
+	delete(list, item)
+	if len(list) == 0 {
+		delete(p.lists, token)
+		if i, found := slices.BinarySearch(p.vocab, token); found {
+			p.vocab = slices.Delete(p.vocab, i, i+1)
+		}
+	}
+}
+
+// prefix calls fn for every item whose tokens start with term.
+func (p *postings[T]) prefix(term string, fn func(T, field)) {
+	for i := sort.SearchStrings(p.vocab, term); i < len(p.vocab) && strings.HasPrefix(p.vocab[i], term); i++ {
+		for item, f := range p.lists[p.vocab[i]] {
+			fn(item, f)
+		}
+	}
+}
+
+// index is the catalogue's in-memory view of every MCPServer, kept in stable order and
+// with inverted indexes for search. Informer events update it one server at a time.
+type index struct {
+	mu         sync.RWMutex
+	servers    map[serverKey]*serverEntry
+	serverList []*serverEntry // sorted by key
+	toolList   []*toolEntry   // sorted by compareTools; a server's tools are contiguous
+	tools      postings[*toolEntry]
+	serverText postings[*serverEntry]
+	namespaces map[string]int // servers per namespace
+	nsList     []string       // sorted namespaces; replaced, never modified in place
+
+	// onChange, when set, is called with the index size after every change, under the lock.
+	onChange func(servers, tools, tokens int)
+}
+
+func newIndex() *index {
+	return &index{
+		servers:    make(map[serverKey]*serverEntry),
+		tools:      newPostings[*toolEntry](),
+		serverText: newPostings[*serverEntry](),
+		namespaces: make(map[string]int),
+	}
+}
+
+// upsert adds or replaces a server.
+func (ix *index) upsert(e *serverEntry) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if old, ok := ix.servers[e.key]; ok {
+		ix.removeLocked(old)
+	}
+	ix.insertLocked(e)
+	ix.changedLocked()
+}
+
+// delete removes a server if it is present.
+func (ix *index) delete(key serverKey) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if old, ok := ix.servers[key]; ok {
+		ix.removeLocked(old)
+		ix.changedLocked()
+	}
+}
+
+func (ix *index) changedLocked() {
+	if ix.onChange != nil {
+		ix.onChange(len(ix.serverList), len(ix.toolList), len(ix.tools.vocab)+len(ix.serverText.vocab))
+	}
+}
+
+func searchServer(list []*serverEntry, key serverKey) (int, bool) {
+	return slices.BinarySearchFunc(list, key, func(e *serverEntry, k serverKey) int { return compareKeys(e.key, k) })
+}
+
+// firstToolOf returns the position of the first tool of key's server in toolList, or
+// where its tools would go.
+func (ix *index) firstToolOf(key serverKey) int {
+	i, _ := slices.BinarySearchFunc(ix.toolList, key, func(t *toolEntry, k serverKey) int {
+		return compareKeys(t.server.key, k)
+	})
+	return i
+}
+
+func (ix *index) insertLocked(e *serverEntry) {
+	ix.servers[e.key] = e
+	i, _ := searchServer(ix.serverList, e.key)
+	ix.serverList = slices.Insert(ix.serverList, i, e)
+	ix.toolList = slices.Insert(ix.toolList, ix.firstToolOf(e.key), e.tools...)
+	for _, t := range e.tools {
+		forTokens(t, func(tok string, f field) { ix.tools.add(tok, t, f) })
+	}
+	forServerTokens(e, func(tok string) { ix.serverText.add(tok, e, fieldServer) })
+	if ix.namespaces[e.key.namespace]++; ix.namespaces[e.key.namespace] == 1 {
+		ix.rebuildNamespacesLocked()
+	}
+}
+
+func (ix *index) removeLocked(e *serverEntry) {
+	delete(ix.servers, e.key)
+	if i, ok := searchServer(ix.serverList, e.key); ok {
+		ix.serverList = slices.Delete(ix.serverList, i, i+1)
+	}
+	lo := ix.firstToolOf(e.key)
+	ix.toolList = slices.Delete(ix.toolList, lo, lo+len(e.tools))
+	for _, t := range e.tools {
+		forTokens(t, func(tok string, _ field) { ix.tools.remove(tok, t) })
+	}
+	forServerTokens(e, func(tok string) { ix.serverText.remove(tok, e) })
+	if ix.namespaces[e.key.namespace]--; ix.namespaces[e.key.namespace] <= 0 {
+		delete(ix.namespaces, e.key.namespace)
+		ix.rebuildNamespacesLocked()
+	}
+}
+
+func (ix *index) rebuildNamespacesLocked() {
+	list := make([]string, 0, len(ix.namespaces))
+	for ns := range ix.namespaces {
+		list = append(list, ns)
+	}
+	slices.Sort(list)
+	ix.nsList = list
+}
+
+// Namespaces returns the sorted namespaces that hold at least one server. The slice
+// must not be modified.
+func (ix *index) Namespaces() []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.nsList
+}
+
+// get returns one server.
+func (ix *index) get(key serverKey) (*serverEntry, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	e, ok := ix.servers[key]
+	return e, ok
+}
+
+// listServers returns up to limit servers after the cursor key (or from the start when
+// after is nil) that keep passes, and whether more follow.
+func (ix *index) listServers(after *serverKey, limit int, keep func(*serverEntry) bool) ([]*serverEntry, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	start := 0
+	if after != nil {
+		i, found := searchServer(ix.serverList, *after)
+		if found {
+			i++
+		}
+		start = i
+	}
+	var out []*serverEntry
+	for _, e := range ix.serverList[start:] {
+		if !keep(e) {
+			continue
+		}
+		if len(out) == limit {
+			return out, true
+		}
+		out = append(out, e)
+	}
+	return out, false
+}
+
+// match is one ranked search result.
+type match struct {
+	tool  *toolEntry
+	score int64
+}
+
+// toolCursor is the position after which a page of search results starts.
+type toolCursor struct {
+	score int64
+	key   serverKey
+	tool  string
+}
+
+// compareMatch orders results best first, then in stable key order.
+func compareMatch(a, b match) int {
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
+	}
+	return compareTools(a.tool, b.tool)
+}
+
+// after reports whether m comes after the cursor.
+func (c *toolCursor) after(m match) bool {
+	if m.score != c.score {
+		return m.score < c.score
+	}
+	if k := compareKeys(m.tool.server.key, c.key); k != 0 {
+		return k > 0
+	}
+	return m.tool.tool.Name > c.tool
+}
+
+// searchTools returns up to limit tools that match every term of q and pass keep, best
+// first, starting after the cursor, and whether more follow. Without terms every tool
+// that passes keep matches, in stable order.
+func (ix *index) searchTools(q parsedQuery, after *toolCursor, limit int, keep func(*toolEntry) bool) ([]match, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if len(q.terms) == 0 {
+		return ix.scanToolsLocked(after, limit, keep)
+	}
+	// Each term owns four bits of the accumulator: the fields it matched in.
+	acc := make(map[*toolEntry]uint64)
+	for i, term := range q.terms {
+		shift := uint(4 * i)
+		ix.tools.prefix(term, func(t *toolEntry, f field) { acc[t] |= uint64(f) << shift })
+		ix.serverText.prefix(term, func(e *serverEntry, f field) {
+			for _, t := range e.tools {
+				acc[t] |= uint64(f) << shift
+			}
+		})
+	}
+	var matches []match
+	for t, bits := range acc {
+		score, ok := scoreBits(bits, len(q.terms))
+		if !ok {
+			continue
+		}
+		m := match{tool: t, score: score + exactBonus(t, q)}
+		if (after != nil && !after.after(m)) || !keep(t) {
+			continue
+		}
+		matches = append(matches, m)
+	}
+	slices.SortFunc(matches, compareMatch)
+	if len(matches) > limit {
+		return matches[:limit], true
+	}
+	return matches, false
+}
+
+func (ix *index) scanToolsLocked(after *toolCursor, limit int, keep func(*toolEntry) bool) ([]match, bool) {
+	start := 0
+	if after != nil {
+		start = sort.Search(len(ix.toolList), func(i int) bool {
+			return after.after(match{tool: ix.toolList[i]})
+		})
+	}
+	var out []match
+	for _, t := range ix.toolList[start:] {
+		if !keep(t) {
+			continue
+		}
+		if len(out) == limit {
+			return out, true
+		}
+		out = append(out, match{tool: t})
+	}
+	return out, false
+}
+
+// Score weights: every term counts once, in the best field it matched; a tool whose name
+// equals the whole query ranks first.
+const (
+	weightServer      = 1
+	weightDescription = 1 << 5
+	weightTitle       = 1 << 10
+	weightName        = 1 << 15
+	weightExactName   = 1 << 20
+)
+
+// scoreBits scores the accumulated fields of terms terms, and reports false when some
+// term matched nowhere.
+func scoreBits(bits uint64, terms int) (int64, bool) {
+	var score int64
+	for i := range terms {
+		f := field(bits >> uint(4*i) & 0xf)
+		switch {
+		case f&fieldName != 0:
+			score += weightName
+		case f&fieldTitle != 0:
+			score += weightTitle
+		case f&fieldDescription != 0:
+			score += weightDescription
+		case f&fieldServer != 0:
+			score += weightServer
+		default:
+			return 0, false
+		}
+	}
+	return score, true
+}
+
+func exactBonus(t *toolEntry, q parsedQuery) int64 {
+	if strings.EqualFold(t.tool.Name, q.raw) {
+		return weightExactName
+	}
+	return 0
+}
+
+// parsedQuery is a search query split into lower-case terms.
+type parsedQuery struct {
+	raw   string
+	terms []string
+}
+
+// parseQuery splits q into at most maxTerms distinct lower-case terms.
+func parseQuery(q string) parsedQuery {
+	pq := parsedQuery{raw: strings.TrimSpace(q)}
+	for _, w := range splitWords(q) {
+		w = strings.ToLower(w)
+		if !slices.Contains(pq.terms, w) {
+			pq.terms = append(pq.terms, w)
+		}
+		if len(pq.terms) == maxTerms {
+			break
+		}
+	}
+	return pq
+}
+
+// forTokens calls fn for every token of a tool's name, title and description.
+func forTokens(t *toolEntry, fn func(string, field)) {
+	for _, f := range []struct {
+		text string
+		f    field
+	}{{t.tool.Name, fieldName}, {t.tool.Title, fieldTitle}, {t.tool.Description, fieldDescription}} {
+		for _, tok := range tokens(f.text) {
+			fn(tok, f.f)
+		}
+	}
+}
+
+// forServerTokens calls fn for every token of a server's name, title and description.
+func forServerTokens(e *serverEntry, fn func(string)) {
+	text := e.key.name + " " + e.detail.Description
+	if e.detail.ServerInfo != nil {
+		text += " " + e.detail.ServerInfo.Title
+	}
+	for _, tok := range tokens(text) {
+		fn(tok)
+	}
+}
+
+// tokens returns the distinct lower-case tokens of text: its words (runs of letters and
+// digits), and the parts of camelCase words as well.
+func tokens(text string) []string {
+	var out []string
+	add := func(tok string) {
+		tok = strings.ToLower(tok)
+		if !slices.Contains(out, tok) {
+			out = append(out, tok)
+		}
+	}
+	for _, w := range splitWords(text) {
+		add(w)
+		if parts := splitCamel(w); len(parts) > 1 {
+			for _, p := range parts {
+				add(p)
+			}
+		}
+	}
+	return out
+}
+
+// splitWords returns the runs of letters and digits in s, each cut to maxWordBytes.
+func splitWords(s string) []string {
+	words := strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for i, w := range words {
+		if len(w) > maxWordBytes {
+			w = w[:maxWordBytes]
+			for len(w) > 0 && !utf8ValidEnd(w) {
+				w = w[:len(w)-1]
+			}
+			words[i] = w
+		}
+	}
+	return words
+}
+
+func utf8ValidEnd(s string) bool {
+	return strings.ToValidUTF8(s, "") == s
+}
+
+// splitCamel splits "getUserInfo" into "get", "User", "Info".
+func splitCamel(w string) []string {
+	var parts []string
+	start := 0
+	runes := []rune(w)
+	for i := 1; i < len(runes); i++ {
+		if unicode.IsUpper(runes[i]) && !unicode.IsUpper(runes[i-1]) {
+			parts = append(parts, string(runes[start:i]))
+			start = i
+		}
+	}
+	return append(parts, string(runes[start:]))
+}

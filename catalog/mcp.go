@@ -1,0 +1,186 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// SearchToolsInput is the input of the search_tools MCP tool.
+type SearchToolsInput struct {
+	// Query is matched against tool names, titles and descriptions and server names and
+	// descriptions.
+	Query string `json:"query" jsonschema:"words to look for in tool names, titles and descriptions (prefixes match; every word must match; empty lists all tools)"`
+	// Namespace restricts the search to one namespace.
+	Namespace string `json:"namespace,omitempty" jsonschema:"only search this Kubernetes namespace"`
+	// ReadOnly, when set, keeps only tools whose readOnlyHint equals it.
+	ReadOnly *bool `json:"readOnly,omitempty" jsonschema:"true: only tools the server marks read-only; false: only tools it does not"`
+	// Limit is the page size, 50 by default and at most 500.
+	Limit int `json:"limit,omitempty" jsonschema:"maximum number of results, 1 to 500, default 50"`
+	// Continue is the continue token of the previous page.
+	Continue string `json:"continue,omitempty" jsonschema:"continue token from the previous page's result"`
+}
+
+// ListServersInput is the input of the list_servers MCP tool.
+type ListServersInput struct {
+	// Namespace restricts the list to one namespace.
+	Namespace string `json:"namespace,omitempty" jsonschema:"only list this Kubernetes namespace"`
+	// LabelSelector filters servers by label, in Kubernetes selector syntax.
+	LabelSelector string `json:"labelSelector,omitempty" jsonschema:"Kubernetes label selector, such as team=search,tier!=experimental"`
+	// Transport keeps only servers with this transport.
+	Transport string `json:"transport,omitempty" jsonschema:"only servers with this transport: StreamableHTTP, SSE or Stdio"`
+	// Ready, when set, keeps only servers whose readiness equals it.
+	Ready *bool `json:"ready,omitempty" jsonschema:"true: only ready servers; false: only servers that are not ready"`
+	// Limit is the page size, 50 by default and at most 500.
+	Limit int `json:"limit,omitempty" jsonschema:"maximum number of servers, 1 to 500, default 50"`
+	// Continue is the continue token of the previous page.
+	Continue string `json:"continue,omitempty" jsonschema:"continue token from the previous page's result"`
+}
+
+// GetServerInput is the input of the get_server MCP tool.
+type GetServerInput struct {
+	// Namespace is the server's namespace.
+	Namespace string `json:"namespace" jsonschema:"the MCPServer's Kubernetes namespace"`
+	// Name is the server's name.
+	Name string `json:"name" jsonschema:"the MCPServer's name"`
+}
+
+// callerKey carries the authenticated caller from the HTTP layer to the token verifier.
+type callerKey struct{}
+
+// mcpHandler serves the catalogue over MCP (Streamable HTTP, stateless, so any replica
+// can answer any request). Callers are authenticated like REST callers; their identity
+// reaches the tool handlers as the request's auth.TokenInfo.
+func (s *Server) mcpHandler() http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{
+		Name:    "switchboard-catalog",
+		Title:   "Switchboard catalogue",
+		Version: "v1",
+	}, &mcp.ServerOptions{
+		Instructions: "Find MCP servers and tools in this Kubernetes cluster. Use search_tools to find " +
+			"tools for a task, then get_server for the endpoint and details of the server that offers one. " +
+			"You only see namespaces you may list MCPServers in.",
+	})
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)}
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "search_tools",
+		Title: "Search tools",
+		Description: "Search the MCP tools published in the cluster. Results are ranked: matches in the tool's " +
+			"name come before matches in its title, then its description, then its server's name or description. " +
+			"Each result names its server and the server's endpoint. Pass the returned continue token to get the next page.",
+		Annotations: readOnly,
+	}, s.mcpSearchTools)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "list_servers",
+		Title: "List servers",
+		Description: "List the MCP servers in the cluster, in namespace and name order, with their endpoint, " +
+			"transport, readiness and tool count. Pass the returned continue token to get the next page.",
+		Annotations: readOnly,
+	}, s.mcpListServers)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "get_server",
+		Title: "Get server",
+		Description: "Get one MCP server: its endpoint, transport, protocol version, server info, capabilities, " +
+			"conditions and tools.",
+		Annotations: readOnly,
+	}, s.mcpGetServer)
+
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{
+			Stateless:           true,
+			JSONResponse:        true,
+			MaxRequestBodyBytes: maxBodyBytes,
+		})
+	if s.opts.Auth != AuthNone {
+		h = auth.RequireBearerToken(verifyAuthenticated(s.opts.AuthCacheTTL), nil)(h)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.synced() {
+			writeError(w, errorf(http.StatusServiceUnavailable, "the catalogue is starting; retry shortly"))
+			return
+		}
+		c, aerr := s.authenticate(r)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+	})
+}
+
+// verifyAuthenticated hands the caller the HTTP layer authenticated to go-sdk, which puts
+// it in every request's TokenInfo.
+func verifyAuthenticated(ttl time.Duration) auth.TokenVerifier {
+	return func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		c, ok := r.Context().Value(callerKey{}).(*caller)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{
+			UserID:     c.key,
+			Expiration: time.Now().Add(ttl),
+			Extra:      map[string]any{"caller": c},
+		}, nil
+	}
+}
+
+// mcpCaller returns the caller of a tool call.
+func (s *Server) mcpCaller(req *mcp.CallToolRequest) (*caller, error) {
+	if s.opts.Auth == AuthNone {
+		return anonymous, nil
+	}
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		if c, ok := req.Extra.TokenInfo.Extra["caller"].(*caller); ok {
+			return c, nil
+		}
+	}
+	return nil, errors.New("unauthenticated")
+}
+
+func (s *Server) mcpSearchTools(ctx context.Context, req *mcp.CallToolRequest, in SearchToolsInput) (*mcp.CallToolResult, *ToolList, error) {
+	c, err := s.mcpCaller(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, aerr := s.searchTools(ctx, c, toolQuery{q: in.Query, namespace: in.Namespace, readOnly: in.ReadOnly, limit: in.Limit, cont: in.Continue})
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	return nil, out, nil
+}
+
+func (s *Server) mcpListServers(ctx context.Context, req *mcp.CallToolRequest, in ListServersInput) (*mcp.CallToolResult, *ServerList, error) {
+	c, err := s.mcpCaller(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	q := serverQuery{namespace: in.Namespace, transport: in.Transport, ready: in.Ready, limit: in.Limit, cont: in.Continue}
+	if in.LabelSelector != "" {
+		sel, err := labelsParse(in.LabelSelector)
+		if err != nil {
+			return nil, nil, err
+		}
+		q.selector = sel
+	}
+	out, aerr := s.listServers(ctx, c, q)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	return nil, out, nil
+}
+
+func (s *Server) mcpGetServer(ctx context.Context, req *mcp.CallToolRequest, in GetServerInput) (*mcp.CallToolResult, *ServerDetail, error) {
+	c, err := s.mcpCaller(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, aerr := s.getServer(ctx, c, in.Namespace, in.Name)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	return nil, out, nil
+}

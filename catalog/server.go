@@ -1,0 +1,290 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+)
+
+// DefaultBindAddress is the address the catalogue listens on unless told otherwise.
+const DefaultBindAddress = ":8082"
+
+// Server timeouts and request bounds.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 15 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 90 * time.Second
+	maxHeaderBytes    = 32 << 10
+	maxQueryBytes     = 4 << 10
+	maxBodyBytes      = 64 << 10
+	reviewTimeout     = 5 * time.Second
+)
+
+// Options configure the catalogue. The zero value serves on DefaultBindAddress with
+// TokenReview authentication.
+type Options struct {
+	// BindAddress is the TCP address to serve on, DefaultBindAddress when empty. "0"
+	// disables the catalogue: Start then only waits for the context to end.
+	BindAddress string
+
+	// Auth selects how callers are authenticated; AuthTokenReview when empty.
+	Auth AuthMode
+
+	// Audiences, when set, are the token audiences TokenReview must accept; by default
+	// the API server's own audiences.
+	Audiences []string
+
+	// AuthCacheTTL is how long TokenReview and SubjectAccessReview results are cached;
+	// 10s when zero.
+	AuthCacheTTL time.Duration
+
+	// TokenCacheSize bounds the cached TokenReview results; 4096 when zero.
+	TokenCacheSize int
+
+	// AccessCacheSize bounds the cached SubjectAccessReview results; 16384 when zero.
+	AccessCacheSize int
+
+	// ShutdownTimeout bounds the graceful shutdown of the HTTP server; 10s when zero.
+	ShutdownTimeout time.Duration
+
+	// Registerer receives the catalogue's metrics; controller-runtime's registry (served
+	// on the manager's metrics endpoint) when nil.
+	Registerer prometheus.Registerer
+
+	// Logger logs the catalogue's lifecycle; ctrl.Log.WithName("catalog") when unset.
+	Logger logr.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.BindAddress == "" {
+		o.BindAddress = DefaultBindAddress
+	}
+	mode, err := ParseAuthMode(string(o.Auth))
+	if err != nil {
+		return err
+	}
+	o.Auth = mode
+	if o.AuthCacheTTL <= 0 {
+		o.AuthCacheTTL = 10 * time.Second
+	}
+	if o.TokenCacheSize <= 0 {
+		o.TokenCacheSize = 4096
+	}
+	if o.AccessCacheSize <= 0 {
+		o.AccessCacheSize = 16384
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 10 * time.Second
+	}
+	if o.Registerer == nil {
+		o.Registerer = crmetrics.Registry
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = ctrl.Log.WithName("catalog")
+	}
+	return nil
+}
+
+// Server is the catalogue: an HTTP server for REST and MCP over an index that follows
+// the manager's MCPServer informer. It is a manager.Runnable that every replica runs.
+type Server struct {
+	opts    Options
+	log     logr.Logger
+	index   *index
+	gate    *gatekeeper
+	metrics *metrics
+	handler http.Handler
+	synced  func() bool
+
+	mu   sync.Mutex
+	addr net.Addr
+
+	started atomic.Bool
+}
+
+var (
+	_ manager.Runnable               = (*Server)(nil)
+	_ manager.LeaderElectionRunnable = (*Server)(nil)
+)
+
+// New creates the catalogue and registers its event handlers on the manager's MCPServer
+// informer. Add the result to the manager with mgr.Add.
+func New(mgr ctrl.Manager, opts Options) (*Server, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst = 50, 100
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the catalogue's API client: %w", err)
+	}
+	s, err := newServer(opts, &gatekeeper{
+		tokens: clientset.AuthenticationV1().TokenReviews(),
+		access: clientset.AuthorizationV1().SubjectAccessReviews(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	informer, err := mgr.GetCache().GetInformer(context.Background(), &mcpv1alpha1.MCPServer{})
+	if err != nil {
+		return nil, fmt.Errorf("getting the MCPServer informer: %w", err)
+	}
+	reg, err := informer.AddEventHandler(s.eventHandler())
+	if err != nil {
+		return nil, fmt.Errorf("adding the catalogue's MCPServer event handler: %w", err)
+	}
+	s.synced = reg.HasSynced
+	return s, nil
+}
+
+// newServer builds a Server around a gatekeeper whose review clients are set.
+func newServer(opts Options, gate *gatekeeper) (*Server, error) {
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	gate.mode = opts.Auth
+	gate.audiences = opts.Audiences
+	gate.ttl = opts.AuthCacheTTL
+	gate.timeout = reviewTimeout
+	gate.tokenCache = cache.NewLRUExpireCache(opts.TokenCacheSize)
+	gate.accessCache = cache.NewLRUExpireCache(opts.AccessCacheSize)
+	gate.metrics = m
+	s := &Server{
+		opts:    opts,
+		log:     opts.Logger,
+		index:   newIndex(),
+		gate:    gate,
+		metrics: m,
+		synced:  func() bool { return true },
+	}
+	s.index.onChange = m.setIndexSize
+	m.setIndexSize(0, 0, 0)
+	s.handler = s.routes()
+	return s, nil
+}
+
+// eventHandler keeps the index in step with the informer.
+func (s *Server) eventHandler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if o, ok := obj.(*mcpv1alpha1.MCPServer); ok {
+				s.index.upsert(newServerEntry(o))
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok := newObj.(*mcpv1alpha1.MCPServer)
+			if !ok {
+				return
+			}
+			if old, ok := oldObj.(*mcpv1alpha1.MCPServer); ok && old.ResourceVersion == o.ResourceVersion {
+				return // a resync: nothing changed
+			}
+			s.index.upsert(newServerEntry(o))
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if o, ok := obj.(*mcpv1alpha1.MCPServer); ok {
+				s.index.delete(serverKey{namespace: o.Namespace, name: o.Name})
+			}
+		},
+	}
+}
+
+// Handler returns the catalogue's HTTP handler: REST under /api/v1 and MCP at /mcp.
+func (s *Server) Handler() http.Handler {
+	return s.handler
+}
+
+// NeedLeaderElection returns false: every manager replica serves the catalogue.
+func (s *Server) NeedLeaderElection() bool {
+	return false
+}
+
+// Addr returns the address the catalogue listens on once Start has bound it, or nil.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// ReadyCheck fails until the catalogue's index has seen every MCPServer the informer
+// listed at start. Its signature is healthz.Checker's.
+func (s *Server) ReadyCheck(_ *http.Request) error {
+	if !s.synced() {
+		return errors.New("the catalogue's index has not synced yet")
+	}
+	return nil
+}
+
+// Start serves the catalogue until ctx ends, then shuts the HTTP server down gracefully.
+// Requests that arrive before the index has synced are answered with 503.
+func (s *Server) Start(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("the catalogue was already started")
+	}
+	if s.opts.Auth == AuthNone {
+		s.log.Info("WARNING: catalogue authentication is disabled (--catalog-auth=none): every caller sees every namespace; use it with switchboard dev only")
+	}
+	if s.opts.BindAddress == "0" {
+		s.log.Info("Catalogue disabled")
+		<-ctx.Done()
+		return nil
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.opts.BindAddress)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.opts.BindAddress, err)
+	}
+	s.mu.Lock()
+	s.addr = ln.Addr()
+	s.mu.Unlock()
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		// In-flight requests finish during a graceful shutdown rather than being cancelled.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			s.log.Error(err, "Catalogue did not shut down cleanly")
+		}
+	}()
+	s.log.Info("Serving catalogue", "address", ln.Addr().String(), "auth", string(s.opts.Auth))
+	err = srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		<-done
+		return nil
+	}
+	return fmt.Errorf("serving the catalogue: %w", err)
+}

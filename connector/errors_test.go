@@ -230,7 +230,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"refused":      strings.TrimSuffix(closedPortURL(t), "/mcp"),
 		"dns":          "http://no-such-host.invalid",
 		"stall": startServer(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-			stall(r, 30*time.Second)
+			stall(r)
 		})).URL,
 		"malformed": startServer(t, intercept(statelessHandler(newServer(1, nil)), "tools/list", func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
 			w.Header().Set("Content-Type", "application/json")

@@ -137,7 +137,7 @@ func TestHostileServers(t *testing.T) {
 			name: "30 s stall on tools/list",
 			handler: func(*testing.T) http.Handler {
 				return intercept(statelessHandler(newServer(1, nil)), "tools/list", func(_ http.ResponseWriter, r *http.Request, _ json.RawMessage) {
-					stall(r, 30*time.Second)
+					stall(r)
 				})
 			},
 			tweak:      func(c *Config) { c.Timeout = 300 * time.Millisecond },
@@ -146,7 +146,7 @@ func TestHostileServers(t *testing.T) {
 		{
 			name: "30 s stall on connect",
 			handler: func(*testing.T) http.Handler {
-				return http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { stall(r, 30*time.Second) })
+				return http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { stall(r) })
 			},
 			tweak:      func(c *Config) { c.ConnectTimeout = 300 * time.Millisecond },
 			wantReason: ReasonTimeout, wantText: "handshake within 300ms",
@@ -235,18 +235,18 @@ func addRawTool(s *mcp.Server, name string) {
 		})
 }
 
-// stall blocks until d passes or the client goes away. It reads the request body
+// stall blocks for 30 s or until the client goes away. It reads the request body
 // first: net/http notices a closed connection only once the body is consumed.
-func stall(r *http.Request, d time.Duration) {
+func stall(r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	select {
-	case <-time.After(d):
+	case <-time.After(30 * time.Second):
 	case <-r.Context().Done():
 	}
 }
 
 func TestHungServerDoesNotDelayOthers(t *testing.T) {
-	hung := startServer(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { stall(r, 30*time.Second) }))
+	hung := startServer(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { stall(r) }))
 	p := testPool(t)
 	for i := range 4 {
 		cfg := fastConfig(hung.URL)

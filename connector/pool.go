@@ -199,12 +199,15 @@ func (p *Pool) Remove(key Key) {
 // for it.
 func (p *Pool) Snapshot(key Key) (Snapshot, bool) {
 	p.mu.Lock()
-	e := p.servers[key]
+	var current *session
+	if e := p.servers[key]; e != nil {
+		current = e.current
+	}
 	p.mu.Unlock()
-	if e == nil {
+	if current == nil {
 		return Snapshot{}, false
 	}
-	return e.current.snapshot(), true
+	return current.snapshot(), true
 }
 
 // Keys returns the keys the pool holds sessions for, in no particular order.

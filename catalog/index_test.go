@@ -55,9 +55,10 @@ func TestSearchRanksNameAboveTitleAboveDescription(t *testing.T) {
 	)))
 	ix.upsert(newServerEntry(testServer("a", "weather-station", "", mcpv1alpha1.ToolInfo{Name: "ping"})))
 	ix.upsert(newServerEntry(testServer("a", "s3", "", mcpv1alpha1.ToolInfo{Name: "weather"})))
+	ix.upsert(newServerEntry(testServer("a", "s4", "Weather data", mcpv1alpha1.ToolInfo{Name: "pong"})))
 
 	got, more := ix.searchTools(parseQuery("weather"), nil, 10, everyTool)
-	want := []string{"s3/weather", "s1/get_weather", "s1/forecast", "s1/list_files", "weather-station/ping"}
+	want := []string{"s3/weather", "s1/get_weather", "s1/forecast", "s1/list_files", "s4/pong", "weather-station/ping"}
 	if !slices.Equal(toolNames(got), want) || more {
 		t.Fatalf("search weather = %q (more %v), want %q", toolNames(got), more, want)
 	}

@@ -84,7 +84,7 @@ func TestPolicyAllowingLoopbackLetsServerConnect(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	// The production default: public addresses only, so loopback is denied...
-	startOperatorWithEgress(t, ns, egress.Defaults{Posture: egress.PosturePublic})
+	startOperator(t, ns, withEgressDefaults(egress.Defaults{Posture: egress.PosturePublic}))
 	srv := newMCPServer(t, 1)
 	obj := httpServer(ns, "local", srv.url())
 	obj.Labels = map[string]string{"team": "search"}

@@ -54,6 +54,11 @@ type MCPServerReconciler struct {
 	MaxConcurrentReconciles int
 	// EgressDefaults is the posture for servers no MCPEgressPolicy selects.
 	EgressDefaults egress.Defaults
+	// Stdio runs stdio servers; nil rejects them with InvalidSpec.
+	Stdio StdioRuntime
+	// StdioRequeue is how soon a stdio server whose bridge is not yet available is looked
+	// at again. Zero relies on the workload's watch alone (the pod runtime).
+	StdioRequeue time.Duration
 }
 
 // Reconcile brings one MCPServer's session and status in line with its spec. It owns
@@ -94,31 +99,38 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		log.V(1).Info("Server suspended")
 		return ctrl.Result{}, nil
 	}
-	if obj.Spec.HTTP == nil {
-		// stdio servers need the stdio runtime, which this manager does not run yet.
-		r.Pool.Remove(key)
-		setNotReady(obj, mcpv1alpha1.ReasonInvalidSpec, "stdio servers are not supported by this manager yet")
-		return ctrl.Result{}, nil
-	}
-
-	cfg, err := r.reconcileSecrets(ctx, obj)
-	if err != nil {
-		var missing *missingSecretError
-		if errors.As(err, &missing) {
-			// No connection attempt without the credentials; the Secret watch wakes
-			// the server when the Secret appears.
-			r.Pool.Remove(key)
-			setNotReady(obj, mcpv1alpha1.ReasonSecretNotFound, capitalize(missing.Error()))
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, err
-	}
 	rules, err := egressRules(ctx, r.Client, r.EgressDefaults, obj)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	cfg.Egress = rules
-	r.reconcileConnection(obj, key, cfg, rules)
+	var cfg connector.Config
+	var egressMessage string
+	if obj.Spec.Stdio != nil {
+		var available bool
+		cfg, egressMessage, available, err = r.reconcileWorkload(ctx, obj, rules)
+		if err != nil || !available {
+			// No session until the bridge can take one. The Deployment watch (or, for
+			// local processes, a short requeue) brings the server back here.
+			r.Pool.Remove(key)
+			return ctrl.Result{RequeueAfter: r.StdioRequeue}, err
+		}
+	} else {
+		cfg, err = r.reconcileSecrets(ctx, obj)
+		if err != nil {
+			var missing *missingSecretError
+			if errors.As(err, &missing) {
+				// No connection attempt without the credentials; the Secret watch
+				// wakes the server when the Secret appears.
+				r.Pool.Remove(key)
+				setNotReady(obj, mcpv1alpha1.ReasonSecretNotFound, capitalize(missing.Error()))
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, err
+		}
+		cfg.Egress = rules
+		egressMessage = "Egress to " + connector.DisplayURL(cfg.URL) + " is allowed by " + egressSource(rules)
+	}
+	r.reconcileConnection(obj, key, cfg, egressMessage)
 	// The session is already connecting; the finalizer that will close it follows.
 	return ctrl.Result{}, r.ensureFinalizer(ctx, obj)
 }
@@ -148,14 +160,19 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 	if err != nil {
 		return connector.Config{}, err
 	}
+	cfg := r.connectionConfig(obj, spec.URL, connector.Protocol(spec.Protocol))
+	cfg.Headers = headers
+	cfg.CABundle = caBundle
+	return cfg, nil
+}
+
+// connectionConfig returns the connector config for url with the spec's timeout and
+// health check settings.
+func (r *MCPServerReconciler) connectionConfig(obj *mcpv1alpha1.MCPServer, url string, protocol connector.Protocol) connector.Config {
 	cfg := connector.Config{
-		URL:      spec.URL,
-		Protocol: connector.Protocol(spec.Protocol),
-		Headers:  headers,
-		CABundle: caBundle,
-		HealthCheck: connector.HealthCheck{
-			Interval: r.DefaultProbeInterval,
-		},
+		URL:         url,
+		Protocol:    protocol,
+		HealthCheck: connector.HealthCheck{Interval: r.DefaultProbeInterval},
 	}
 	if obj.Spec.Timeout != nil {
 		cfg.Timeout = obj.Spec.Timeout.Duration
@@ -166,20 +183,67 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 		}
 		cfg.HealthCheck.FailureThreshold = int(hc.FailureThreshold)
 	}
-	return cfg, nil
+	return cfg
 }
 
-// reconcileConnection makes the pool hold a session with cfg, its egress enforced by
-// rules, and copies what the connector observed into status. It owns Connected,
-// ToolsDiscovered and EgressAllowed. It never waits on the network: a new session
-// reports through the channel source.
-func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, rules *egress.ServerRules) {
+// bridgeEgress judges the operator's own connection to a stdio server's bridge. That
+// connection is internal and exempt from the server's egress policies, which govern the
+// pod; only the built-in denials (link-local, metadata) still apply.
+var bridgeEgress, _ = egress.Compile(nil, egress.Defaults{Posture: egress.PostureAll})
+
+// reconcileWorkload runs a stdio server through the stdio runtime and returns the config
+// to reach its bridge, the EgressAllowed message, and whether the bridge is available.
+// It owns WorkloadAvailable and, for stdio servers, EgressAllowed.
+func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1alpha1.MCPServer, rules *egress.ServerRules) (connector.Config, string, bool, error) {
+	if r.Stdio == nil {
+		setNotReady(obj, mcpv1alpha1.ReasonInvalidSpec, "This manager runs no stdio runtime: start it with --bridge-image (pod runtime) or --stdio-runtime=local")
+		return connector.Config{}, "", false, nil
+	}
+	ws, err := r.Stdio.Ensure(ctx, obj, rules)
+	if err != nil {
+		setCondition(obj, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable,
+			"Cannot run the server: "+err.Error())
+		return connector.Config{}, "", false, err
+	}
+	obj.Status.Transport = mcpv1alpha1.TransportStdio
+	obj.Status.Endpoint = ws.Endpoint
+
+	egressMessage := "The server pod's egress is governed by " + egressSource(rules)
+	if ws.HostPeersNotEnforced {
+		egressMessage += "; " + egress.HostPeersNote
+	}
+	setCondition(obj, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, egressMessage)
+
+	if !ws.Available {
+		setCondition(obj, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable, ws.Message)
+		waiting := "Waiting for the bridge: " + ws.Message
+		for _, t := range []string{mcpv1alpha1.ConditionConnected, mcpv1alpha1.ConditionToolsDiscovered} {
+			setCondition(obj, t, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable, waiting)
+		}
+		return connector.Config{}, "", false, nil
+	}
+	setCondition(obj, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, ws.Message)
+	cfg := r.connectionConfig(obj, ws.Endpoint, connector.ProtocolStreamableHTTP)
+	cfg.Egress = bridgeEgress.ForServer(obj.Namespace, obj.Labels)
+	return cfg, egressMessage, true, nil
+}
+
+// reconcileConnection makes the pool hold a session with cfg and copies what the
+// connector observed into status. It owns Connected, ToolsDiscovered and EgressAllowed
+// (egressMessage says what allowed the connection). It never waits on the network: a
+// new session reports through the channel source.
+func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, egressMessage string) {
 	r.Pool.Ensure(key, cfg)
 	snap, ok := r.Pool.Snapshot(key)
 	if !ok {
 		return // the pool is shutting down
 	}
-	applySnapshot(obj, snap, egressSource(rules))
+	transport, endpoint := obj.Status.Transport, obj.Status.Endpoint
+	applySnapshot(obj, snap, egressMessage)
+	if obj.Spec.Stdio != nil {
+		// The connector speaks Streamable HTTP to the bridge; the user runs stdio.
+		obj.Status.Transport, obj.Status.Endpoint = transport, endpoint
+	}
 }
 
 // egressSource says what governs a server's egress, for the EgressAllowed message.

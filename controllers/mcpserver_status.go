@@ -37,6 +37,8 @@ var transientReasons = map[string]bool{
 	mcpv1alpha1.ReasonConnectionRefused: true,
 	mcpv1alpha1.ReasonTimeout:           true,
 	mcpv1alpha1.ReasonNotFound:          true,
+	// A stdio server's pod starting, or rolling out after a change.
+	mcpv1alpha1.ReasonWorkloadUnavailable: true,
 }
 
 // setCondition sets one condition for the object's current generation.
@@ -109,9 +111,9 @@ func summarize(obj *mcpv1alpha1.MCPServer) {
 }
 
 // applySnapshot writes what the connector observed into the object's status: the
-// connection conditions and, once discovered, what the server offers. egressSource
-// names what allowed the connection, for the EgressAllowed message.
-func applySnapshot(obj *mcpv1alpha1.MCPServer, snap connector.Snapshot, egressSource string) {
+// connection conditions and, once discovered, what the server offers. egressMessage is
+// the EgressAllowed message while nothing denies the connection.
+func applySnapshot(obj *mcpv1alpha1.MCPServer, snap connector.Snapshot, egressMessage string) {
 	st := &obj.Status
 	st.Endpoint = truncate(snap.Endpoint, 2048)
 	if snap.Transport != "" {
@@ -128,8 +130,7 @@ func applySnapshot(obj *mcpv1alpha1.MCPServer, snap connector.Snapshot, egressSo
 	if egressDenied {
 		setCondition(obj, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionFalse, failureReason, failureMessage)
 	} else {
-		setCondition(obj, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
-			"Egress to "+snap.Endpoint+" is allowed by "+egressSource)
+		setCondition(obj, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, egressMessage)
 	}
 
 	switch snap.State {

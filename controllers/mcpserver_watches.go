@@ -3,9 +3,13 @@ package controllers
 import (
 	"context"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -43,7 +47,13 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if _, inCluster := r.Stdio.(*PodRuntime); inCluster {
+		// A stdio server's workload changing (a pod becoming available, someone
+		// editing the Deployment) is reconciled like a spec change.
+		b = b.Owns(&appsv1.Deployment{}).Owns(&corev1.Service{}).Owns(&networkingv1.NetworkPolicy{})
+	}
+	return b.
 		For(&mcpv1alpha1.MCPServer{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{},
 			predicate.LabelChangedPredicate{}, // labels select egress policies
@@ -61,6 +71,18 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
+}
+
+// CacheByObject limits the manager's cache of the kinds the stdio pod runtime owns to the
+// objects the operator created, so it never holds every Deployment, Service or
+// NetworkPolicy of the cluster. Pass it as cache.Options.ByObject.
+func CacheByObject() map[client.Object]cache.ByObject {
+	ours := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
+	return map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}:          {Label: ours},
+		&corev1.Service{}:             {Label: ours},
+		&networkingv1.NetworkPolicy{}: {Label: ours},
+	}
 }
 
 // forwardPoolEvents feeds the connector's change events into the controller's channel

@@ -95,15 +95,7 @@ func newNamespace(t testing.TB) string {
 
 // startOperator runs a manager with the MCPServer controller for namespace, logging
 // into a buffer the test can search. It stops at cleanup or when stop is called.
-func startOperator(t testing.TB, namespace string) *operator {
-	t.Helper()
-	// Test servers listen on loopback, which the default posture denies: allow it
-	// explicitly, as the tests of a real cluster would with a policy.
-	return startOperatorWithEgress(t, namespace, egress.Defaults{Posture: egress.PostureAll})
-}
-
-// startOperatorWithEgress is startOperator with the given default egress posture.
-func startOperatorWithEgress(t testing.TB, namespace string, defaults egress.Defaults) *operator {
+func startOperator(t testing.TB, namespace string, options ...operatorOption) *operator {
 	t.Helper()
 	logs := &syncBuffer{}
 	// Log everything, V(1) and V(2) included, so the leak test searches every line the
@@ -114,8 +106,11 @@ func startOperatorWithEgress(t testing.TB, namespace string, defaults egress.Def
 		Logger:                 log,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{namespace: {}},
+			ByObject:          controllers.CacheByObject(),
+		},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +134,12 @@ func startOperatorWithEgress(t testing.TB, namespace string, defaults egress.Def
 		Pool:                    pool,
 		DefaultProbeInterval:    probeInterval,
 		MaxConcurrentReconciles: 4,
-		EgressDefaults:          defaults,
+		// Test servers listen on loopback, which the default posture denies: allow it
+		// explicitly, as the tests of a real cluster would with a policy.
+		EgressDefaults: egress.Defaults{Posture: egress.PostureAll},
+	}
+	for _, o := range options {
+		o(r, mgr)
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -161,6 +161,26 @@ func startOperatorWithEgress(t testing.TB, namespace string, defaults egress.Def
 	}
 	t.Cleanup(stop)
 	return &operator{namespace: namespace, logs: logs, stop: stop}
+}
+
+// operatorOption changes the reconciler before it is set up.
+type operatorOption func(*controllers.MCPServerReconciler, ctrl.Manager)
+
+// withEgressDefaults sets the default egress posture.
+func withEgressDefaults(d egress.Defaults) operatorOption {
+	return func(r *controllers.MCPServerReconciler, _ ctrl.Manager) { r.EgressDefaults = d }
+}
+
+// withPodRuntime runs stdio servers as Deployments.
+func withPodRuntime() operatorOption {
+	return func(r *controllers.MCPServerReconciler, mgr ctrl.Manager) {
+		r.Stdio = &controllers.PodRuntime{
+			Client:            mgr.GetClient(),
+			Scheme:            mgr.GetScheme(),
+			BridgeImage:       "ghcr.io/switchboard-mcp/switchboard:test",
+			OperatorNamespace: "switchboard-system",
+		}
+	}
 }
 
 // events returns the Events recorded for the named object.

@@ -215,6 +215,14 @@ type StdioServerSpec struct {
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
+	// serviceAccountName runs the server pod as this ServiceAccount of the MCPServer's
+	// namespace. Without it the pod runs as the namespace's default ServiceAccount and
+	// gets no API token mounted.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="serviceAccountName must be a DNS subdomain: lower-case letters, digits, '-' and '.'"
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
 	// maxSessions bounds the concurrent client sessions, and so the subprocesses, the
 	// bridge runs: 1 to 64.
 	// +optional

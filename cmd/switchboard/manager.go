@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -40,6 +41,10 @@ type managerOptions struct {
 	defaultProbeInterval    time.Duration
 	defaultEgress           string
 	deniedCIDRs             []string
+
+	stdioRuntime      string
+	bridgeImage       string
+	operatorNamespace string
 }
 
 func (o *managerOptions) bind(fs *flag.FlagSet) {
@@ -65,6 +70,12 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 			o.deniedCIDRs = append(o.deniedCIDRs, strings.Split(v, ",")...)
 			return nil
 		})
+	fs.StringVar(&o.stdioRuntime, "stdio-runtime", "pod",
+		"How stdio servers run: pod (a Deployment per server, in a cluster) or local (a bridge process per server on loopback, for development).")
+	fs.StringVar(&o.bridgeImage, "bridge-image", os.Getenv("SWITCHBOARD_IMAGE"),
+		"Image holding the switchboard binary, copied into stdio server pods by their init container; defaults to $SWITCHBOARD_IMAGE.")
+	fs.StringVar(&o.operatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"),
+		"Namespace the manager runs in, whose pods may reach stdio server bridges; defaults to $POD_NAMESPACE.")
 	// --kubeconfig; without it the in-cluster config or $KUBECONFIG is used.
 	config.RegisterFlags(fs)
 	// Structured JSON logs unless --zap-devel asks for human-readable ones.
@@ -86,6 +97,43 @@ func (o *managerOptions) egressDefaults() (egress.Defaults, error) {
 		defaults.ClusterCIDRs = append(defaults.ClusterCIDRs, prefix)
 	}
 	return defaults, defaults.Validate()
+}
+
+// newStdioRuntime returns the runtime --stdio-runtime names.
+func (o *managerOptions) newStdioRuntime(mgr ctrl.Manager) (controllers.StdioRuntime, error) {
+	switch o.stdioRuntime {
+	case "pod":
+		if o.bridgeImage == "" {
+			// http servers need no bridge; stdio servers are then rejected with a
+			// condition that says what to set.
+			ctrl.Log.WithName("manager").Info("No --bridge-image: stdio servers will not run")
+			return nil, nil
+		}
+		return &controllers.PodRuntime{
+			Client:            mgr.GetClient(),
+			Scheme:            mgr.GetScheme(),
+			BridgeImage:       o.bridgeImage,
+			OperatorNamespace: o.operatorNamespace,
+		}, nil
+	case "local":
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("locating the switchboard binary for local bridges: %w", err)
+		}
+		local := &controllers.LocalRuntime{Binary: self, Reader: mgr.GetAPIReader(), Logger: ctrl.Log.WithName("stdio-local")}
+		return local, mgr.Add(local)
+	default:
+		return nil, fmt.Errorf("--stdio-runtime must be pod or local, not %q", o.stdioRuntime)
+	}
+}
+
+// stdioRequeue is how soon a stdio server whose bridge is not ready is looked at again:
+// the pod runtime is woken by its Deployment watch, local processes are polled.
+func stdioRequeue(runtime controllers.StdioRuntime) time.Duration {
+	if _, local := runtime.(*controllers.LocalRuntime); local {
+		return 500 * time.Millisecond
+	}
+	return 0
 }
 
 // newScheme returns the scheme of every kind the manager reads or writes.
@@ -118,6 +166,10 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 	if err := mgr.Add(pool); err != nil {
 		return err
 	}
+	stdio, err := opts.newStdioRuntime(mgr)
+	if err != nil {
+		return err
+	}
 	setups := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&controllers.MCPServerReconciler{
 			Client:                  mgr.GetClient(),
@@ -127,6 +179,8 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 			DefaultProbeInterval:    opts.defaultProbeInterval,
 			MaxConcurrentReconciles: opts.maxConcurrentReconciles,
 			EgressDefaults:          egressDefaults,
+			Stdio:                   stdio,
+			StdioRequeue:            stdioRequeue(stdio),
 		},
 		&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()},
 	}
@@ -172,6 +226,7 @@ func startManager(opts managerOptions) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   cache.Options{ByObject: controllers.CacheByObject()},
 		Metrics:                 metricsserver.Options{BindAddress: opts.metricsAddr},
 		HealthProbeBindAddress:  opts.probeAddr,
 		LeaderElection:          opts.leaderElect,

@@ -1,0 +1,298 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/egress"
+)
+
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
+
+// Workload labels and field ownership.
+const (
+	// serverLabel selects one server's pods; its value is the workload name.
+	serverLabel = "mcp.switchboard.dev/server"
+	// fieldOwner is the server-side apply field manager of everything the operator applies.
+	fieldOwner = "switchboard"
+)
+
+// Bridge layout inside a stdio server pod.
+const (
+	bridgePort       = 8080
+	bridgeVolume     = "switchboard-bridge"
+	bridgeMountPath  = "/switchboard-bridge"
+	bridgeBinaryPath = bridgeMountPath + "/switchboard"
+)
+
+// ManagedByLabel and ManagedByValue mark every object the operator creates for a stdio
+// server; the manager restricts its cache of Deployments, Services and NetworkPolicies
+// to objects carrying them.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "switchboard"
+)
+
+// WorkloadStatus is what a stdio runtime reports about one server's workload.
+type WorkloadStatus struct {
+	// Endpoint is the bridge's Streamable HTTP URL.
+	Endpoint string
+	// Available is true when the bridge can take sessions.
+	Available bool
+	// Message says why it is not available, or what runs it when it is.
+	Message string
+	// HostPeersNotEnforced is true when the pod's NetworkPolicy had to leave out host
+	// peers of the selecting egress policies.
+	HostPeersNotEnforced bool
+}
+
+// StdioRuntime runs stdio servers behind the Switchboard bridge: as a Deployment in the
+// cluster, or as local processes for `switchboard dev` and tests.
+type StdioRuntime interface {
+	// Ensure makes the server's workload match its spec, with its own egress governed
+	// by rules, and reports where the bridge listens and whether it is available.
+	Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rules *egress.ServerRules) (WorkloadStatus, error)
+	// Remove stops the server's workload, if the runtime must do that itself.
+	Remove(key connector.Key)
+}
+
+// PodRuntime runs each stdio server as a Deployment, a Service and a NetworkPolicy,
+// owned by the MCPServer so that deleting it garbage-collects them.
+type PodRuntime struct {
+	// Client applies the workload objects and reads them back from the cache.
+	Client client.Client
+	// Scheme sets owner references.
+	Scheme *runtime.Scheme
+	// BridgeImage is the operator's own image; its init container copies the switchboard
+	// binary into the server pod.
+	BridgeImage string
+	// OperatorNamespace is where the manager runs; its pods may reach the bridge.
+	OperatorNamespace string
+	// DNS is where the cluster DNS runs, for the pod's NetworkPolicy.
+	DNS egress.ClusterDNS
+}
+
+// workloadName returns the name of a server's Deployment, Service and NetworkPolicy: a
+// DNS label (Service names must be), stable, and unique within the namespace.
+func workloadName(obj *mcpv1alpha1.MCPServer) string {
+	name := "mcp-" + obj.Name
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(obj.Name))
+	return name[:54] + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// bridgeCommand is the server container's command: the bridge, then the user's command.
+func bridgeCommand(stdio *mcpv1alpha1.StdioServerSpec, binary, listen string) []string {
+	maxSessions := stdio.MaxSessions
+	if maxSessions == 0 {
+		maxSessions = 4
+	}
+	cmd := []string{binary, "bridge", "--listen", listen, "--max-sessions", strconv.Itoa(int(maxSessions)), "--"}
+	return append(cmd, stdio.Command...)
+}
+
+// Ensure applies the server's Deployment, Service and NetworkPolicy with server-side
+// apply and reports the Deployment's availability.
+func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rules *egress.ServerRules) (WorkloadStatus, error) {
+	name := workloadName(obj)
+	labels := map[string]string{
+		ManagedByLabel:               ManagedByValue,
+		serverLabel:                  name,
+		"app.kubernetes.io/name":     "mcp-server",
+		"app.kubernetes.io/instance": obj.Name,
+	}
+	selector := map[string]string{serverLabel: name}
+
+	rendered := rules.NetworkPolicy(egress.NetworkPolicyOptions{
+		Name: name, Namespace: obj.Namespace, PodLabels: selector, DNS: p.DNS,
+	})
+	np := rendered.NetworkPolicy
+	np.Labels = labels
+	np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{p.bridgeIngress(obj.Namespace)}
+
+	for _, desired := range []client.Object{p.deployment(obj, name, labels, selector), p.service(obj, name, labels, selector), np} {
+		if err := p.apply(ctx, obj, desired); err != nil {
+			return WorkloadStatus{}, err
+		}
+	}
+
+	status := WorkloadStatus{
+		Endpoint:             fmt.Sprintf("http://%s.%s.svc:%d/mcp", name, obj.Namespace, bridgePort),
+		HostPeersNotEnforced: rendered.HostPeersNotEnforced,
+	}
+	deploy := &appsv1.Deployment{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: name}, deploy); err != nil {
+		if apierrors.IsNotFound(err) { // applied, not yet in the cache
+			status.Message = "Deployment " + name + " is being created"
+			return status, nil
+		}
+		return WorkloadStatus{}, err
+	}
+	status.Available, status.Message = deploymentAvailable(deploy)
+	return status, nil
+}
+
+// Remove does nothing: owner references garbage-collect the workload.
+func (p *PodRuntime) Remove(connector.Key) {}
+
+// deploymentAvailable reports whether the Deployment's current generation has an
+// available replica, and says why not.
+func deploymentAvailable(d *appsv1.Deployment) (bool, string) {
+	if d.Status.ObservedGeneration < d.Generation {
+		return false, "Deployment " + d.Name + " is rolling out"
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue && d.Status.AvailableReplicas > 0 {
+			return true, fmt.Sprintf("Deployment %s has %d available replica(s)", d.Name, d.Status.AvailableReplicas)
+		}
+	}
+	return false, "Deployment " + d.Name + " has no available replica"
+}
+
+// apply server-side applies desired, owned by obj.
+func (p *PodRuntime) apply(ctx context.Context, owner *mcpv1alpha1.MCPServer, desired client.Object) error {
+	if err := controllerutil.SetControllerReference(owner, desired, p.Scheme); err != nil {
+		return err
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	if err != nil {
+		return err
+	}
+	// Fields the operator does not own must not be in the apply configuration.
+	delete(u, "status")
+	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u, "spec", "template", "metadata", "creationTimestamp")
+	gvk, err := p.Client.GroupVersionKindFor(desired)
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{Object: u}
+	obj.SetGroupVersionKind(gvk)
+	if err := p.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", gvk.Kind, desired.GetName(), err)
+	}
+	return nil
+}
+
+// deployment renders the server's Deployment: an init container from the operator's
+// image copies the switchboard binary into an emptyDir, and the server container runs the
+// user's image with the bridge in front of the user's command.
+func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels, selector map[string]string) *appsv1.Deployment {
+	stdio := obj.Spec.Stdio
+	restricted := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: path, Port: intstr.FromInt32(bridgePort),
+		}}}
+	}
+	server := corev1.Container{
+		Name:            "server",
+		Image:           stdio.Image,
+		Command:         bridgeCommand(stdio, bridgeBinaryPath, fmt.Sprintf(":%d", bridgePort)),
+		Args:            stdio.Args,
+		Env:             stdio.Env,
+		Ports:           []corev1.ContainerPort{{Name: "mcp", ContainerPort: bridgePort, Protocol: corev1.ProtocolTCP}},
+		ReadinessProbe:  probe("/readyz"),
+		LivenessProbe:   probe("/healthz"),
+		SecurityContext: restricted,
+		VolumeMounts:    []corev1.VolumeMount{{Name: bridgeVolume, MountPath: bridgeMountPath, ReadOnly: true}},
+	}
+	if stdio.Resources != nil {
+		server.Resources = *stdio.Resources
+	}
+	install := corev1.Container{
+		Name:            "install-bridge",
+		Image:           p.BridgeImage,
+		Command:         []string{"/switchboard", "install", bridgeBinaryPath},
+		SecurityContext: restricted,
+		VolumeMounts:    []corev1.VolumeMount{{Name: bridgeVolume, MountPath: bridgeMountPath}},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
+		}},
+	}
+	podSpec := corev1.PodSpec{
+		InitContainers: []corev1.Container{install},
+		Containers:     []corev1.Container{server},
+		Volumes: []corev1.Volume{{Name: bridgeVolume, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))},
+		}}},
+		SecurityContext: &corev1.PodSecurityContext{
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		// A stdio server has no business with the Kubernetes API unless it is given a
+		// ServiceAccount of its own.
+		ServiceAccountName:           stdio.ServiceAccountName,
+		AutomountServiceAccountToken: ptr.To(stdio.ServiceAccountName != ""),
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: obj.Namespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       podSpec,
+			},
+		},
+	}
+}
+
+// service renders the Service the connector and agents reach the bridge through.
+func (p *PodRuntime) service(obj *mcpv1alpha1.MCPServer, name string, labels, selector map[string]string) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: obj.Namespace, Labels: labels},
+		Spec: corev1.ServiceSpec{
+			Selector: selector,
+			Ports: []corev1.ServicePort{{
+				Name: "mcp", Port: bridgePort, TargetPort: intstr.FromString("mcp"), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// bridgeIngress admits the operator's namespace and the server's own namespace to the
+// bridge port, and nobody else.
+func (p *PodRuntime) bridgeIngress(namespace string) networkingv1.NetworkPolicyIngressRule {
+	namespaces := []string{namespace}
+	if p.OperatorNamespace != "" && p.OperatorNamespace != namespace {
+		namespaces = append(namespaces, p.OperatorNamespace)
+	}
+	peers := make([]networkingv1.NetworkPolicyPeer, len(namespaces))
+	for i, ns := range namespaces {
+		peers[i] = networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{corev1.LabelMetadataName: ns},
+		}}
+	}
+	return networkingv1.NetworkPolicyIngressRule{
+		From:  peers,
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(bridgePort))}},
+	}
+}

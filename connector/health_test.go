@@ -16,10 +16,10 @@ import (
 
 // breakable answers 503 to everything while broken and counts session handshakes.
 type breakable struct {
-	broken      atomic.Bool
-	handshakes  atomic.Int64
-	next        http.Handler
-	lastHeaders atomic.Pointer[http.Header]
+	broken     atomic.Bool
+	handshakes atomic.Int64
+	next       http.Handler
+	log        headerLog
 }
 
 func (b *breakable) handler() http.Handler {
@@ -28,15 +28,13 @@ func (b *breakable) handler() http.Handler {
 		b.next.ServeHTTP(w, r)
 	}
 	inner := intercept(intercept(b.next, "initialize", count), "server/discover", count)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Clone()
-		b.lastHeaders.Store(&h)
+	return b.log.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if b.broken.Load() {
 			http.Error(w, "maintenance", http.StatusServiceUnavailable)
 			return
 		}
 		inner.ServeHTTP(w, r)
-	})
+	}))
 }
 
 func TestProbesMarkDownAndSessionRecovers(t *testing.T) {
@@ -155,8 +153,7 @@ func TestConfigChangeReplacesSessionWithoutGap(t *testing.T) {
 	cfgA2.Headers = []Header{{Name: "Authorization", Value: "Bearer new"}}
 	p.Ensure(key, cfgA2)
 	waitFor(t, p, key, "rotated header in use", func(Snapshot) bool {
-		h := b.lastHeaders.Load()
-		return h != nil && h.Get("Authorization") == "Bearer new"
+		return slices.Contains(b.log.values("Authorization"), "Bearer new")
 	})
 	drainEvents(p)
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -198,5 +199,35 @@ func TestHeadersReachOnlyTheConfiguredOrigin(t *testing.T) {
 	}
 	if got := log.values("X-Tenant"); len(got) == 0 || got[0] != "acme" {
 		t.Errorf("X-Tenant = %v", got)
+	}
+}
+
+func TestAutoRemembersTheDetectedTransport(t *testing.T) {
+	var streamableAttempts atomic.Int64
+	sse := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return newServer(1, nil) }, nil)
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Legacy message POSTs carry the session in the query; a bare POST is Auto
+		// trying Streamable HTTP.
+		if r.Method == http.MethodPost && r.URL.RawQuery == "" {
+			streamableAttempts.Add(1)
+		}
+		sse.ServeHTTP(w, r)
+	}))
+	p := testPool(t)
+	key := Key{"ns", "auto-sse"}
+	p.Ensure(key, fastConfig(ts.URL))
+	first := waitReady(t, p, key)
+	if first.Transport != TransportSSE {
+		t.Fatalf("transport = %s, want SSE", first.Transport)
+	}
+	attempts := streamableAttempts.Load()
+
+	// Cutting the event stream ends the session; the reconnect goes straight to SSE.
+	ts.CloseClientConnections()
+	waitFor(t, p, key, "reconnected", func(s Snapshot) bool {
+		return s.State == StateReady && s.ConnectedAt.After(first.ConnectedAt)
+	})
+	if got := streamableAttempts.Load(); got != attempts {
+		t.Errorf("reconnect probed Streamable HTTP again: %d attempts, want %d", got, attempts)
 	}
 }

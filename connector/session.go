@@ -167,6 +167,7 @@ func (s *session) run() {
 			if !err.sessionMissing {
 				delay = s.pool.backoff(1)
 			}
+			err = s.red.scrubError(err)
 			s.log.Info("Session lost, reconnecting", "reason", err.Reason, "message", err.Message, "after", delay.String())
 		}
 		if !s.sleep(delay) {

@@ -14,6 +14,7 @@ import (
 // after the name and returns the process exit code.
 var subcommands = map[string]func(args []string) int{
 	"manager": runManager,
+	"bridge":  runBridge,
 }
 
 func main() {
@@ -37,6 +38,7 @@ func usage() {
 
 Subcommands:
   manager   run the Switchboard controllers (the in-cluster operator)
+  bridge    serve a stdio MCP server over Streamable HTTP, one process per session
 
 Run 'switchboard <subcommand> --help' for the flags of a subcommand.
 `)

@@ -1,0 +1,229 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// ErrTooManySessions means a new session was refused because Options.MaxSessions
+// sessions are running.
+var ErrTooManySessions = errors.New("too many sessions")
+
+// endedMemory is how many ended sessions the bridge remembers, to tell a client that
+// comes back why its session is gone.
+const endedMemory = 256
+
+// shutdownTimeout bounds how long Serve waits for HTTP requests to finish once every
+// session has ended.
+const shutdownTimeout = 5 * time.Second
+
+// Bridge serves a stdio MCP server over Streamable HTTP, one subprocess per session.
+// Create it with New, serve Handler (or call Serve), and Close it to stop every
+// subprocess.
+type Bridge struct {
+	opts Options
+	log  logr.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*session // live sessions by ID
+	ended    map[string]string   // recently ended session IDs and why
+	endedIDs []string            // ended's keys, oldest first
+	slots    int                 // sessions whose subprocess is not yet reaped
+	seq      uint64
+	closing  bool
+
+	wg        sync.WaitGroup // one per session until its subprocess is reaped
+	closeOnce sync.Once
+}
+
+// SessionInfo describes a live session.
+type SessionInfo struct {
+	// ID is the session's Mcp-Session-Id. It is a bearer secret: do not log it.
+	ID string
+	// PID is the process ID of the session's subprocess, the leader of its process group.
+	PID int
+	// Started is when the session began.
+	Started time.Time
+}
+
+// New validates opts, applies the defaults and returns a Bridge with no sessions. The
+// command must be found; it is first run when the first client initializes a session.
+func New(opts Options) (*Bridge, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Bridge{
+		opts:     opts,
+		log:      opts.Logger,
+		sessions: make(map[string]*session),
+		ended:    make(map[string]string),
+	}, nil
+}
+
+// Sessions returns the live sessions, oldest first.
+func (b *Bridge) Sessions() []SessionInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	infos := make([]SessionInfo, 0, len(b.sessions))
+	for _, s := range b.sessions {
+		infos = append(infos, SessionInfo{ID: s.id, PID: s.proc.pid, Started: s.started})
+	}
+	slices.SortFunc(infos, func(a, b SessionInfo) int { return a.Started.Compare(b.Started) })
+	return infos
+}
+
+// newSession reserves a slot and starts a session with a fresh subprocess.
+func (b *Bridge) newSession() (*session, error) {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		return nil, ErrShuttingDown
+	}
+	if b.slots >= b.opts.MaxSessions {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("%w: all %d sessions are in use", ErrTooManySessions, b.opts.MaxSessions)
+	}
+	b.slots++
+	b.seq++
+	seq := b.seq
+	b.wg.Add(1)
+	b.mu.Unlock()
+
+	s, err := b.startSession(rand.Text(), seq)
+	if err != nil {
+		b.sessionDone()
+		return nil, err
+	}
+	b.mu.Lock()
+	closing := b.closing
+	if !closing {
+		b.sessions[s.id] = s
+	}
+	b.mu.Unlock()
+	if closing {
+		// Close ran while the subprocess started, and did not see this session.
+		s.end(ErrShuttingDown)
+		return nil, ErrShuttingDown
+	}
+	return s, nil
+}
+
+// lookup returns the live session with the given ID, or nil and why there is none.
+func (b *Bridge) lookup(id string) (*session, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s, ok := b.sessions[id]; ok {
+		return s, ""
+	}
+	if reason, ok := b.ended[id]; ok {
+		return nil, "session ended: " + reason
+	}
+	return nil, "session not found"
+}
+
+// forget removes an ending session from the table and remembers why it ended.
+func (b *Bridge) forget(s *session, reason error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.sessions[s.id]; !ok {
+		return
+	}
+	delete(b.sessions, s.id)
+	if len(b.endedIDs) == endedMemory {
+		delete(b.ended, b.endedIDs[0])
+		b.endedIDs = b.endedIDs[1:]
+	}
+	b.ended[s.id] = reason.Error()
+	b.endedIDs = append(b.endedIDs, s.id)
+}
+
+// sessionDone gives a session slot back once its subprocess is reaped.
+func (b *Bridge) sessionDone() {
+	b.mu.Lock()
+	b.slots--
+	b.mu.Unlock()
+	b.wg.Done()
+}
+
+// Close ends every session and refuses new ones: each subprocess gets its stdin closed,
+// Options.GracePeriod to exit, then SIGTERM and SIGKILL to its process group. Close returns once
+// every subprocess has been reaped. It is safe to call more than once.
+func (b *Bridge) Close() error {
+	b.closeOnce.Do(func() {
+		b.mu.Lock()
+		b.closing = true
+		live := make([]*session, 0, len(b.sessions))
+		for _, s := range b.sessions {
+			live = append(live, s)
+		}
+		b.mu.Unlock()
+		if len(live) > 0 {
+			b.log.Info("Ending all sessions", "sessions", len(live), "gracePeriod", b.opts.GracePeriod.String())
+		}
+		for _, s := range live {
+			s.end(ErrShuttingDown)
+		}
+	})
+	b.wg.Wait()
+	return nil
+}
+
+// ready reports whether the bridge takes new sessions at all (it may still be full).
+func (b *Bridge) ready() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.closing
+}
+
+// Serve serves Handler on ln until ctx is done, then shuts down: it ends every session
+// (see Close) and stops the HTTP server. It returns nil after a shutdown that ctx asked
+// for.
+func (b *Bridge) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           b.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	b.log.Info("Serving MCP over Streamable HTTP", "address", ln.Addr().String(), "path", "/mcp",
+		"command", b.opts.Command[0], "maxSessions", b.opts.MaxSessions, "idleTimeout", b.opts.IdleTimeout.String())
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	b.log.Info("Shutting down")
+	_ = b.Close()
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serving http: %w", serveErr)
+	}
+	return nil
+}
+
+// ListenAndServe listens on the TCP address addr and calls Serve.
+func (b *Bridge) ListenAndServe(ctx context.Context, addr string) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	return b.Serve(ctx, ln)
+}

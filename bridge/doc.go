@@ -1,0 +1,23 @@
+// Package bridge serves a stdio MCP server over Streamable HTTP: every client session gets
+// its own subprocess running the server's command, and the bridge relays JSON-RPC messages
+// between the session's HTTP requests and the subprocess's stdin and stdout. It is what
+// `switchboard bridge` runs inside the pod of an MCPServer with spec.stdio.
+//
+// The package owns:
+//   - the MCP endpoint (/mcp) and the probes (/healthz, /readyz) of the bridge's HTTP server;
+//   - the session table: session IDs, the --max-sessions limit, idle reaping;
+//   - the subprocesses: one process group each, started per session, stopped by closing
+//     stdin, then a grace period, then SIGTERM and a second later SIGKILL to the whole
+//     group, and always reaped, so that no zombie is left;
+//   - bounds: message size in both directions, stderr line length and log rate.
+//
+// It relays messages without interpreting MCP: go-sdk's StreamableServerTransport frames
+// the HTTP side and its IOTransport frames the stdio side, and the bridge moves
+// jsonrpc.Message values between the two Connections. The only messages it looks at are
+// the ones it must route: an initialize request starts a session, and a response settles
+// the request it answers (so that a dying subprocess fails exactly the calls it still owed).
+//
+// It must not: hand-roll JSON-RPC or Streamable HTTP framing, proxy through an mcp.Server
+// (which would re-interpret messages), know about Kubernetes objects, or log what could be
+// a secret (session IDs are bearer tokens; the bridge logs a sequence number instead).
+package bridge

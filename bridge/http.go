@@ -1,0 +1,250 @@
+package bridge
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sessionIDHeader carries the session ID of Streamable HTTP.
+const sessionIDHeader = "Mcp-Session-Id"
+
+// Handler returns the bridge's HTTP handler: the MCP endpoint at /mcp, liveness at
+// /healthz and readiness at /readyz (which fails once the bridge is shutting down).
+func (b *Bridge) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp", b.serveMCP)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !b.ready() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// serveMCP routes a Streamable HTTP request to its session. The checks here are the ones
+// go-sdk's StreamableHTTPHandler makes before it hands a request to a session's transport;
+// the transport does the rest.
+func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if !hostAllowed(r) {
+		http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		b.servePOST(w, r)
+	case http.MethodGet:
+		b.serveGET(w, r)
+	case http.MethodDelete:
+		b.serveDELETE(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// servePOST relays a client message to its session, or starts a session for an
+// initialize request that carries no session ID.
+func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request) {
+	if mediaType(r.Header.Get("Content-Type")) != "application/json" {
+		http.Error(w, "Content-Type must be 'application/json'", http.StatusUnsupportedMediaType)
+		return
+	}
+	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+		http.Error(w, "Accept must contain both 'application/json' and 'text/event-stream'", http.StatusBadRequest)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, int64(b.opts.MaxMessageBytes))
+
+	if id := r.Header.Get(sessionIDHeader); id != "" {
+		s, why := b.lookup(id)
+		if s == nil || !s.beginRequest() {
+			http.Error(w, notFound(why), http.StatusNotFound)
+			return
+		}
+		defer s.endRequest()
+		s.transport.ServeHTTP(w, r)
+		return
+	}
+
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "failed to read body", http.StatusBadRequest)
+		return
+	}
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		http.Error(w, "malformed JSON-RPC message: a session starts with one initialize request", http.StatusBadRequest)
+		return
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.Method != "initialize" {
+		refuseSessionless(w, msg)
+		return
+	}
+	s, err := b.newSession()
+	if err != nil {
+		status := http.StatusServiceUnavailable
+		switch {
+		case errors.Is(err, ErrTooManySessions):
+			w.Header().Set("Retry-After", "1")
+			b.log.Info("Refused a new session", "reason", err.Error())
+		case errors.Is(err, ErrShuttingDown):
+		default:
+			status = http.StatusInternalServerError
+			b.log.Error(err, "Could not start a session")
+		}
+		writeError(w, status, req.ID, jsonrpc.CodeInternalError, err.Error())
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !s.beginRequest() {
+		http.Error(w, notFound(""), http.StatusNotFound)
+		return
+	}
+	s.transport.ServeHTTP(w, r)
+	s.endRequest()
+	if !s.isInitialized() {
+		// The client went away, or the subprocess refused initialize: nobody can use it.
+		s.end(errors.New("session was not initialized"))
+	}
+}
+
+// refuseSessionless answers a message that carries no session ID and is not an
+// initialize request. A SEP-2575 server/discover probe learns that this server only
+// speaks the session-based protocol, so a go-sdk client falls back to initialize.
+func refuseSessionless(w http.ResponseWriter, msg jsonrpc.Message) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		http.Error(w, "Bad Request: missing Mcp-Session-Id header: a session starts with initialize", http.StatusBadRequest)
+		return
+	}
+	code := int64(jsonrpc.CodeInvalidRequest)
+	if req.Method == "server/discover" {
+		code = mcp.CodeUnsupportedProtocolVersion
+	}
+	writeError(w, http.StatusBadRequest, req.ID, code,
+		"this server needs a session: send initialize first (stateless requests are not supported)")
+}
+
+// serveGET attaches a standalone SSE stream to a session.
+func (b *Bridge) serveGET(w http.ResponseWriter, r *http.Request) {
+	if _, streamOK := accepts(r.Header.Values("Accept")); !streamOK {
+		http.Error(w, "Accept must contain 'text/event-stream' for GET requests", http.StatusBadRequest)
+		return
+	}
+	id := r.Header.Get(sessionIDHeader)
+	if id == "" {
+		http.Error(w, "Bad Request: GET requires an Mcp-Session-Id header", http.StatusBadRequest)
+		return
+	}
+	s, why := b.lookup(id)
+	if s == nil {
+		http.Error(w, notFound(why), http.StatusNotFound)
+		return
+	}
+	s.transport.ServeHTTP(w, r)
+}
+
+// serveDELETE ends a session at the client's request.
+func (b *Bridge) serveDELETE(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(sessionIDHeader)
+	if id == "" {
+		http.Error(w, "Bad Request: DELETE requires an Mcp-Session-Id header", http.StatusBadRequest)
+		return
+	}
+	s, why := b.lookup(id)
+	if s == nil {
+		http.Error(w, notFound(why), http.StatusNotFound)
+		return
+	}
+	s.end(errClientEnded)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// notFound is the plain-text body of a 404 for a session. It must not be a JSON-RPC
+// error: go-sdk clients read only a plain 404 as "session gone".
+func notFound(why string) string {
+	if why == "" {
+		why = "session not found"
+	}
+	return "Not Found: " + why
+}
+
+// writeError writes a JSON-RPC error response with the given HTTP status.
+func writeError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, message string) {
+	data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: message}})
+	if err != nil {
+		http.Error(w, message, status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}
+
+// accepts reports whether Accept header values admit JSON and an event stream.
+func accepts(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for _, item := range strings.Split(value, ",") {
+			base, _, _ := strings.Cut(item, ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
+}
+
+// mediaType returns the media type of a Content-Type value without parameters.
+func mediaType(value string) string {
+	mt, _, err := mime.ParseMediaType(value)
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+// hostAllowed is DNS rebinding protection, as go-sdk applies it: a request that arrived
+// on a loopback address must name a loopback host.
+func hostAllowed(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !isLoopback(local.String()) {
+		return true
+	}
+	return isLoopback(r.Host)
+}
+
+// isLoopback reports whether a host or host:port names the loopback interface.
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.Trim(hostport, "[]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

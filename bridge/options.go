@@ -1,0 +1,79 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Defaults applied by New to zero-valued Options fields.
+const (
+	// DefaultMaxSessions is the number of concurrent sessions, and so subprocesses, allowed
+	// when Options.MaxSessions is zero.
+	DefaultMaxSessions = 4
+	// DefaultGracePeriod is how long a subprocess has to exit after its stdin is closed
+	// before its process group is terminated, when Options.GracePeriod is zero.
+	DefaultGracePeriod = 5 * time.Second
+	// DefaultMaxMessageBytes bounds one JSON-RPC message (an HTTP request body or a line
+	// on a subprocess's stdout) when Options.MaxMessageBytes is zero. It matches go-sdk's
+	// default line limit for stdio.
+	DefaultMaxMessageBytes = 16 << 20
+)
+
+// Options configures a Bridge.
+type Options struct {
+	// Command is the MCP server's argv: Command[0] is looked up in PATH and run once per
+	// session with the remaining elements as arguments. Required.
+	Command []string
+	// Env is the environment of each subprocess; nil means the bridge's own.
+	Env []string
+	// Dir is the working directory of each subprocess; empty means the bridge's own.
+	Dir string
+
+	// MaxSessions bounds the concurrent sessions, and so the running subprocesses. A new
+	// session beyond it is refused with HTTP 503 and existing sessions are not disturbed.
+	// Zero means DefaultMaxSessions.
+	MaxSessions int
+	// IdleTimeout ends a session, and stops its subprocess, once no client request has
+	// been in flight for this long. A standalone SSE stream (a hanging GET) does not count
+	// as activity. Zero disables idle reaping.
+	IdleTimeout time.Duration
+	// GracePeriod is how long a subprocess has to exit after its stdin is closed before
+	// SIGTERM goes to its whole process group, and SIGKILL a second later. Zero means
+	// DefaultGracePeriod.
+	GracePeriod time.Duration
+	// MaxMessageBytes bounds one JSON-RPC message in each direction: a longer HTTP request
+	// body is refused with 413, a longer line on a subprocess's stdout ends its session.
+	// Zero means DefaultMaxMessageBytes.
+	MaxMessageBytes int
+
+	// Logger receives the bridge's structured logs, including each subprocess's stderr.
+	// The zero Logger discards them.
+	Logger logr.Logger
+}
+
+// withDefaults validates o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	if len(o.Command) == 0 || o.Command[0] == "" {
+		return o, errors.New("no mcp server command given")
+	}
+	if _, err := exec.LookPath(o.Command[0]); err != nil {
+		return o, fmt.Errorf("mcp server command: %w", err)
+	}
+	if o.MaxSessions < 0 || o.IdleTimeout < 0 || o.GracePeriod < 0 || o.MaxMessageBytes < 0 {
+		return o, errors.New("max sessions, idle timeout, grace period and max message bytes must not be negative")
+	}
+	if o.MaxSessions == 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.GracePeriod == 0 {
+		o.GracePeriod = DefaultGracePeriod
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	return o, nil
+}

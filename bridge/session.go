@@ -1,0 +1,340 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Reasons a session ends. A client that sent a call the session can no longer answer gets
+// a JSON-RPC error carrying the reason; later requests for the session get 404.
+var (
+	// ErrServerExited means the session's subprocess exited or closed its stdout.
+	ErrServerExited = errors.New("mcp server process exited")
+	// ErrIdle means the session saw no client request for Options.IdleTimeout.
+	ErrIdle = errors.New("session idle timeout")
+	// ErrShuttingDown means the bridge is stopping.
+	ErrShuttingDown = errors.New("bridge is shutting down")
+	// errClientEnded means the client ended the session with DELETE: nobody is left to
+	// tell.
+	errClientEnded = errors.New("client ended the session")
+)
+
+// exitWait bounds how long a session that lost its subprocess's stdout waits for the exit
+// status to report.
+const exitWait = time.Second
+
+// errorLinger is how long the client side of an ended session stays open after the
+// bridge failed the session's outstanding calls, so the client reads those errors first.
+const errorLinger = 250 * time.Millisecond
+
+// outputDrain bounds how long teardown waits for stdout and stderr to reach EOF once the
+// process group is gone (a process that escaped the group could hold them open).
+const outputDrain = time.Second
+
+// session is one client session: a Streamable HTTP transport on the client side, a
+// subprocess on the server side, and two goroutines relaying messages between them.
+type session struct {
+	b   *Bridge
+	id  string // Mcp-Session-Id; a bearer secret, never logged
+	seq uint64 // names the session in logs
+	log logr.Logger
+
+	proc      *process
+	transport *mcp.StreamableServerTransport
+	client    mcp.Connection // messages from and to the HTTP client
+	server    mcp.Connection // messages from and to the subprocess
+	ctx       context.Context
+	stderr    chan struct{} // closed once stderr reached EOF
+	started   time.Time
+
+	mu          sync.Mutex
+	pending     map[jsonrpc.ID]struct{} // client calls the subprocess has not answered
+	initID      jsonrpc.ID              // the initialize call, once seen
+	initialized bool                    // the subprocess answered initialize without error
+	ending      bool
+	reason      error
+	requests    int         // client requests in flight, for idle reaping
+	idle        *time.Timer // nil when idle reaping is off or the session is ending
+	done        chan struct{}
+}
+
+// startSession starts a subprocess and connects it to a fresh Streamable HTTP transport.
+// The caller has reserved a session slot; startSession gives it back on failure.
+func (b *Bridge) startSession(id string, seq uint64) (*session, error) {
+	proc, err := startProcess(b.opts.Command, b.opts.Env, b.opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	s := &session{
+		b:         b,
+		id:        id,
+		seq:       seq,
+		log:       b.log.WithValues("session", seq, "pid", proc.pid),
+		proc:      proc,
+		transport: &mcp.StreamableServerTransport{SessionID: id},
+		ctx:       ctx,
+		stderr:    make(chan struct{}),
+		started:   time.Now(),
+		pending:   make(map[jsonrpc.ID]struct{}),
+		done:      make(chan struct{}),
+	}
+	serverTransport := &mcp.IOTransport{
+		Reader: io.NopCloser(&lineLimitReader{r: proc.stdout, limit: b.opts.MaxMessageBytes}),
+		Writer: proc.stdin,
+		// lineLimitReader enforces the limit with a clear error; this is a backstop.
+		MaxLineLength: 2 * b.opts.MaxMessageBytes,
+	}
+	if s.server, err = serverTransport.Connect(ctx); err == nil {
+		s.client, err = s.transport.Connect(ctx)
+	}
+	if err != nil {
+		_ = proc.stop(0)
+		proc.closeOutputs()
+		return nil, fmt.Errorf("connecting transports: %w", err)
+	}
+	if b.opts.IdleTimeout > 0 {
+		s.idle = time.AfterFunc(b.opts.IdleTimeout, s.reapIfIdle)
+	}
+	go func() {
+		defer close(s.stderr)
+		logStderr(s.log, proc.stderr)
+	}()
+	go s.relayToServer()
+	go s.relayToClient()
+	s.log.Info("Session started")
+	return s, nil
+}
+
+// relayToServer moves messages from the HTTP client to the subprocess, remembering every
+// call so that it can be failed if the subprocess never answers.
+func (s *session) relayToServer() {
+	for {
+		msg, err := s.client.Read(s.ctx)
+		if err != nil {
+			return // the session is ending
+		}
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+			if !s.track(req) {
+				s.replyError(req.ID, s.endReason())
+				continue
+			}
+		}
+		if err := s.server.Write(s.ctx, msg); err != nil {
+			// Broken stdin: the subprocess is gone or going. Prefer the exit status as the
+			// reason, which relayToClient reports when stdout reaches EOF.
+			select {
+			case <-s.done:
+			case <-time.After(exitWait):
+				s.end(fmt.Errorf("%w: writing to its stdin: %w", ErrServerExited, err))
+			}
+			return
+		}
+	}
+}
+
+// relayToClient moves messages from the subprocess to the HTTP client until the
+// subprocess's stdout fails, which ends the session.
+func (s *session) relayToClient() {
+	for {
+		msg, err := s.server.Read(s.ctx)
+		if err != nil {
+			s.end(s.readFailure(err))
+			return
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok {
+			s.settle(resp)
+		}
+		if err := s.client.Write(s.ctx, msg); err != nil {
+			if s.isEnding() {
+				return
+			}
+			// The session lives on: a notification with no stream open to carry it, or a
+			// response whose HTTP request went away. Streamable HTTP has no other place for it.
+			s.log.V(1).Info("Dropped a message from the MCP server", "reason", err.Error())
+		}
+	}
+}
+
+// readFailure turns the error that ended the subprocess's stdout into the session's end
+// reason.
+func (s *session) readFailure(err error) error {
+	if errors.Is(err, ErrMessageTooLarge) {
+		return err
+	}
+	if errors.Is(err, io.EOF) {
+		select {
+		case <-s.proc.exited:
+			return fmt.Errorf("%w: %w", ErrServerExited, s.proc.exitError())
+		case <-s.done:
+			return s.endReason()
+		case <-time.After(exitWait):
+			return fmt.Errorf("%w: it closed its stdout", ErrServerExited)
+		}
+	}
+	return fmt.Errorf("reading from the mcp server: %w", err)
+}
+
+// track records a client call; it reports false once the session is ending.
+func (s *session) track(req *jsonrpc.Request) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ending {
+		return false
+	}
+	s.pending[req.ID] = struct{}{}
+	if req.Method == "initialize" {
+		s.initID = req.ID
+	}
+	return true
+}
+
+// settle forgets the call resp answers.
+func (s *session) settle(resp *jsonrpc.Response) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, resp.ID)
+	if s.initID.IsValid() && resp.ID == s.initID && resp.Error == nil {
+		s.initialized = true
+	}
+}
+
+// isInitialized reports whether the subprocess answered initialize successfully.
+func (s *session) isInitialized() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.initialized
+}
+
+func (s *session) isEnding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ending
+}
+
+func (s *session) endReason() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+// replyError answers a client call with a JSON-RPC error carrying reason.
+func (s *session) replyError(id jsonrpc.ID, reason error) {
+	resp := &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: reason.Error()}}
+	if err := s.client.Write(s.ctx, resp); err != nil {
+		s.log.V(1).Info("Could not tell the client why its call failed", "reason", err.Error())
+	}
+}
+
+// beginRequest marks a client request in flight, which holds off idle reaping. It reports
+// false once the session is ending.
+func (s *session) beginRequest() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ending {
+		return false
+	}
+	if s.requests == 0 && s.idle != nil {
+		s.idle.Stop()
+	}
+	s.requests++
+	return true
+}
+
+// endRequest marks a client request done; the last one restarts the idle timer.
+func (s *session) endRequest() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests--
+	if s.requests == 0 && s.idle != nil {
+		s.idle.Reset(s.b.opts.IdleTimeout)
+	}
+}
+
+// reapIfIdle ends the session unless a request began since the idle timer fired.
+func (s *session) reapIfIdle() {
+	s.mu.Lock()
+	if s.requests > 0 || s.ending {
+		s.mu.Unlock()
+		return
+	}
+	pending := s.beginEndLocked(ErrIdle)
+	s.mu.Unlock()
+	s.finishEnd(pending)
+}
+
+// end ends the session for reason; only the first call counts. It fails the calls the
+// subprocess still owes, closes the client side at once, and stops the subprocess in the
+// background.
+func (s *session) end(reason error) {
+	s.mu.Lock()
+	if s.ending {
+		s.mu.Unlock()
+		return
+	}
+	pending := s.beginEndLocked(reason)
+	s.mu.Unlock()
+	s.finishEnd(pending)
+}
+
+// beginEndLocked marks the session ending and returns the calls still owed; s.mu is held.
+func (s *session) beginEndLocked(reason error) map[jsonrpc.ID]struct{} {
+	s.ending = true
+	s.reason = reason
+	if s.idle != nil {
+		s.idle.Stop()
+		s.idle = nil
+	}
+	pending := s.pending
+	s.pending = nil
+	return pending
+}
+
+func (s *session) finishEnd(pending map[jsonrpc.ID]struct{}) {
+	reason := s.endReason()
+	close(s.done)
+	s.b.forget(s, reason)
+	if errors.Is(reason, errClientEnded) || len(pending) == 0 {
+		// Releases every hanging HTTP request of the session; new ones already get 404.
+		_ = s.client.Close()
+	} else {
+		for id := range pending {
+			s.replyError(id, reason)
+		}
+		// A client that sees its standalone SSE stream end may give up on the session before
+		// it has read those errors from their own streams, and report a vaguer one.
+		time.AfterFunc(errorLinger, func() { _ = s.client.Close() })
+	}
+	go s.teardown(reason)
+}
+
+// teardown stops the subprocess (stdin closed, grace period, SIGTERM then SIGKILL to the
+// group), waits until it is reaped and its output drained, and gives the session slot back.
+func (s *session) teardown(reason error) {
+	defer s.b.sessionDone()
+	_ = s.server.Close() // closes stdin: the MCP stdio shutdown signal
+	if err := s.proc.stop(s.b.opts.GracePeriod); err != nil {
+		s.log.Error(err, "Could not stop the MCP server process")
+	}
+	select {
+	case <-s.stderr:
+	case <-time.After(outputDrain):
+	}
+	s.proc.closeOutputs()
+	<-s.stderr
+
+	exit := "still running"
+	if s.proc.hasExited() {
+		exit = s.proc.exitError().Error()
+	}
+	s.log.Info("Session ended", "reason", reason.Error(), "exit", exit,
+		"duration", time.Since(s.started).Round(time.Millisecond).String())
+}

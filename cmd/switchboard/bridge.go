@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/switchboard-mcp/switchboard/bridge"
+)
+
+// bridgeOptions are the bridge subcommand's flags.
+type bridgeOptions struct {
+	listen          string
+	maxSessions     int
+	idleTimeout     time.Duration
+	gracePeriod     time.Duration
+	maxMessageBytes int
+	zap             zap.Options
+}
+
+func (o *bridgeOptions) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.listen, "listen", ":8080",
+		"Address the MCP endpoint (/mcp) and the probes (/healthz, /readyz) listen on.")
+	fs.IntVar(&o.maxSessions, "max-sessions", bridge.DefaultMaxSessions,
+		"Concurrent client sessions, each with its own server process; more are refused with HTTP 503.")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", 10*time.Minute,
+		"End a session and stop its process after this long without a client request; 0 never does.")
+	fs.DurationVar(&o.gracePeriod, "grace-period", bridge.DefaultGracePeriod,
+		"How long a server process has to exit after its stdin is closed before its process group gets SIGTERM (and SIGKILL a second later).")
+	fs.IntVar(&o.maxMessageBytes, "max-message-bytes", bridge.DefaultMaxMessageBytes,
+		"Largest JSON-RPC message in either direction; a server writing a longer line loses its session.")
+	// Structured JSON logs unless --zap-devel asks for human-readable ones.
+	o.zap.BindFlags(fs)
+}
+
+func runBridge(args []string) int {
+	var opts bridgeOptions
+	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
+	opts.bind(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: switchboard bridge [flags] -- COMMAND [ARGS...]
+
+Serves the stdio MCP server COMMAND over Streamable HTTP at /mcp, running one COMMAND
+process per client session. SIGTERM closes every process's stdin, waits --grace-period,
+then terminates and kills what is left.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	command := fs.Args()
+	if len(command) == 0 {
+		fmt.Fprintln(fs.Output(), "switchboard bridge: no MCP server command given after --")
+		fs.Usage()
+		return 2
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
+	log := ctrl.Log.WithName("bridge")
+
+	b, err := bridge.New(bridge.Options{
+		Command:         command,
+		MaxSessions:     opts.maxSessions,
+		IdleTimeout:     opts.idleTimeout,
+		GracePeriod:     opts.gracePeriod,
+		MaxMessageBytes: opts.maxMessageBytes,
+		Logger:          log,
+	})
+	if err != nil {
+		log.Error(err, "Invalid bridge configuration")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := b.ListenAndServe(ctx, opts.listen); err != nil {
+		log.Error(err, "Bridge stopped with an error")
+		return 1
+	}
+	log.Info("Bridge stopped")
+	return 0
+}

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +82,7 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 	sortTools(detail.Tools)
 	e.tools = make([]*toolEntry, len(detail.Tools))
 	for i := range detail.Tools {
-		e.tools[i] = &toolEntry{server: e, tool: &detail.Tools[i]}
+		e.tools[i] = &toolEntry{server: e, tool: &detail.Tools[i], lname: strings.ToLower(detail.Tools[i].Name)}
 	}
 	return e
 }

@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"cmp"
 	"slices"
 	"sort"
 	"strings"
@@ -52,15 +51,12 @@ type serverEntry struct {
 type toolEntry struct {
 	server *serverEntry
 	tool   *Tool
-}
+	lname  string // tool name in lower case
 
-// compareTools orders tools by namespace, server name and tool name: the catalogue's
-// stable order.
-func compareTools(a, b *toolEntry) int {
-	if c := compareKeys(a.server.key, b.server.key); c != 0 {
-		return c
-	}
-	return strings.Compare(a.tool.Name, b.tool.Name)
+	// pos is the entry's position in index.toolList, so that ordering and accumulating
+	// search results work on integers. The index keeps it current under its write lock;
+	// read it only under the index lock.
+	pos int
 }
 
 func sortTools(tools []Tool) {
@@ -117,7 +113,7 @@ type index struct {
 	mu         sync.RWMutex
 	servers    map[serverKey]*serverEntry
 	serverList []*serverEntry // sorted by key
-	toolList   []*toolEntry   // sorted by compareTools; a server's tools are contiguous
+	toolList   []*toolEntry   // sorted by namespace, server and tool name; a server's tools are contiguous
 	tools      postings[*toolEntry]
 	serverText postings[*serverEntry]
 	namespaces map[string]int // servers per namespace
@@ -176,11 +172,20 @@ func (ix *index) firstToolOf(key serverKey) int {
 	return i
 }
 
+// renumberLocked sets pos on every tool from position from on.
+func (ix *index) renumberLocked(from int) {
+	for i := from; i < len(ix.toolList); i++ {
+		ix.toolList[i].pos = i
+	}
+}
+
 func (ix *index) insertLocked(e *serverEntry) {
 	ix.servers[e.key] = e
 	i, _ := searchServer(ix.serverList, e.key)
 	ix.serverList = slices.Insert(ix.serverList, i, e)
-	ix.toolList = slices.Insert(ix.toolList, ix.firstToolOf(e.key), e.tools...)
+	first := ix.firstToolOf(e.key)
+	ix.toolList = slices.Insert(ix.toolList, first, e.tools...)
+	ix.renumberLocked(first)
 	for _, t := range e.tools {
 		forTokens(t, func(tok string, f field) { ix.tools.add(tok, t, f) })
 	}
@@ -197,6 +202,7 @@ func (ix *index) removeLocked(e *serverEntry) {
 	}
 	lo := ix.firstToolOf(e.key)
 	ix.toolList = slices.Delete(ix.toolList, lo, lo+len(e.tools))
+	ix.renumberLocked(lo)
 	for _, t := range e.tools {
 		forTokens(t, func(tok string, _ field) { ix.tools.remove(tok, t) })
 	}
@@ -264,30 +270,53 @@ type match struct {
 	score int64
 }
 
-// toolCursor is the position after which a page of search results starts.
+// toolCursor is the position after which a page of search results starts: the score
+// and key of the last result of the previous page.
 type toolCursor struct {
 	score int64
 	key   serverKey
 	tool  string
 }
 
-// compareMatch orders results best first, then in stable key order.
-func compareMatch(a, b match) int {
-	if c := cmp.Compare(b.score, a.score); c != 0 {
+// compareToolKey orders a tool against a (server, tool name) key.
+func compareToolKey(t *toolEntry, key serverKey, tool string) int {
+	if c := compareKeys(t.server.key, key); c != 0 {
 		return c
 	}
-	return compareTools(a.tool, b.tool)
+	return strings.Compare(t.tool.Name, tool)
 }
 
-// after reports whether m comes after the cursor.
-func (c *toolCursor) after(m match) bool {
-	if m.score != c.score {
-		return m.score < c.score
+// boundary resolves a cursor against the current tool list: a match comes after the
+// cursor when its score is lower, or equal with a position at or past the returned one.
+// This holds even when the cursor's own tool has since been removed.
+func (ix *index) boundaryLocked(c *toolCursor) int {
+	i, found := slices.BinarySearchFunc(ix.toolList, c, func(t *toolEntry, c *toolCursor) int {
+		return compareToolKey(t, c.key, c.tool)
+	})
+	if found {
+		i++
 	}
-	if k := compareKeys(m.tool.server.key, c.key); k != 0 {
-		return k > 0
+	return i
+}
+
+func afterCursor(m match, c *toolCursor, boundary int) bool {
+	return m.score < c.score || (m.score == c.score && m.tool.pos >= boundary)
+}
+
+// accumulator collects, per tool position, the fields each query term matched in (four
+// bits per term). It is pooled: a search touches few tools out of many.
+type accumulator struct {
+	bits    []uint64
+	touched []int
+}
+
+var accumulators = sync.Pool{New: func() any { return new(accumulator) }}
+
+func (a *accumulator) add(pos int, bits uint64) {
+	if a.bits[pos] == 0 {
+		a.touched = append(a.touched, pos)
 	}
-	return m.tool.tool.Name > c.tool
+	a.bits[pos] |= bits
 }
 
 // searchTools returns up to limit tools that match every term of q and pass keep, best
@@ -296,44 +325,71 @@ func (c *toolCursor) after(m match) bool {
 func (ix *index) searchTools(q parsedQuery, after *toolCursor, limit int, keep func(*toolEntry) bool) ([]match, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if len(q.terms) == 0 {
-		return ix.scanToolsLocked(after, limit, keep)
+	boundary := 0
+	if after != nil {
+		boundary = ix.boundaryLocked(after)
 	}
-	// Each term owns four bits of the accumulator: the fields it matched in.
-	acc := make(map[*toolEntry]uint64)
+	if len(q.terms) == 0 {
+		return ix.scanToolsLocked(after, boundary, limit, keep)
+	}
+	acc := accumulators.Get().(*accumulator)
+	defer accumulators.Put(acc)
+	if len(acc.bits) < len(ix.toolList) {
+		acc.bits = make([]uint64, len(ix.toolList))
+	}
+	acc.touched = acc.touched[:0]
 	for i, term := range q.terms {
 		shift := uint(4 * i)
-		ix.tools.prefix(term, func(t *toolEntry, f field) { acc[t] |= uint64(f) << shift })
+		ix.tools.prefix(term, func(t *toolEntry, f field) { acc.add(t.pos, uint64(f)<<shift) })
 		ix.serverText.prefix(term, func(e *serverEntry, f field) {
 			for _, t := range e.tools {
-				acc[t] |= uint64(f) << shift
+				acc.add(t.pos, uint64(f)<<shift)
 			}
 		})
 	}
-	var matches []match
-	for t, bits := range acc {
+	// Rank keys sort best first: the inverted score in the high half, the position (the
+	// catalogue's stable order) in the low half, so a plain integer sort ranks.
+	keys := make([]uint64, 0, len(acc.touched))
+	for _, pos := range acc.touched {
+		bits := acc.bits[pos]
+		acc.bits[pos] = 0
 		score, ok := scoreBits(bits, len(q.terms))
 		if !ok {
 			continue
 		}
-		m := match{tool: t, score: score + exactBonus(t, q)}
-		if (after != nil && !after.after(m)) || !keep(t) {
+		t := ix.toolList[pos]
+		if t.lname == q.lower {
+			score += weightExactName
+		}
+		if (after != nil && !afterCursor(match{tool: t, score: score}, after, boundary)) || !keep(t) {
 			continue
 		}
-		matches = append(matches, m)
+		keys = append(keys, rankKey(score, pos))
 	}
-	slices.SortFunc(matches, compareMatch)
-	if len(matches) > limit {
-		return matches[:limit], true
+	slices.Sort(keys)
+	more := len(keys) > limit
+	if more {
+		keys = keys[:limit]
 	}
-	return matches, false
+	matches := make([]match, len(keys))
+	for i, k := range keys {
+		matches[i] = match{tool: ix.toolList[k&(1<<32-1)], score: maxScore - int64(k>>32)}
+	}
+	return matches, more
 }
 
-func (ix *index) scanToolsLocked(after *toolCursor, limit int, keep func(*toolEntry) bool) ([]match, bool) {
+// rankKey packs a score (0 to maxScore) and a position (below 2^32) into one integer
+// that sorts best first.
+func rankKey(score int64, pos int) uint64 {
+	inverted := uint64(min(max(maxScore-score, 0), maxScore)) //nolint:gosec // clamped to [0, maxScore]
+	return inverted<<32 | uint64(pos)&(1<<32-1)               //nolint:gosec // positions are non-negative
+}
+
+func (ix *index) scanToolsLocked(after *toolCursor, boundary, limit int, keep func(*toolEntry) bool) ([]match, bool) {
 	start := 0
 	if after != nil {
 		start = sort.Search(len(ix.toolList), func(i int) bool {
-			return after.after(match{tool: ix.toolList[i]})
+			return afterCursor(match{tool: ix.toolList[i]}, after, boundary)
 		})
 	}
 	var out []match
@@ -357,6 +413,9 @@ const (
 	weightTitle       = 1 << 10
 	weightName        = 1 << 15
 	weightExactName   = 1 << 20
+
+	// maxScore bounds every score: maxTerms name matches plus the exact-name bonus.
+	maxScore = weightExactName + maxTerms*weightName
 )
 
 // scoreBits scores the accumulated fields of terms terms, and reports false when some
@@ -381,22 +440,17 @@ func scoreBits(bits uint64, terms int) (int64, bool) {
 	return score, true
 }
 
-func exactBonus(t *toolEntry, q parsedQuery) int64 {
-	if strings.EqualFold(t.tool.Name, q.raw) {
-		return weightExactName
-	}
-	return 0
-}
-
 // parsedQuery is a search query split into lower-case terms.
 type parsedQuery struct {
 	raw   string
+	lower string // raw in lower case, compared with tool names for the exact-name bonus
 	terms []string
 }
 
 // parseQuery splits q into at most maxTerms distinct lower-case terms.
 func parseQuery(q string) parsedQuery {
 	pq := parsedQuery{raw: strings.TrimSpace(q)}
+	pq.lower = strings.ToLower(pq.raw)
 	for _, w := range splitWords(q) {
 		w = strings.ToLower(w)
 		if !slices.Contains(pq.terms, w) {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -183,11 +184,22 @@ func boolParam(p url.Values, name string) (*bool, *apiError) {
 	return &b, nil
 }
 
+// buffers holds response buffers for reuse; large ones are dropped rather than kept.
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBuffer = 1 << 20
+
 // writeJSON writes body with a strong ETag, or 304 when the client's If-None-Match
 // names it. Responses depend on the caller, so shared caches must not keep them.
 func writeJSON(w http.ResponseWriter, r *http.Request, body any) {
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(body); err != nil {
+	buf := buffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxPooledBuffer {
+			buffers.Put(buf)
+		}
+	}()
+	if err := json.NewEncoder(buf).Encode(body); err != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "encoding the response failed"))
 		return
 	}

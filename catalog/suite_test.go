@@ -68,7 +68,7 @@ type running struct {
 
 // startCatalog runs a manager with only the catalogue in it, as cmd/switchboard does,
 // until the test ends.
-func startCatalog(tb testing.TB, mode catalog.AuthMode) *running {
+func startCatalog(tb testing.TB, mode catalog.AuthMode, configure ...func(*catalog.Options)) *running {
 	tb.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
@@ -79,12 +79,16 @@ func startCatalog(tb testing.TB, mode catalog.AuthMode) *running {
 		tb.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	srv, err := catalog.New(mgr, catalog.Options{
+	opts := catalog.Options{
 		BindAddress: "127.0.0.1:0",
 		Auth:        mode,
 		Registerer:  reg,
 		Logger:      logr.Discard(),
-	})
+	}
+	for _, fn := range configure {
+		fn(&opts)
+	}
+	srv, err := catalog.New(mgr, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -198,49 +202,7 @@ func newCaller(tb testing.TB, ns, name string, canList bool) string {
 		tb.Fatal(err)
 	}
 	if canList {
-		role := &rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-mcpserver-reader"},
-			Rules: []rbacv1.PolicyRule{{
-				APIGroups: []string{mcpv1alpha1.GroupVersion.Group},
-				Resources: []string{"mcpservers"},
-				Verbs:     []string{"get", "list", "watch"},
-			}},
-		}
-		binding := &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		}
-		for _, obj := range []client.Object{role, binding} {
-			if err := k8sClient.Create(ctx, obj); err != nil {
-				tb.Fatal(err)
-			}
-		}
-		// RBAC reaches the authorizer through its own informer; wait for it so the
-		// catalogue does not cache an early denial.
-		user := "system:serviceaccount:" + ns + ":" + name
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			sar, err := clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-				Spec: authorizationv1.SubjectAccessReviewSpec{
-					User:   user,
-					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-					ResourceAttributes: &authorizationv1.ResourceAttributes{
-						Namespace: ns, Verb: "list", Group: mcpv1alpha1.GroupVersion.Group, Resource: "mcpservers",
-					},
-				},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				tb.Fatal(err)
-			}
-			if sar.Status.Allowed {
-				break
-			}
-			if time.Now().After(deadline) {
-				tb.Fatalf("RBAC for %s not effective within 10s", user)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		grantList(tb, ns, ns, name)
 	}
 	tr, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
@@ -249,6 +211,56 @@ func newCaller(tb testing.TB, ns, name string, canList bool) string {
 		tb.Fatal(err)
 	}
 	return tr.Status.Token
+}
+
+// grantList lets the ServiceAccount saNamespace/saName list mcpservers in ns, and waits
+// until the API server's authorizer says so.
+func grantList(tb testing.TB, ns, saNamespace, saName string) {
+	tb.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: saNamespace + "-" + saName + "-mcpserver-reader"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{mcpv1alpha1.GroupVersion.Group},
+			Resources: []string{"mcpservers"},
+			Verbs:     []string{"get", "list", "watch"},
+		}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := k8sClient.Create(ctx, obj); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	// RBAC reaches the authorizer through its own informer; wait for it so the
+	// catalogue does not cache an early denial.
+	user := "system:serviceaccount:" + saNamespace + ":" + saName
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sar, err := clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   user,
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + saNamespace, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: ns, Verb: "list", Group: mcpv1alpha1.GroupVersion.Group, Resource: "mcpservers",
+				},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if sar.Status.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("RBAC for %s not effective within 10s", user)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // response is one HTTP exchange with the catalogue.

@@ -1,6 +1,8 @@
 // Command switchboard is the Switchboard operator. Its subcommands are:
 //
 //	manager   run the controllers, the connector pool and the catalogue
+//	bridge    serve a stdio MCP server over Streamable HTTP, one process per session
+//	install   copy this binary to a path (the init container of stdio server pods)
 //
 // Run `switchboard <subcommand> --help` for the flags of each.
 package main
@@ -15,6 +17,7 @@ import (
 var subcommands = map[string]func(args []string) int{
 	"manager": runManager,
 	"bridge":  runBridge,
+	"install": runInstall,
 }
 
 func main() {
@@ -39,6 +42,7 @@ func usage() {
 Subcommands:
   manager   run the Switchboard controllers (the in-cluster operator)
   bridge    serve a stdio MCP server over Streamable HTTP, one process per session
+  install   copy this binary to a path (the init container of stdio server pods)
 
 Run 'switchboard <subcommand> --help' for the flags of a subcommand.
 `)

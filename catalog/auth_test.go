@@ -1,10 +1,15 @@
 package catalog_test
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
@@ -81,4 +86,71 @@ func TestCallersSeeOnlyTheirNamespaces(t *testing.T) {
 	if code := mcpStatus(t, c, forged); code != http.StatusUnauthorized {
 		t.Errorf("MCP with a forged token: %d, want 401", code)
 	}
+
+	// Every token was reviewed once: tokenA, tokenB, nobody, not-a-jwt and the forged
+	// one. Repeats, failures included, came from the cache.
+	if misses := cacheLookups(t, c, "token", "miss"); misses != 5 {
+		t.Errorf("TokenReviews = %v, want 5 (one per distinct token)", misses)
+	}
+}
+
+// A caller allowed to list mcpservers cluster-wide sees every namespace.
+func TestClusterWideReaderSeesEveryNamespace(t *testing.T) {
+	c := startCatalog(t, catalog.AuthTokenReview)
+	nsA, nsB := newNamespace(t), newNamespace(t)
+	createServer(t, nsA, serverSpec{name: "one"})
+	createServer(t, nsB, serverSpec{name: "two"})
+	token := newCaller(t, nsA, "cluster-reader", false)
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: nsA + "-mcpserver-reader"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{mcpv1alpha1.GroupVersion.Group}, Resources: []string{"mcpservers"}, Verbs: []string{"list"},
+		}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: nsA, Name: "cluster-reader"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := k8sClient.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), obj) })
+	}
+	// The binding reaches the authorizer asynchronously and the catalogue caches a denial
+	// for its TTL, so wait for the API server first.
+	grantList(t, nsB, nsA, "cluster-reader")
+	c.waitServers(t, token, nsA, 1)
+	var l catalog.ServerList
+	c.getJSON(t, token, "/api/v1/servers?limit=500", &l)
+	names := serverNames(l)
+	if !slices.Contains(names, nsA+"/one") || !slices.Contains(names, nsB+"/two") {
+		t.Errorf("cluster-wide reader sees %q, want both %s/one and %s/two", names, nsA, nsB)
+	}
+}
+
+// cacheLookups returns the value of the auth cache counter for cache and result.
+func cacheLookups(t *testing.T, c *running, cache, result string) float64 {
+	t.Helper()
+	families, err := c.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "switchboard_catalog_auth_cache_lookups_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["cache"] == cache && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

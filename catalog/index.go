@@ -12,6 +12,8 @@ import (
 const (
 	maxTerms     = 16
 	maxWordBytes = 64
+	// minPrefixBytes is the shortest term that also matches longer tokens.
+	minPrefixBytes = 2
 )
 
 // field says where a term matched. The order of the bits is the ranking order: a match
@@ -98,8 +100,16 @@ func (p *postings[T]) remove(token string, item T) {
 	}
 }
 
-// prefix calls fn for every item whose tokens start with term.
+// prefix calls fn for every item with a token that starts with term. A term shorter
+// than minPrefixBytes matches whole tokens only: a single letter would otherwise match
+// most of the vocabulary.
 func (p *postings[T]) prefix(term string, fn func(T, field)) {
+	if len(term) < minPrefixBytes {
+		for item, f := range p.lists[term] {
+			fn(item, f)
+		}
+		return
+	}
 	for i := sort.SearchStrings(p.vocab, term); i < len(p.vocab) && strings.HasPrefix(p.vocab[i], term); i++ {
 		for item, f := range p.lists[p.vocab[i]] {
 			fn(item, f)

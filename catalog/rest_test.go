@@ -289,3 +289,23 @@ func TestOpenAPIAndMetrics(t *testing.T) {
 		t.Error("no requests_total{route=tools,code=401} = 1")
 	}
 }
+
+// Request bodies are bounded: an oversized MCP message is refused before it is parsed.
+func TestRequestBodiesAreBounded(t *testing.T) {
+	c := startCatalog(t, catalog.AuthNone)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 128<<10) + `"}}`
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, c.base+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("128 KiB MCP request: %d, want 413", resp.StatusCode)
+	}
+}

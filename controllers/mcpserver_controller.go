@@ -70,7 +70,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	obj := &mcpv1alpha1.MCPServer{}
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Pool.Remove(key) // deleted without our finalizer, e.g. after a forced removal
+			r.stop(key) // deleted without our finalizer, e.g. after a forced removal
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -94,7 +94,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}()
 
 	if obj.Spec.Suspend {
-		r.Pool.Remove(key)
+		r.stop(key)
 		setNotReady(obj, mcpv1alpha1.ReasonSuspended, "Suspended: spec.suspend is true, no session is held")
 		log.V(1).Info("Server suspended")
 		return ctrl.Result{}, nil
@@ -115,6 +115,9 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{RequeueAfter: r.StdioRequeue}, err
 		}
 	} else {
+		if r.Stdio != nil {
+			r.Stdio.Remove(key) // the server may have been a stdio one before
+		}
 		cfg, err = r.reconcileSecrets(ctx, obj)
 		if err != nil {
 			var missing *missingSecretError
@@ -257,7 +260,7 @@ func egressSource(rules *egress.ServerRules) string {
 // reconcileDelete closes the session and releases the object. Closing never waits on
 // the server, so deletion cannot hang when the server is gone.
 func (r *MCPServerReconciler) reconcileDelete(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key) error {
-	r.Pool.Remove(key)
+	r.stop(key)
 	if !controllerutil.ContainsFinalizer(obj, mcpServerFinalizer) {
 		return nil
 	}
@@ -267,6 +270,14 @@ func (r *MCPServerReconciler) reconcileDelete(ctx context.Context, obj *mcpv1alp
 		return fmt.Errorf("removing finalizer: %w", err)
 	}
 	return nil
+}
+
+// stop closes the server's session and stops whatever the stdio runtime runs for it.
+func (r *MCPServerReconciler) stop(key connector.Key) {
+	r.Pool.Remove(key)
+	if r.Stdio != nil {
+		r.Stdio.Remove(key)
+	}
 }
 
 // recordTransitions emits an Event for every transition between before and after that a

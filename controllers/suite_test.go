@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"testing"
@@ -34,6 +35,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Components that log before a manager hands them its logger (client-go's
+	// reflectors) use the global one.
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	var err error
 	env, err = testenv.Start()
 	if err != nil {

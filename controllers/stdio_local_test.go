@@ -1,0 +1,140 @@
+package controllers_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/controllers"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
+)
+
+var (
+	buildOnce   sync.Once
+	binaryPath  string
+	errBuilding error
+)
+
+// switchboardBinary builds cmd/switchboard once per test run.
+func switchboardBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "switchboard-bin-")
+		if err != nil {
+			errBuilding = err
+			return
+		}
+		binaryPath = filepath.Join(dir, "switchboard")
+		cmd := exec.CommandContext(context.Background(), "go", "build", "-o", binaryPath, "./cmd/switchboard")
+		cmd.Dir = testenv.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			errBuilding = err
+			t.Logf("%s", out)
+		}
+	})
+	if errBuilding != nil {
+		t.Fatalf("building switchboard: %v", errBuilding)
+	}
+	return binaryPath
+}
+
+// withLocalRuntime runs stdio servers as local bridge processes.
+func withLocalRuntime(t testing.TB) operatorOption {
+	bin := switchboardBinary(t)
+	return func(r *controllers.MCPServerReconciler, mgr ctrl.Manager) {
+		local := &controllers.LocalRuntime{Binary: bin, Reader: mgr.GetAPIReader(), Logger: mgr.GetLogger().WithName("stdio-local")}
+		if err := mgr.Add(local); err != nil {
+			t.Fatal(err)
+		}
+		r.Stdio = local
+		r.StdioRequeue = probeInterval
+	}
+}
+
+// bridgePIDs returns the pids of running bridge processes started from bin.
+func bridgePIDs(t testing.TB, bin string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 1 && args[0] == bin && args[1] == "bridge" {
+			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if !strings.Contains(string(stat), ") Z ") { // zombies are not running
+				pids = append(pids, e.Name())
+			}
+		}
+	}
+	return pids
+}
+
+// TestStdioServerThroughLocalBridge runs the real npm reference server in stdio mode
+// behind the bridge, started with exactly the command line the pod runtime puts in the
+// Deployment.
+func TestStdioServerThroughLocalBridge(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	everything, err := testenv.ServerEverything()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := newNamespace(t)
+	startOperator(t, ns, withLocalRuntime(t))
+	bin := switchboardBinary(t)
+
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "server-env"},
+		Data:       map[string][]byte{"mode": []byte("stdio")},
+	}
+	g.Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+	obj := &mcpv1alpha1.MCPServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "everything"},
+		Spec: mcpv1alpha1.MCPServerSpec{Stdio: &mcpv1alpha1.StdioServerSpec{
+			Image:   "node:22",
+			Command: []string{"node", everything},
+			Args:    []string{"stdio"},
+			Env: []corev1.EnvVar{{Name: "SERVER_MODE", ValueFrom: &corev1.EnvVarSource{
+				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "server-env"}, Key: "mode"},
+			}}},
+			MaxSessions: 2,
+		}},
+	}
+	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := readyIs(g, obj, metav1.ConditionTrue, "")
+		g.Expect(got.Status.Transport).To(Equal(mcpv1alpha1.TransportStdio))
+		g.Expect(got.Status.Endpoint).To(HavePrefix("http://127.0.0.1:"))
+		g.Expect(got.Status.Tools).To(ContainElement(HaveField("Name", "echo")))
+		g.Expect(got.Status.ServerInfo.Name).NotTo(BeEmpty())
+		st, _ := condition(got, mcpv1alpha1.ConditionWorkloadAvailable)
+		g.Expect(st).To(Equal(metav1.ConditionTrue))
+	}, eventually, poll).Should(Succeed())
+	g.Expect(bridgePIDs(t, bin)).To(HaveLen(1))
+
+	// Suspending stops the process; resuming starts a fresh one.
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = true })
+	g.Eventually(func() []string { return bridgePIDs(t, bin) }, eventually, poll).Should(BeEmpty())
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = false })
+	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+
+	// Deleting the server leaves no process behind.
+	g.Expect(k8sClient.Delete(ctx, obj)).To(Succeed())
+	g.Eventually(func() []string { return bridgePIDs(t, bin) }, eventually, poll).Should(BeEmpty())
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -198,7 +199,20 @@ func sameSession(a, b Config) bool {
 		a.ConnectTimeout == b.ConnectTimeout &&
 		a.HealthCheck == b.HealthCheck &&
 		a.Limits == b.Limits &&
-		a.Resolver == b.Resolver
+		sameValue(a.Resolver, b.Resolver)
+}
+
+// sameValue compares two interface values without panicking on types that cannot be
+// compared (a struct holding a slice, say); such values are never the same.
+func sameValue(a, b any) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	t := reflect.TypeOf(a)
+	if t != reflect.TypeOf(b) || !t.Comparable() {
+		return false
+	}
+	return a == b
 }
 
 // secrets returns the strings that must never appear in anything the connector emits:

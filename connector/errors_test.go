@@ -98,6 +98,11 @@ func TestFailuresAreClassified(t *testing.T) {
 			wantReason: ReasonInvalidSpec,
 		},
 		{
+			name:       "unsupported URL scheme",
+			cfg:        func() Config { return fastConfig("ftp://127.0.0.1/mcp") },
+			wantReason: ReasonInvalidSpec, wantText: `scheme "ftp"`,
+		},
+		{
 			name: "egress decider denies the address",
 			cfg: func() Config {
 				c := fastConfig(healthy.URL)

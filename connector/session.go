@@ -114,7 +114,7 @@ func (s *session) setEgress(d EgressDecider) {
 	if d == nil {
 		d = DefaultEgressDecider()
 	}
-	if s.stack == nil || s.stack.egress() == d {
+	if s.stack == nil || sameValue(s.stack.egress(), d) {
 		return
 	}
 	s.stack.decider.Store(&deciderBox{d})
@@ -156,7 +156,9 @@ func (s *session) run() {
 			s.settle()
 			delay = s.pool.backoff(attempt)
 		} else {
-			attempt = 0
+			// Losing a live session counts as the first failed attempt: the next
+			// failure backs off further.
+			attempt = 1
 			s.settle()
 			err = s.serve(l)
 			l.close()
@@ -176,7 +178,9 @@ func (s *session) run() {
 	}
 }
 
-// sleep waits for d or until the session is closed, and reports whether to go on.
+// sleep waits for d or until the session is closed, and reports whether to go on. A
+// new egress decider cuts the wait short: a server the old policy denied should not
+// wait out a five-minute backoff once the policy allows it.
 func (s *session) sleep(d time.Duration) bool {
 	if d <= 0 {
 		return s.ctx.Err() == nil
@@ -185,6 +189,8 @@ func (s *session) sleep(d time.Duration) bool {
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
+	case <-s.recheck:
 		return true
 	case <-s.ctx.Done():
 		return false

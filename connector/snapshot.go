@@ -52,7 +52,9 @@ type Snapshot struct {
 	Instructions string
 	// Capabilities are what the server advertises.
 	Capabilities Capabilities
-	// Discovered is true once a discovery has completed for the current config.
+	// Discovered is true once a discovery has completed for the current config. The
+	// discovered fields below keep their last values while the session is down, so a
+	// brief outage does not empty the catalogue.
 	Discovered bool
 	// Tools are the server's tools, sorted by name, descriptions cut to the limit.
 	Tools []Tool

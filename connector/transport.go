@@ -262,10 +262,6 @@ func (s *httpStack) inspect(req *http.Request, resp *http.Response) (*http.Respo
 		// With a session id, 404 means the session is gone: go-sdk reports that as
 		// ErrSessionMissing and the session reconnects at once.
 		s.obs.record(newError(ReasonNotFound, "endpoint %s answered 404 Not Found", displayURL(req.URL)))
-	case code >= 300 && code < 400:
-		// Redirects reach here only when checkRedirect declined to follow them
-		// (for example without a Location); they are not MCP answers.
-		s.obs.record(newError(ReasonProtocolError, "server answered %d %s", code, http.StatusText(code)))
 	case code >= 400:
 		s.obs.record(newError(ReasonProtocolError, "server answered %d %s", code, http.StatusText(code)))
 	}

@@ -83,6 +83,9 @@ func classify(err error, incident *Error) *Error {
 	if errors.Is(err, mcp.ErrSessionMissing) {
 		return &Error{Reason: ReasonProtocolError, Message: "server dropped the session", sessionMissing: true}
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return newError(ReasonTimeout, "server did not answer in time")
+	}
 	if incident != nil {
 		return incident
 	}

@@ -262,7 +262,9 @@ func (s *httpStack) inspect(req *http.Request, resp *http.Response) (*http.Respo
 		// With a session id, 404 means the session is gone: go-sdk reports that as
 		// ErrSessionMissing and the session reconnects at once.
 		s.obs.record(newError(ReasonNotFound, "endpoint %s answered 404 Not Found", displayURL(req.URL)))
-	case code >= 400:
+	case code >= 400 && req.Method != http.MethodGet:
+		// A GET answered 405 or the like is a server without a standalone event
+		// stream, which go-sdk rightly tolerates; only POST failures are news.
 		s.obs.record(newError(ReasonProtocolError, "server answered %d %s", code, http.StatusText(code)))
 	}
 

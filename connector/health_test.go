@@ -61,12 +61,20 @@ func TestProbesMarkDownAndSessionRecovers(t *testing.T) {
 				t.Fatalf("protocol version = %s, want %s", first.ProtocolVersion, tc.want)
 			}
 			handshakes := b.handshakes.Load()
+			drainEvents(p)
 
-			// Probes go on while healthy and touch the network in both eras.
-			waitFor(t, p, key, "probes", func(Snapshot) bool {
-				return testutil.CollectAndCount(reg, "switchboard_connector_probe_duration_seconds") > 0 &&
-					histogramCount(t, reg) >= 3
-			})
+			// Probes go on while healthy and touch the network in both eras, and a
+			// healthy probe tells the controller nothing.
+			requests := b.log.count()
+			waitFor(t, p, key, "probes", func(Snapshot) bool { return histogramCount(t, reg) >= 3 })
+			if b.log.count() < requests+3 {
+				t.Errorf("3 probes made %d requests", b.log.count()-requests)
+			}
+			select {
+			case ev := <-p.Events():
+				t.Errorf("healthy probes produced event %v", ev)
+			default:
+			}
 			if b.handshakes.Load() != handshakes && tc.want == "2025-11-25" {
 				t.Errorf("healthy probes re-initialized the session")
 			}

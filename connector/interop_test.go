@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	mark3mcp "github.com/mark3labs/mcp-go/mcp"
 	mark3server "github.com/mark3labs/mcp-go/server"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // newMark3Server returns a github.com/mark3labs/mcp-go server: a second, independent MCP
@@ -51,10 +53,12 @@ func TestMark3LabsServers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			server := newMark3Server("alpha", "beta")
-			p := testPool(t)
+			reg := prometheus.NewRegistry()
+			p := testPool(t, func(o *Options) { o.Registerer = reg })
 			key := Key{"ns", "mark3"}
 			cfg := fastConfig(tc.serve(t, server))
 			cfg.Protocol = tc.protocol
+			cfg.HealthCheck = HealthCheck{Interval: 20 * time.Millisecond, FailureThreshold: 1}
 			p.Ensure(key, cfg)
 			snap := waitReady(t, p, key)
 			if snap.Transport != tc.wantTransport {
@@ -74,6 +78,12 @@ func TestMark3LabsServers(t *testing.T) {
 			waitFor(t, p, key, "tool removed at run time", func(s Snapshot) bool {
 				return slices.Equal(toolNames(s), []string{"beta", "gamma"})
 			})
+			last := waitFor(t, p, key, "three probes", func(Snapshot) bool { return histogramCount(t, reg) >= 3 })
+			// Probes every 20ms with a threshold of one: any failed probe would have
+			// rebuilt the session.
+			if !last.ConnectedAt.Equal(snap.ConnectedAt) || last.ConsecutiveFailures != 0 {
+				t.Errorf("probes failed against mcp-go: reconnected=%v, %v", !last.ConnectedAt.Equal(snap.ConnectedAt), last.LastError)
+			}
 		})
 	}
 }

@@ -67,6 +67,28 @@ func TestExitingProcessFailsItsCallsAndItsSessionOnly(t *testing.T) {
 	}
 }
 
+func TestServerThatFailsAtStartup(t *testing.T) {
+	r := startBridge(t, bridge.Options{
+		Command:     []string{"sh", "-c", "echo 'cannot find module dist/index.js' >&2; exit 7"},
+		GracePeriod: 500 * time.Millisecond,
+	})
+	for range 2 { // and again: each session gets a fresh process
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := r.connect(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "mcp server process exited: exit status 7") {
+			t.Fatalf("connecting to a server that exits at once: err = %v, want its exit status", err)
+		}
+	}
+	eventually(t, 5*time.Second, "both sessions to end", func() bool { return len(r.Sessions()) == 0 })
+	if lines := r.logs.matching("MCP server stderr", "cannot find module"); len(lines) != 2 {
+		t.Errorf("stderr log lines: %q, want one per process", lines)
+	}
+	if code := r.get(t, "/readyz"); code != 200 {
+		t.Errorf("GET /readyz = %d", code)
+	}
+}
+
 func TestOverlongLineEndsItsSessionAndBridgeStaysHealthy(t *testing.T) {
 	opts := helperOptions(t)
 	opts.MaxMessageBytes = 1 << 20

@@ -31,8 +31,8 @@ var (
 // status to report.
 const exitWait = time.Second
 
-// errorLinger is how long the client side of an ended session stays open after the
-// bridge failed the session's outstanding calls, so the client reads those errors first.
+// errorLinger is how long the client side of a session stays open after the session
+// ended for a reason the client did not choose, so that its calls learn that reason.
 const errorLinger = 250 * time.Millisecond
 
 // outputDrain bounds how long teardown waits for stdout and stderr to reach EOF once the
@@ -115,18 +115,22 @@ func (b *Bridge) startSession(id string, seq uint64) (*session, error) {
 }
 
 // relayToServer moves messages from the HTTP client to the subprocess, remembering every
-// call so that it can be failed if the subprocess never answers.
+// call so that it can be failed if the subprocess never answers. It runs until the client
+// side closes, so that a call racing with the end of the session is answered too.
 func (s *session) relayToServer() {
 	for {
 		msg, err := s.client.Read(s.ctx)
 		if err != nil {
-			return // the session is ending
+			return // the client side is closed
 		}
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 			if !s.track(req) {
 				s.replyError(req.ID, s.endReason())
 				continue
 			}
+		}
+		if s.isEnding() {
+			continue
 		}
 		if err := s.server.Write(s.ctx, msg); err != nil {
 			// Broken stdin: the subprocess is gone or going. Prefer the exit status as the
@@ -136,7 +140,6 @@ func (s *session) relayToServer() {
 			case <-time.After(exitWait):
 				s.end(fmt.Errorf("%w: writing to its stdin: %w", ErrServerExited, err))
 			}
-			return
 		}
 	}
 }
@@ -302,15 +305,17 @@ func (s *session) finishEnd(pending map[jsonrpc.ID]struct{}) {
 	reason := s.endReason()
 	close(s.done)
 	s.b.forget(s, reason)
-	if errors.Is(reason, errClientEnded) || len(pending) == 0 {
-		// Releases every hanging HTTP request of the session; new ones already get 404.
+	// New requests for the session get 404 from now on. Closing the client side releases
+	// the ones still hanging.
+	if errors.Is(reason, errClientEnded) {
 		_ = s.client.Close()
 	} else {
 		for id := range pending {
 			s.replyError(id, reason)
 		}
-		// A client that sees its standalone SSE stream end may give up on the session before
-		// it has read those errors from their own streams, and report a vaguer one.
+		// Not at once: calls already on their way in are still answered with the reason
+		// (see relayToServer), and a client that sees its standalone SSE stream end may give
+		// up on the session before it has read those errors, and report a vaguer one.
 		time.AfterFunc(errorLinger, func() { _ = s.client.Close() })
 	}
 	go s.teardown(reason)

@@ -1,0 +1,206 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// live is one established MCP session.
+type live struct {
+	cs        *mcp.ClientSession
+	cancel    context.CancelCauseFunc
+	transport Transport
+	protocol  string
+	changed   chan struct{}
+}
+
+func (l *live) modern() bool { return l.protocol >= modernProtocol }
+
+func (l *live) close() {
+	_ = l.cs.Close()
+	l.cancel(nil)
+}
+
+// connect establishes a session and runs a full discovery on it.
+func (s *session) connect() (*live, *Error) {
+	l, err := s.establish()
+	if err != nil {
+		return nil, err
+	}
+	s.stack.obs.reset()
+	d, derr := discover(s.ctx, l.cs, s.cfg)
+	if derr != nil {
+		l.close()
+		e := classify(derr, s.stack.obs.last())
+		s.pool.metrics.discoveryError(s.key, e.Reason)
+		return nil, e
+	}
+	init := l.cs.InitializeResult()
+	s.update(func(snap *Snapshot) {
+		snap.State = StateReady
+		snap.Transport = l.transport
+		snap.ProtocolVersion = l.protocol
+		snap.ServerInfo = ServerInfo{}
+		snap.Capabilities = Capabilities{}
+		snap.Instructions = ""
+		if init != nil {
+			if init.ServerInfo != nil {
+				snap.ServerInfo = ServerInfo{Name: init.ServerInfo.Name, Title: init.ServerInfo.Title, Version: init.ServerInfo.Version}
+			}
+			snap.Capabilities = capabilitiesOf(init.Capabilities)
+			snap.Instructions = truncateUTF8(init.Instructions, s.cfg.Limits.MaxDescriptionBytes)
+		}
+		setDiscovered(snap, d)
+		snap.LastError = nil
+		snap.ConsecutiveFailures = 0
+		snap.ConnectedAt = time.Now()
+	})
+	s.log.Info("Session ready", "transport", l.transport, "protocolVersion", l.protocol, "tools", len(d.tools))
+	return l, nil
+}
+
+func setDiscovered(snap *Snapshot, d *discovered) {
+	snap.Discovered = true
+	snap.Tools = d.tools
+	snap.ToolsDigest = d.digest
+	snap.Resources = d.resources
+	snap.ResourceTemplates = d.resourceTemplates
+	snap.Prompts = d.prompts
+	snap.DiscoveredAt = d.at
+}
+
+func capabilitiesOf(c *mcp.ServerCapabilities) Capabilities {
+	if c == nil {
+		return Capabilities{}
+	}
+	out := Capabilities{Tools: c.Tools != nil, Resources: c.Resources != nil, Prompts: c.Prompts != nil}
+	out.ListChanged = (c.Tools != nil && c.Tools.ListChanged) ||
+		(c.Resources != nil && c.Resources.ListChanged) ||
+		(c.Prompts != nil && c.Prompts.ListChanged)
+	return out
+}
+
+// establish opens an MCP session over the configured (or detected) transport, holding
+// one of the pool's connect slots while it does.
+func (s *session) establish() (*live, *Error) {
+	select {
+	case s.pool.connectSlots <- struct{}{}:
+		defer func() { <-s.pool.connectSlots }()
+	case <-s.ctx.Done():
+		return nil, newError(ReasonTimeout, "session closed while waiting to connect")
+	}
+
+	transport := s.detected
+	if transport == "" {
+		switch s.cfg.Protocol {
+		case ProtocolSSE:
+			transport = TransportSSE
+		case ProtocolStreamableHTTP:
+			transport = TransportStreamableHTTP
+		}
+	}
+	if transport != "" {
+		l, err := s.open(transport)
+		if err != nil && s.detected != "" && (err.Reason == ReasonNotFound || err.Reason == ReasonProtocolError) {
+			// The server may have changed transports: detect again next time.
+			s.detected = ""
+		}
+		return l, err
+	}
+
+	// Auto: Streamable HTTP first; on 400, 404 or 405 without a JSON-RPC error body,
+	// the legacy HTTP+SSE transport (MCP specification, backwards compatibility).
+	l, err := s.open(TransportStreamableHTTP)
+	if err == nil {
+		s.detected = TransportStreamableHTTP
+		return l, nil
+	}
+	if !err.legacyHint {
+		return nil, err
+	}
+	l, sseErr := s.open(TransportSSE)
+	if sseErr == nil {
+		s.detected = TransportSSE
+		return l, nil
+	}
+	if sseErr.Reason == ReasonNotFound || sseErr.Reason == ReasonProtocolError {
+		return nil, err
+	}
+	return nil, sseErr
+}
+
+// open connects over one transport. The session's long-lived context is what the
+// transport's streams live on (go-sdk's SSE GET uses the context given to Connect);
+// the connect timeout cancels it only while the handshake is running.
+func (s *session) open(transport Transport) (*live, *Error) {
+	l := &live{transport: transport, changed: make(chan struct{}, 1)}
+	notify := func() {
+		select {
+		case l.changed <- struct{}{}:
+		default:
+		}
+	}
+	client := mcp.NewClient(s.pool.impl, &mcp.ClientOptions{
+		Capabilities:               &mcp.ClientCapabilities{},
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { notify() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { notify() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { notify() },
+	})
+	var t mcp.Transport
+	switch transport {
+	case TransportSSE:
+		t = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.stack.client, MaxEventSize: s.cfg.Limits.MaxEventBytes}
+	default:
+		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.stack.client, MaxEventSize: s.cfg.Limits.MaxEventBytes}
+	}
+
+	s.stack.obs.reset()
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	timer := time.AfterFunc(s.cfg.ConnectTimeout, func() { cancel(errConnectTimeout) })
+	cs, err := client.Connect(ctx, t, nil)
+	inTime := timer.Stop()
+	if err == nil && !inTime {
+		_ = cs.Close()
+		err = errConnectTimeout
+	}
+	if err != nil {
+		cancel(nil)
+		var e *Error
+		if !inTime {
+			e = newError(ReasonTimeout, "server did not complete the MCP handshake within %s", s.cfg.ConnectTimeout)
+		} else {
+			e = classify(err, s.stack.obs.last())
+		}
+		if transport == TransportStreamableHTTP && !isJSONRPCError(err) && hasLegacyStatus(s.stack.obs.postStatuses()) {
+			e = withLegacyHint(e)
+		}
+		return nil, e
+	}
+	l.cs, l.cancel = cs, cancel
+	if res := cs.InitializeResult(); res != nil {
+		l.protocol = res.ProtocolVersion
+	}
+	return l, nil
+}
+
+var errConnectTimeout = errors.New("connect timeout")
+
+func isJSONRPCError(err error) bool {
+	var rpcErr *jsonrpc.Error
+	return errors.As(err, &rpcErr)
+}
+
+// hasLegacyStatus reports whether a POST was answered 400, 404 or 405: what a server
+// that only speaks the legacy HTTP+SSE transport answers to a Streamable HTTP POST.
+func hasLegacyStatus(codes []int) bool {
+	for _, c := range codes {
+		if c == 400 || c == 404 || c == 405 {
+			return true
+		}
+	}
+	return false
+}

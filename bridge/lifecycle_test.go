@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
@@ -214,4 +215,32 @@ func TestShutdownStopsEveryProcessGroup(t *testing.T) {
 		t.Errorf("want exactly the stubborn server terminated by signal, log: %q", lines)
 	}
 	r.stop(t)
+}
+
+func TestEndedSessionsLeaveNoGoroutinesBehind(t *testing.T) {
+	r := startBridge(t, helperOptions(t))
+	warm := r.mustConnect(t) // let the HTTP client and server settle their own goroutines
+	mustCallText(t, warm, "echo", map[string]any{"message": "warm"})
+	_ = warm.Close()
+	eventually(t, 10*time.Second, "the warm-up session to end", func() bool { return len(r.Sessions()) == 0 })
+	time.Sleep(500 * time.Millisecond)
+	before := runtime.NumGoroutine()
+
+	for i := range 5 {
+		cs := r.mustConnect(t)
+		mustCallText(t, cs, "echo", map[string]any{"message": "x"})
+		if i%2 == 0 {
+			_ = cs.Close()
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, _ = callText(ctx, cs, "exit", map[string]any{"code": 1})
+			cancel()
+			_ = cs.Close()
+		}
+	}
+	eventually(t, 10*time.Second, "every session to end", func() bool { return len(r.Sessions()) == 0 })
+	eventually(t, 10*time.Second, "goroutines to return to the baseline", func() bool {
+		http.DefaultClient.CloseIdleConnections()
+		return runtime.NumGoroutine() <= before+2
+	})
 }

@@ -35,7 +35,8 @@ type Options struct {
 
 	// MaxSessions bounds the concurrent sessions, and so the running subprocesses. A new
 	// session beyond it is refused with HTTP 503 and existing sessions are not disturbed.
-	// Zero means DefaultMaxSessions.
+	// An ended session holds its slot until its subprocess has been reaped. Zero means
+	// DefaultMaxSessions.
 	MaxSessions int
 	// IdleTimeout ends a session, and stops its subprocess, once no client request has
 	// been in flight for this long. A standalone SSE stream (a hanging GET) does not count

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"net/url"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 		Name:            obj.Name,
 		Description:     obj.Spec.Description,
 		Labels:          copyLabels(obj.Labels),
-		Endpoint:        st.Endpoint,
+		Endpoint:        redactEndpoint(st.Endpoint),
 		Transport:       string(st.Transport),
 		ProtocolVersion: st.ProtocolVersion,
 		Ready:           isReady(st.Conditions),
@@ -85,6 +86,21 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 		e.tools[i] = &toolEntry{server: e, tool: &detail.Tools[i], lname: strings.ToLower(detail.Tools[i].Name)}
 	}
 	return e
+}
+
+// redactEndpoint returns the endpoint without user information, query string or
+// fragment. Status already carries it that way; this keeps a secret out of the catalogue
+// even if a writer of status did not. An endpoint that does not parse is dropped.
+func redactEndpoint(endpoint string) string {
+	if endpoint == "" {
+		return ""
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
 }
 
 func isReady(conds []metav1.Condition) bool {

@@ -118,3 +118,18 @@ func TestSearchPagesWithCursor(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactEndpoint(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://mcp.example.com/mcp":                    "https://mcp.example.com/mcp",
+		"https://user:pw@mcp.example.com/mcp?key=s3cr3t": "https://mcp.example.com/mcp",
+		"http://10.0.0.1:8080/mcp?#frag":                 "http://10.0.0.1:8080/mcp",
+		"not a url":                                      "",
+		"https://%zz/":                                   "",
+		"":                                               "",
+	} {
+		if got := redactEndpoint(in); got != want {
+			t.Errorf("redactEndpoint(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

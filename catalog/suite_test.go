@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,30 +32,38 @@ import (
 )
 
 var (
+	envOnce   sync.Once
+	envErr    error
 	env       *testenv.Environment
 	k8sClient client.Client
 	clientset kubernetes.Interface
 )
 
+// requireEnv starts the control plane on first use, once for the whole test binary;
+// TestMain stops it. Unit tests and fuzz targets never start it.
+func requireEnv(tb testing.TB) {
+	tb.Helper()
+	envOnce.Do(func() {
+		env, envErr = testenv.Start()
+		if envErr != nil {
+			return
+		}
+		k8sClient, envErr = client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
+		if envErr == nil {
+			clientset, envErr = kubernetes.NewForConfig(env.Config)
+		}
+	})
+	if envErr != nil {
+		tb.Fatalf("starting the control plane: %v", envErr)
+	}
+}
+
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := 1
-	k8sClient, err = client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
-	if err == nil {
-		clientset, err = kubernetes.NewForConfig(env.Config)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	} else {
-		code = m.Run()
-	}
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
 	}
 	os.Exit(code)
 }
@@ -70,6 +79,7 @@ type running struct {
 // until the test ends.
 func startCatalog(tb testing.TB, mode catalog.AuthMode, configure ...func(*catalog.Options)) *running {
 	tb.Helper()
+	requireEnv(tb)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -122,6 +132,7 @@ func startCatalog(tb testing.TB, mode catalog.AuthMode, configure ...func(*catal
 // newNamespace creates a namespace for one test.
 func newNamespace(tb testing.TB) string {
 	tb.Helper()
+	requireEnv(tb)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "catalog-"}}
 	if err := k8sClient.Create(context.Background(), ns); err != nil {
 		tb.Fatal(err)

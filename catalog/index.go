@@ -67,23 +67,40 @@ func sortTools(tools []Tool) {
 
 // postings maps a token to what contains it.
 type postings[T comparable] struct {
-	lists map[string]map[T]field
+	lists map[string]*postingList[T]
 	vocab []string // sorted tokens with a non-empty list, for prefix search
 }
 
+// postingList holds the items of one token in a slice, which searches iterate fast, and
+// their positions in it, so that removal is a swap with the last item.
+type postingList[T comparable] struct {
+	items []posting[T]
+	index map[T]int
+}
+
+type posting[T comparable] struct {
+	item T
+	f    field
+}
+
 func newPostings[T comparable]() postings[T] {
-	return postings[T]{lists: make(map[string]map[T]field)}
+	return postings[T]{lists: make(map[string]*postingList[T])}
 }
 
 func (p *postings[T]) add(token string, item T, f field) {
 	list, ok := p.lists[token]
 	if !ok {
-		list = make(map[T]field, 1)
+		list = &postingList[T]{index: make(map[T]int, 1)}
 		p.lists[token] = list
 		i, _ := slices.BinarySearch(p.vocab, token)
 		p.vocab = slices.Insert(p.vocab, i, token)
 	}
-	list[item] |= f
+	if i, ok := list.index[item]; ok {
+		list.items[i].f |= f
+		return
+	}
+	list.index[item] = len(list.items)
+	list.items = append(list.items, posting[T]{item: item, f: f})
 }
 
 func (p *postings[T]) remove(token string, item T) {
@@ -91,8 +108,17 @@ func (p *postings[T]) remove(token string, item T) {
 	if !ok {
 		return
 	}
-	delete(list, item)
-	if len(list) == 0 {
+	i, ok := list.index[item]
+	if !ok {
+		return
+	}
+	last := len(list.items) - 1
+	list.items[i] = list.items[last]
+	list.index[list.items[i].item] = i
+	list.items[last] = posting[T]{}
+	list.items = list.items[:last]
+	delete(list.index, item)
+	if len(list.items) == 0 {
 		delete(p.lists, token)
 		if i, found := slices.BinarySearch(p.vocab, token); found {
 			p.vocab = slices.Delete(p.vocab, i, i+1)
@@ -105,14 +131,16 @@ func (p *postings[T]) remove(token string, item T) {
 // most of the vocabulary.
 func (p *postings[T]) prefix(term string, fn func(T, field)) {
 	if len(term) < minPrefixBytes {
-		for item, f := range p.lists[term] {
-			fn(item, f)
+		if list, ok := p.lists[term]; ok {
+			for _, it := range list.items {
+				fn(it.item, it.f)
+			}
 		}
 		return
 	}
 	for i := sort.SearchStrings(p.vocab, term); i < len(p.vocab) && strings.HasPrefix(p.vocab[i], term); i++ {
-		for item, f := range p.lists[p.vocab[i]] {
-			fn(item, f)
+		for _, it := range p.lists[p.vocab[i]].items {
+			fn(it.item, it.f)
 		}
 	}
 }

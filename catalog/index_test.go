@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -130,6 +131,53 @@ func TestRedactEndpoint(t *testing.T) {
 	} {
 		if got := redactEndpoint(in); got != want {
 			t.Errorf("redactEndpoint(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// After any sequence of upserts and deletes, the incrementally maintained index answers
+// exactly like one built from scratch with the surviving servers.
+func TestIncrementalIndexMatchesRebuild(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	words := []string{"alpha", "beta", "gamma", "delta", "alps", "betamax", "gam"}
+	randomServer := func(name string) *mcpv1alpha1.MCPServer {
+		var tools []mcpv1alpha1.ToolInfo
+		for i := range rng.IntN(5) {
+			w := func() string { return words[rng.IntN(len(words))] }
+			tools = append(tools, mcpv1alpha1.ToolInfo{Name: fmt.Sprintf("%s_%d", w(), i), Title: w(), Description: w() + " " + w()})
+		}
+		return testServer(fmt.Sprintf("ns%d", rng.IntN(3)), name, words[rng.IntN(len(words))], tools...)
+	}
+	live := newIndex()
+	current := map[string]*mcpv1alpha1.MCPServer{}
+	for range 400 {
+		name := fmt.Sprintf("s%d", rng.IntN(12))
+		if rng.IntN(4) == 0 {
+			if obj, ok := current[name]; ok {
+				live.delete(serverKey{obj.Namespace, obj.Name})
+				delete(current, name)
+			}
+			continue
+		}
+		if old, ok := current[name]; ok {
+			live.delete(serverKey{old.Namespace, old.Name})
+		}
+		obj := randomServer(name)
+		current[name] = obj
+		live.upsert(newServerEntry(obj))
+	}
+	rebuilt := newIndex()
+	for _, obj := range current {
+		rebuilt.upsert(newServerEntry(obj))
+	}
+	if !slices.Equal(live.tools.vocab, rebuilt.tools.vocab) || !slices.Equal(live.serverText.vocab, rebuilt.serverText.vocab) {
+		t.Fatalf("vocabularies differ:\n%q\n%q", live.tools.vocab, rebuilt.tools.vocab)
+	}
+	for _, q := range append(words, "", "al", "a", "beta gam", "zzz") {
+		got, _ := live.searchTools(parseQuery(q), nil, 1000, everyTool)
+		want, _ := rebuilt.searchTools(parseQuery(q), nil, 1000, everyTool)
+		if !slices.Equal(toolNames(got), toolNames(want)) {
+			t.Errorf("query %q: incremental %q, rebuilt %q", q, toolNames(got), toolNames(want))
 		}
 	}
 }

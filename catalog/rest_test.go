@@ -6,7 +6,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -15,7 +18,23 @@ import (
 )
 
 func TestServerFilters(t *testing.T) {
-	c := startCatalog(t, catalog.AuthNone)
+	var (
+		mu   sync.Mutex
+		logs []string
+	)
+	c := startCatalog(t, catalog.AuthNone, func(o *catalog.Options) {
+		o.Logger = funcr.New(func(prefix, args string) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs = append(logs, prefix+" "+args)
+		}, funcr.Options{})
+	})
+	mu.Lock()
+	warned := slices.ContainsFunc(logs, func(l string) bool { return strings.Contains(l, "authentication is disabled") })
+	mu.Unlock()
+	if !warned {
+		t.Errorf("no warning logged for --catalog-auth=none; logs: %q", logs)
+	}
 	ns := newNamespace(t)
 	createServer(t, ns, serverSpec{name: "a-search", labels: map[string]string{"team": "search", "tier": "prod"}})
 	createServer(t, ns, serverSpec{name: "b-search", labels: map[string]string{"team": "search", "tier": "dev"}, transport: mcpv1alpha1.TransportSSE})

@@ -69,7 +69,8 @@ type Options struct {
 	// on the manager's metrics endpoint) when nil.
 	Registerer prometheus.Registerer
 
-	// Logger logs the catalogue's lifecycle; ctrl.Log.WithName("catalog") when unset.
+	// Logger logs the catalogue's lifecycle and failed reviews (never a token or a
+	// query); ctrl.Log.WithName("catalog") when it has no sink, as the zero value has not.
 	Logger logr.Logger
 }
 

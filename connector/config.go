@@ -71,6 +71,10 @@ type Limits struct {
 	MaxItems int
 	// MaxPages bounds the pages of one list. Zero means 100.
 	MaxPages int
+	// MaxDiscoveryBytes bounds what is kept of all lists together (names, descriptions,
+	// schemas), so that many pages of huge schemas cannot exhaust memory. Zero means
+	// 32 MiB.
+	MaxDiscoveryBytes int64
 	// MaxRedirects bounds the redirect hops of one request, whatever the egress decider
 	// allows. Zero means 5.
 	MaxRedirects int
@@ -121,6 +125,7 @@ const (
 	DefaultMaxDescriptionBytes = 1 << 10
 	DefaultMaxItems            = 10_000
 	DefaultMaxPages            = 100
+	DefaultMaxDiscoveryBytes   = 32 << 20
 	DefaultMaxRedirects        = 5
 )
 
@@ -156,6 +161,9 @@ func (c Config) withDefaults() Config {
 	}
 	if l.MaxPages <= 0 {
 		l.MaxPages = DefaultMaxPages
+	}
+	if l.MaxDiscoveryBytes <= 0 {
+		l.MaxDiscoveryBytes = DefaultMaxDiscoveryBytes
 	}
 	if l.MaxRedirects <= 0 {
 		l.MaxRedirects = DefaultMaxRedirects

@@ -25,106 +25,128 @@ type discovered struct {
 }
 
 // discover lists everything the server offers: tools always, resources, resource
-// templates and prompts when advertised. Every list is bounded in pages and items and
-// every page in time; a repeated cursor ends discovery with LimitExceeded.
+// templates and prompts when advertised. Every list is bounded in pages and items,
+// every page in time, and what is kept of all lists together in bytes; a repeated
+// cursor ends discovery with LimitExceeded.
 func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config) (*discovered, error) {
 	caps := &mcp.ServerCapabilities{}
 	if res := cs.InitializeResult(); res != nil && res.Capabilities != nil {
 		caps = res.Capabilities
 	}
-	l := cfg.Limits
-	cut := func(s string) string { return truncateUTF8(s, l.MaxDescriptionBytes) }
+	cut := func(s string) string { return truncateUTF8(s, cfg.Limits.MaxDescriptionBytes) }
+	l := &lister{cfg: cfg, budget: cfg.Limits.MaxDiscoveryBytes}
 	out := &discovered{}
+	var err error
 
-	tools, err := listAll(ctx, cfg, "tools", func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
-		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
-		if err != nil {
-			return nil, "", err
-		}
-		return res.Tools, res.NextCursor, nil
-	})
+	out.tools, err = listAll(ctx, l, "tools",
+		func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
+			res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+			if err != nil {
+				return nil, "", err
+			}
+			return res.Tools, res.NextCursor, nil
+		},
+		func(t *mcp.Tool) (Tool, int) {
+			tool := convertTool(t, cut)
+			return tool, len(tool.Name) + len(tool.Title) + len(tool.Description) + len(tool.InputSchema) + len(tool.OutputSchema)
+		})
 	if err != nil && (caps.Tools != nil || !isMethodNotFound(err)) {
 		return nil, err
-	}
-	for _, t := range tools {
-		out.tools = append(out.tools, convertTool(t, cut))
 	}
 	slices.SortFunc(out.tools, func(a, b Tool) int { return cmp.Compare(a.Name, b.Name) })
 	out.digest = toolsDigest(out.tools)
 
 	if caps.Resources != nil {
-		resources, err := listAll(ctx, cfg, "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
-			res, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
-			if err != nil {
-				return nil, "", err
-			}
-			return res.Resources, res.NextCursor, nil
-		})
+		out.resources, err = listAll(ctx, l, "resources",
+			func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
+				res, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+				if err != nil {
+					return nil, "", err
+				}
+				return res.Resources, res.NextCursor, nil
+			},
+			func(r *mcp.Resource) (Resource, int) {
+				out := Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: cut(r.Description), MIMEType: r.MIMEType}
+				return out, len(out.URI) + len(out.Name) + len(out.Title) + len(out.Description) + len(out.MIMEType)
+			})
 		if err != nil {
 			return nil, err
 		}
-		for _, r := range resources {
-			out.resources = append(out.resources, Resource{
-				URI: r.URI, Name: r.Name, Title: r.Title, Description: cut(r.Description), MIMEType: r.MIMEType,
+		out.resourceTemplates, err = listAll(ctx, l, "resource templates",
+			func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
+				res, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
+				if err != nil {
+					return nil, "", err
+				}
+				return res.ResourceTemplates, res.NextCursor, nil
+			},
+			func(r *mcp.ResourceTemplate) (ResourceTemplate, int) {
+				out := ResourceTemplate{URITemplate: r.URITemplate, Name: r.Name, Title: r.Title, Description: cut(r.Description), MIMEType: r.MIMEType}
+				return out, len(out.URITemplate) + len(out.Name) + len(out.Title) + len(out.Description) + len(out.MIMEType)
 			})
-		}
-		templates, err := listAll(ctx, cfg, "resource templates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
-			res, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
-			if err != nil {
-				return nil, "", err
-			}
-			return res.ResourceTemplates, res.NextCursor, nil
-		})
 		if err != nil && !isMethodNotFound(err) {
 			return nil, err
-		}
-		for _, r := range templates {
-			out.resourceTemplates = append(out.resourceTemplates, ResourceTemplate{
-				URITemplate: r.URITemplate, Name: r.Name, Title: r.Title, Description: cut(r.Description), MIMEType: r.MIMEType,
-			})
 		}
 	}
 
 	if caps.Prompts != nil {
-		prompts, err := listAll(ctx, cfg, "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
-			res, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
-			if err != nil {
-				return nil, "", err
-			}
-			return res.Prompts, res.NextCursor, nil
-		})
+		out.prompts, err = listAll(ctx, l, "prompts",
+			func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
+				res, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
+				if err != nil {
+					return nil, "", err
+				}
+				return res.Prompts, res.NextCursor, nil
+			},
+			func(p *mcp.Prompt) (Prompt, int) {
+				out := Prompt{Name: p.Name, Title: p.Title, Description: cut(p.Description)}
+				return out, len(out.Name) + len(out.Title) + len(out.Description)
+			})
 		if err != nil {
 			return nil, err
-		}
-		for _, p := range prompts {
-			out.prompts = append(out.prompts, Prompt{Name: p.Name, Title: p.Title, Description: cut(p.Description)})
 		}
 	}
 	out.at = time.Now()
 	return out, nil
 }
 
-// listAll follows a paginated list to its end, within the configured bounds.
-func listAll[T any](ctx context.Context, cfg Config, what string, page func(context.Context, string) ([]T, string, error)) ([]T, error) {
+// lister carries the bounds shared by the lists of one discovery.
+type lister struct {
+	cfg    Config
+	budget int64 // bytes still allowed to be kept, across all lists
+}
+
+// listAll follows a paginated list to its end within the configured bounds, converting
+// each page as it arrives so that only the converted items are kept.
+func listAll[T, Out any](ctx context.Context, l *lister, what string,
+	page func(context.Context, string) ([]T, string, error), convert func(T) (Out, int),
+) ([]Out, error) {
 	var (
-		items  []T
+		items  []Out
 		cursor string
 		seen   = make(map[string]struct{})
+		limits = l.cfg.Limits
 	)
 	for pages := 1; ; pages++ {
-		if pages > cfg.Limits.MaxPages {
-			return nil, newError(ReasonLimitExceeded, "server listed %s over more than %d pages", what, cfg.Limits.MaxPages)
+		if pages > limits.MaxPages {
+			return nil, newError(ReasonLimitExceeded, "server listed %s over more than %d pages", what, limits.MaxPages)
 		}
-		callCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		callCtx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 		got, next, err := page(callCtx, cursor)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
-		if len(items)+len(got) > cfg.Limits.MaxItems {
-			return nil, newError(ReasonLimitExceeded, "server listed more than %d %s", cfg.Limits.MaxItems, what)
+		if len(items)+len(got) > limits.MaxItems {
+			return nil, newError(ReasonLimitExceeded, "server listed more than %d %s", limits.MaxItems, what)
 		}
-		items = append(items, got...)
+		for _, item := range got {
+			converted, size := convert(item)
+			if l.budget -= int64(size); l.budget < 0 {
+				return nil, newError(ReasonLimitExceeded, "server's lists take more than %d bytes", limits.MaxDiscoveryBytes)
+			}
+			items = append(items, converted)
+		}
 		if next == "" {
 			return items, nil
 		}

@@ -99,6 +99,19 @@ func TestHostileServers(t *testing.T) {
 			wantReason: ReasonLimitExceeded, wantText: "more than 100 pages",
 		},
 		{
+			name: "pages of huge schemas",
+			handler: func(*testing.T) http.Handler {
+				var n atomic.Int64
+				schema := `{"type":"object","description":"` + strings.Repeat("s", 512<<10) + `"}`
+				return intercept(statelessHandler(newServer(1, nil)), "tools/list", func(w http.ResponseWriter, _ *http.Request, id json.RawMessage) {
+					i := n.Add(1)
+					writeResult(w, id, fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":%s}],"nextCursor":"c%d"}`, i, schema, i))
+				})
+			},
+			tweak:      func(c *Config) { c.Limits.MaxDiscoveryBytes = 2 << 20 },
+			wantReason: ReasonLimitExceeded, wantText: "lists take more than 2097152 bytes",
+		},
+		{
 			name: "50 MiB response",
 			handler: func(*testing.T) http.Handler {
 				return intercept(statelessHandler(newServer(1, nil)), "tools/list", func(w http.ResponseWriter, _ *http.Request, id json.RawMessage) {

@@ -8,8 +8,11 @@
 // would notice has changed.
 //
 // The package speaks MCP only through github.com/modelcontextprotocol/go-sdk; it never
-// frames JSON-RPC or the Streamable HTTP wire protocol itself. The one plain HTTP
-// exchange it makes on its own is the status check behind protocol detection.
+// frames JSON-RPC or the Streamable HTTP wire protocol itself. Even transport detection
+// (Auto) is go-sdk's Streamable HTTP connect, falling back to its legacy SSE transport
+// when the HTTP layer saw the POST answered 400, 404 or 405 without a JSON-RPC error.
+// Its own HTTP code is the layer beneath go-sdk: the dialer, redirect checks, header
+// injection and response limits.
 //
 // What it must not do:
 //   - know about Kubernetes objects: callers hand it a plain [Config] with secrets

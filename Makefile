@@ -31,7 +31,7 @@ generate: ## Generate deepcopy code for the API types.
 .PHONY: manifests
 manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... paths=./cmd/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... paths=./catalog/... paths=./cmd/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: fmt
 fmt: ## Format the Go sources with gofmt.

@@ -150,9 +150,9 @@ func awaitReason(t *testing.T, p *connector.Pool, key connector.Key, reason stri
 	})
 }
 
-func awaitReady(t *testing.T, p *connector.Pool, key connector.Key) connector.Snapshot {
+func awaitReady(t *testing.T, p *connector.Pool, key connector.Key) {
 	t.Helper()
-	return await(t, p, key, "Ready", func(s connector.Snapshot) bool { return s.State == connector.StateReady })
+	await(t, p, key, "Ready", func(s connector.Snapshot) bool { return s.State == connector.StateReady })
 }
 
 // assertNoSecret fails if the secret header value shows up anywhere a user could read.
@@ -330,4 +330,22 @@ func pemCertificate(t *testing.T, srv *httptest.Server) []byte {
 
 func pemEncode(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func TestRedirectCarryingCredentialsIsDenied(t *testing.T) {
+	target := &recorder{}
+	elsewhere := serve(t, httptest.NewServer(target.wrap(mcpHandler())))
+	origin := serve(t, httptest.NewServer(redirectTo(http.StatusTemporaryRedirect, func() string {
+		return strings.Replace(elsewhere.URL, "http://", "http://admin:hunter2@", 1) + "/mcp"
+	})))
+	p := newPool(t)
+	key := connector.Key{Namespace: "ns", Name: "userinfo"}
+	p.Ensure(key, config(origin.URL+"/mcp", rulesFor(t, loopbackPolicy(mcpv1alpha1.RedirectAllowedDestinations, 3), egress.PostureNone)))
+	snap := awaitReason(t, p, key, mcpv1alpha1.ReasonRedirectDenied)
+	if strings.Contains(snap.LastError.Message, "hunter2") {
+		t.Errorf("the reason repeats the redirect's password: %s", snap.LastError.Message)
+	}
+	if n, _ := target.seen(); n > 0 {
+		t.Errorf("the redirect target received %d requests", n)
+	}
 }

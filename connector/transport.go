@@ -195,8 +195,10 @@ func (s *httpStack) checkRedirect(req *http.Request, via []*http.Request) error 
 		status = req.Response.StatusCode
 	}
 	d := s.egress().DecideRedirect(egress.Redirect{
-		From:       publicURL(from),
-		To:         publicURL(req.URL),
+		From: publicURL(from),
+		// The target keeps its user information: a redirect that carries credentials
+		// is itself a reason to refuse it. Decisions never print it.
+		To:         targetURL(req.URL),
 		Method:     via[0].Method,
 		StatusCode: status,
 		Hop:        hop,
@@ -205,6 +207,14 @@ func (s *httpStack) checkRedirect(req *http.Request, via []*http.Request) error 
 		return deny("%s", decisionText(d))
 	}
 	return nil
+}
+
+// targetURL copies a redirect target without query and fragment, keeping its userinfo
+// for the egress decider to judge.
+func targetURL(u *url.URL) *url.URL {
+	out := publicURL(u)
+	out.User = u.User
+	return out
 }
 
 // publicURL copies u without userinfo, query and fragment.

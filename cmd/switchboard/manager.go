@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/controllers"
 	"github.com/switchboard-mcp/switchboard/egress"
@@ -45,6 +46,9 @@ type managerOptions struct {
 	stdioRuntime      string
 	bridgeImage       string
 	operatorNamespace string
+
+	catalogAddr string
+	catalogAuth string
 }
 
 func (o *managerOptions) bind(fs *flag.FlagSet) {
@@ -76,6 +80,10 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Image holding the switchboard binary, copied into stdio server pods by their init container; defaults to $SWITCHBOARD_IMAGE.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"),
 		"Namespace the manager runs in, whose pods may reach stdio server bridges; defaults to $POD_NAMESPACE.")
+	fs.StringVar(&o.catalogAddr, "catalog-bind-address", catalog.DefaultBindAddress,
+		"Address the catalogue (REST under /api/v1, MCP at /mcp) listens on; 0 disables it.")
+	fs.StringVar(&o.catalogAuth, "catalog-auth", string(catalog.AuthTokenReview),
+		"How catalogue callers are authenticated: tokenreview, or none (for switchboard dev only).")
 	// --kubeconfig; without it the in-cluster config or $KUBECONFIG is used.
 	config.RegisterFlags(fs)
 	// Structured JSON logs unless --zap-devel asks for human-readable ones.
@@ -189,7 +197,28 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 			return fmt.Errorf("setting up controller %T: %w", s, err)
 		}
 	}
-	return nil
+	return setupCatalog(mgr, opts)
+}
+
+// setupCatalog adds the catalogue, which every replica serves from its informer cache.
+func setupCatalog(mgr ctrl.Manager, opts managerOptions) error {
+	mode, err := catalog.ParseAuthMode(opts.catalogAuth)
+	if err != nil {
+		return fmt.Errorf("--catalog-auth: %w", err)
+	}
+	cat, err := catalog.New(mgr, catalog.Options{
+		BindAddress: opts.catalogAddr,
+		Auth:        mode,
+		Logger:      ctrl.Log.WithName("catalog"),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the catalogue: %w", err)
+	}
+	if err := mgr.Add(cat); err != nil {
+		return err
+	}
+	// Not ready until the catalogue's index has synced.
+	return mgr.AddReadyzCheck("catalog", cat.ReadyCheck)
 }
 
 func runManager(args []string) int {

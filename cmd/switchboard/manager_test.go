@@ -73,9 +73,10 @@ func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
 		t.Fatalf("building switchboard: %v\n%s", err, out)
 	}
 
-	probeAddr := freeAddr(t)
+	probeAddr, catalogAddr := freeAddr(t), freeAddr(t)
 	cmd := exec.CommandContext(context.Background(), bin, "manager",
 		"--kubeconfig", kubeconfig,
+		"--catalog-bind-address", catalogAddr,
 		"--metrics-bind-address", freeAddr(t),
 		"--health-probe-bind-address", probeAddr,
 		"--leader-elect", "--leader-election-namespace", "default",
@@ -100,6 +101,16 @@ func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode, nil
 	}, 30*time.Second, 200*time.Millisecond).Should(gomega.Equal(http.StatusOK), "manager never became ready")
+
+	// The catalogue is served and asks for a token.
+	g.Eventually(func() (int, error) {
+		resp, err := http.Get(fmt.Sprintf("http://%s/api/v1/servers", catalogAddr)) //nolint:noctx // test poll
+		if err != nil {
+			return 0, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}, 30*time.Second, 100*time.Millisecond).Should(gomega.Equal(http.StatusUnauthorized), "catalogue without a token")
 
 	// The manager holds the leader Lease once elected.
 	g.Eventually(func() string { return strings.Join(logs.snapshot(), "\n") }, 30*time.Second).

@@ -60,7 +60,7 @@ func TestDefaultInstallApplies(t *testing.T) {
 
 	want := map[string]int{
 		"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 1,
-		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
+		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1,
 	}
 	for kind, n := range want {
 		if got := len(byKind[kind]); got != n {

@@ -90,6 +90,9 @@ func Start() (*Environment, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// Start may fail after launching etcd and kube-apiserver (a CRD the API server
+		// rejects, say); stop them rather than leave them running.
+		_ = env.Stop()
 		return nil, fmt.Errorf("starting envtest with assets from %s: %w", assets, err)
 	}
 	return &Environment{Environment: env, Config: cfg}, nil

@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
 	"testing"
 	"time"
@@ -73,7 +72,7 @@ func benchmarkToolsCall(b *testing.B, argv, env []string) {
 	b.ReportMetric(float64(bridgedMean.Nanoseconds()), "bridge-ns/call")
 	b.ReportMetric(ratio, "ratio")
 	if n >= 100 {
-		fmt.Printf("%s: tools/call round trip: direct stdio %v, through the bridge %v, ratio %.2fx (target 1.3x)\n",
-			b.Name(), directMean, bridgedMean, ratio)
+		b.Logf("tools/call round trip: direct stdio %v, through the bridge %v, ratio %.2fx (target 1.3x)",
+			directMean, bridgedMean, ratio)
 	}
 }

@@ -17,6 +17,14 @@
 // the ones it must route: an initialize request starts a session, and a response settles
 // the request it answers (so that a dying subprocess fails exactly the calls it still owed).
 //
+// What relaying through go-sdk's transports implies, and clients should know:
+//   - sessions are stateful (Mcp-Session-Id); stateless SEP-2575 requests are refused with
+//     CodeUnsupportedProtocolVersion, so go-sdk clients fall back to initialize;
+//   - notifications and requests from the subprocess (progress, logging, sampling) travel
+//     on the session's standalone SSE stream (the client's GET), since the bridge cannot
+//     tie them to the HTTP request they relate to;
+//   - a client request must use a method MCP defines: the transport refuses others.
+//
 // It must not: hand-roll JSON-RPC or Streamable HTTP framing, proxy through an mcp.Server
 // (which would re-interpret messages), know about Kubernetes objects, or log what could be
 // a secret (session IDs are bearer tokens; the bridge logs a sequence number instead).

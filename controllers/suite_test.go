@@ -3,7 +3,6 @@ package controllers_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -38,23 +37,7 @@ func TestMain(m *testing.M) {
 	// Components that log before a manager hands them its logger (client-go's
 	// reflectors) use the global one.
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	var err error
-	env, err = testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8sClient, err = client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
-	code := 1
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	} else {
-		code = m.Run()
-	}
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	os.Exit(testenv.Main(m, &env, &k8sClient))
 }
 
 // syncBuffer is a goroutine-safe log sink.

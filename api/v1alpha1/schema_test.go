@@ -27,22 +27,8 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8sClient, err = client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
-	code := 1
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	} else {
-		code = m.Run()
-	}
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	var env *testenv.Environment
+	os.Exit(testenv.Main(m, &env, &k8sClient))
 }
 
 // newNamespace creates a namespace for one test.

@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"testing"
 
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
@@ -107,4 +109,27 @@ func ServerEverything() (string, error) {
 		return path, nil
 	}
 	return runHackScript("test-servers.sh")
+}
+
+// Main is a TestMain body: it starts the control plane, runs the package's tests with
+// a client for it, stops it, and returns the exit code for os.Exit.
+//
+//	func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, &k8sClient)) }
+func Main(m *testing.M, env **Environment, c *client.Client) int {
+	started, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := started.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	*env = started
+	if *c, err = client.New(started.Config, client.Options{Scheme: Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
 }

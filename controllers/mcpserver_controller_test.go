@@ -315,6 +315,12 @@ func TestSecretBackedHeaders(t *testing.T) {
 	g.Expect(k8sClient.Update(ctx, secret)).To(Succeed())
 	g.Eventually(srv.lastAuthorization, eventually, poll).Should(Equal(second))
 	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	// The live session's metrics, every name, label and value, for the leak check below.
+	families, err := op.metrics.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(families).NotTo(BeEmpty())
+	metricText := fmt.Sprint(families)
+	g.Expect(metricText).To(ContainSubstring(`value:"with-token"`), "the text holds the server's labels")
 
 	// A missing key names the key, not a value.
 	secret.Data = map[string][]byte{"other": []byte("x")}
@@ -333,10 +339,12 @@ func TestSecretBackedHeaders(t *testing.T) {
 	}
 	logs := op.logs.String()
 	g.Expect(logs).NotTo(BeEmpty())
+
 	for _, value := range []string{"first-secret-value-4242", "rotated-secret-value-9797"} {
 		g.Expect(statusText).NotTo(ContainSubstring(value))
 		g.Expect(eventText.String()).NotTo(ContainSubstring(value))
 		g.Expect(logs).NotTo(ContainSubstring(value))
+		g.Expect(metricText).NotTo(ContainSubstring(value))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -63,6 +64,7 @@ func (b *syncBuffer) String() string {
 type operator struct {
 	namespace string
 	logs      *syncBuffer
+	metrics   *prometheus.Registry
 	stop      func()
 }
 
@@ -102,7 +104,9 @@ func startOperator(t testing.TB, namespace string, options ...operatorOption) *o
 	if err != nil {
 		t.Fatal(err)
 	}
+	registry := prometheus.NewRegistry()
 	pool, err := connector.NewPool(connector.Options{
+		Registerer:     registry,
 		Logger:         log.WithName("connector"),
 		InitialBackoff: 100 * time.Millisecond,
 		MaxBackoff:     time.Second,
@@ -147,7 +151,7 @@ func startOperator(t testing.TB, namespace string, options ...operatorOption) *o
 		})
 	}
 	t.Cleanup(stop)
-	return &operator{namespace: namespace, logs: logs, stop: stop}
+	return &operator{namespace: namespace, logs: logs, metrics: registry, stop: stop}
 }
 
 // operatorOption changes the reconciler before it is set up.

@@ -53,6 +53,7 @@ envtest: ## Build or find kube-apiserver and etcd for the tests and print their 
 test: ## Run all tests (unit and envtest integration) with the race detector.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
+	SWITCHBOARD_SUPERGATEWAY="$$(hack/test-servers.sh --supergateway)" \
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(TEST_PACKAGES)
 
 .PHONY: verify

@@ -1,23 +1,32 @@
 package bridge_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"net"
+	"net/http"
 	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/bridge"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
 // BenchmarkBridgeToolsCall compares one tools/call round trip through the bridge with the
 // same call over a direct stdio connection (go-sdk's CommandTransport) to the same server
-// command. Each iteration makes one call each way, alternating, so that both see the same
-// machine load; it reports both means and their ratio (the target is within 1.3x).
+// command, and through the npm supergateway bridge (stateful stdio to Streamable HTTP) as
+// a peer. Each iteration makes one call each way, in rotating order, so that all see the
+// same machine load; it reports the three means and the ratios to direct (the bridge's
+// target is within 1.3x).
 //
 // The server is the helper Go server, fast and deterministic, so that the server's own
-// cost does not hide the bridge's.
+// cost does not hide the bridges'.
 func BenchmarkBridgeToolsCall(b *testing.B) {
 	argv, env := testServerCommand(b)
 	benchmarkToolsCall(b, argv, env)
@@ -41,6 +50,9 @@ func benchmarkToolsCall(b *testing.B, argv, env []string) {
 	defer direct.Close()
 	r := startBridge(b, bridge.Options{Command: argv, Env: env, GracePeriod: time.Second})
 	bridged := r.mustConnect(b)
+	// The same protocol version as the bridge's session: with 2026-07-28 and later,
+	// supergateway starts a process per request rather than one per session.
+	peer := startSupergateway(b, argv, env, bridged.InitializeResult().ProtocolVersion)
 
 	call := func(cs *mcp.ClientSession) time.Duration {
 		// Fresh params each time: the client writes protocol metadata into them.
@@ -51,28 +63,134 @@ func benchmarkToolsCall(b *testing.B, argv, env []string) {
 		}
 		return time.Since(start)
 	}
-	call(direct) // warm up both paths
-	call(bridged)
+	sessions := []*mcp.ClientSession{direct, bridged, peer}
+	totals := make([]time.Duration, len(sessions))
+	for _, cs := range sessions {
+		call(cs) // warm up every path
+	}
 
-	var directTotal, bridgedTotal time.Duration
 	n := 0
 	for b.Loop() {
-		if n%2 == 0 {
-			directTotal += call(direct)
-			bridgedTotal += call(bridged)
-		} else {
-			bridgedTotal += call(bridged)
-			directTotal += call(direct)
+		for i := range sessions {
+			j := (n + i) % len(sessions)
+			totals[j] += call(sessions[j])
 		}
 		n++
 	}
-	directMean, bridgedMean := directTotal/time.Duration(n), bridgedTotal/time.Duration(n)
+	directMean := totals[0] / time.Duration(n)
+	bridgedMean := totals[1] / time.Duration(n)
+	peerMean := totals[2] / time.Duration(n)
 	ratio := float64(bridgedMean) / float64(directMean)
+	peerRatio := float64(peerMean) / float64(directMean)
 	b.ReportMetric(float64(directMean.Nanoseconds()), "direct-ns/call")
 	b.ReportMetric(float64(bridgedMean.Nanoseconds()), "bridge-ns/call")
+	b.ReportMetric(float64(peerMean.Nanoseconds()), "supergateway-ns/call")
 	b.ReportMetric(ratio, "ratio")
+	b.ReportMetric(peerRatio, "supergateway-ratio")
 	if n >= 100 {
-		b.Logf("tools/call round trip: direct stdio %v, through the bridge %v, ratio %.2fx (target 1.3x)",
-			directMean, bridgedMean, ratio)
+		b.Logf("tools/call round trip: direct stdio %v, through the bridge %v (%.2fx, target 1.3x), "+
+			"through supergateway %v (%.2fx)", directMean, bridgedMean, ratio, peerMean, peerRatio)
 	}
+}
+
+// startSupergateway runs the npm supergateway bridge in stateful stdio to Streamable HTTP
+// mode in front of argv with env (nil: the benchmark's own), and returns a client session
+// through it that asks for protocolVersion. supergateway has no option to choose the
+// listen address, so it listens on a free port on all interfaces; the session connects
+// over 127.0.0.1. At the end the session is closed, supergateway gets SIGTERM (it then
+// stops the server processes it started, each in a process group of its own) and its
+// process group gets SIGKILL.
+func startSupergateway(b *testing.B, argv, env []string, protocolVersion string) *mcp.ClientSession {
+	b.Helper()
+	entry, err := testenv.Supergateway()
+	if err != nil {
+		b.Fatalf("finding supergateway: %v", err)
+	}
+	port := freePort(b)
+	quoted := make([]string, len(argv))
+	for i, arg := range argv {
+		quoted[i] = shellQuote(arg) // supergateway runs the command with a shell
+	}
+	cmd := exec.Command("node", entry,
+		"--stdio", strings.Join(quoted, " "),
+		"--outputTransport", "streamableHttp",
+		"--stateful",
+		"--port", fmt.Sprint(port),
+		"--streamableHttpPath", "/mcp",
+		"--healthEndpoint", "/healthz",
+		"--logLevel", "none",
+	)
+	cmd.Env = env
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("starting supergateway: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	b.Cleanup(func() {
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	deadline := time.Now().Add(30 * time.Second)
+	for !healthy(base + "/healthz") {
+		select {
+		case <-exited:
+			b.Fatalf("supergateway exited before serving:\n%s", output.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("supergateway did not serve within 30s:\n%s", output.String())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+	if err != nil {
+		b.Fatalf("connecting through supergateway: %v", err)
+	}
+	b.Cleanup(func() { _ = cs.Close() }) // runs before the process is stopped
+	return cs
+}
+
+// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+func freePort(b *testing.B) int {
+	b.Helper()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// healthy reports whether url answers 200.
+func healthy(url string) bool {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

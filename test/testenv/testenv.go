@@ -41,12 +41,12 @@ func AssetsDir() (string, error) {
 	return runHackScript("envtest-assets.sh")
 }
 
-// runHackScript runs a script from hack/ that prints one path on stdout and reports
-// progress on stderr, and returns the path.
-func runHackScript(name string) (string, error) {
+// runHackScript runs a script from hack/ with args that prints one path on stdout and
+// reports progress on stderr, and returns the path.
+func runHackScript(name string, args ...string) (string, error) {
 	script := filepath.Join(RepoRoot(), "hack", name)
 	var stdout bytes.Buffer
-	cmd := exec.CommandContext(context.Background(), "bash", script)
+	cmd := exec.CommandContext(context.Background(), "bash", append([]string{script}, args...)...)
 	cmd.Stdout = &stdout
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -109,6 +109,17 @@ func ServerEverything() (string, error) {
 		return path, nil
 	}
 	return runHackScript("test-servers.sh")
+}
+
+// Supergateway returns the path of the entry point of the npm package supergateway, a
+// stdio to HTTP bridge the bridge benchmark compares against, to be run with node:
+// SWITCHBOARD_SUPERGATEWAY when set (the Makefile sets it), otherwise what
+// hack/test-servers.sh --supergateway prints (installing the package on first use).
+func Supergateway() (string, error) {
+	if path := os.Getenv("SWITCHBOARD_SUPERGATEWAY"); path != "" {
+		return path, nil
+	}
+	return runHackScript("test-servers.sh", "--supergateway")
 }
 
 // Main is a TestMain body: it starts the control plane, runs the package's tests with

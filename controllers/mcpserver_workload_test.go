@@ -3,11 +3,13 @@ package controllers_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -144,4 +146,30 @@ func TestStdioPodEgressFollowsPolicies(t *testing.T) {
 		g.Expect(c.Message).To(ContainSubstring(ns + "/lockdown"))
 		g.Expect(c.Message).To(ContainSubstring("host peers are enforced by the connector only"))
 	}, eventually, poll).Should(Succeed())
+}
+
+func TestDeletingAStdioServerCollectsItsWorkload(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, ns, withPodRuntime())
+	env.StartControllerManager(t, "garbagecollector")
+
+	obj := stdioServer(ns, "collected")
+	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	key := client.ObjectKey{Namespace: ns, Name: "mcp-collected"}
+	workload := []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}}
+	g.Eventually(func(g Gomega) {
+		for _, o := range workload {
+			g.Expect(k8sClient.Get(ctx, key, o)).To(Succeed())
+		}
+	}, eventually, poll).Should(Succeed())
+
+	g.Expect(k8sClient.Delete(ctx, obj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, o := range workload {
+			err := k8sClient.Get(ctx, key, o)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T still exists (err %v)", o, err)
+		}
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed(), "the garbage collector removes what the MCPServer owned")
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes kube-apiserver and etcd available for envtest and prints the folder that holds
-# them (use it as KUBEBUILDER_ASSETS). Idempotent: a folder that already holds both
-# binaries is printed at once.
+# them (use it as KUBEBUILDER_ASSETS). Idempotent: a folder that already holds the
+# binaries is printed at once. It also builds kube-controller-manager, which envtest does
+# not run but the tests that need garbage collection start themselves.
 #
 # Where ENVTEST_ASSETS_TARBALL_URL names a tarball of prebuilt binaries (the layout
 # setup-envtest uses: controller-tools/envtest/{kube-apiserver,etcd}), it is downloaded.
@@ -25,7 +26,7 @@ ASSETS_DIR="${CACHE_ROOT}/envtest/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}
 log() { printf 'envtest-assets: %s\n' "$*" >&2; }
 
 have_assets() {
-  [ -x "${ASSETS_DIR}/kube-apiserver" ] && [ -x "${ASSETS_DIR}/etcd" ]
+  [ -x "${ASSETS_DIR}/kube-apiserver" ] && [ -x "${ASSETS_DIR}/etcd" ] && [ -x "${ASSETS_DIR}/kube-controller-manager" ]
 }
 
 if have_assets; then
@@ -55,17 +56,18 @@ download_assets() {
 # build_binary MODULE_DIR OUTPUT_NAME: builds the module's main package into the cache,
 # through a temporary name so an interrupted build never leaves a broken binary behind.
 build_binary() {
-  local dir="$1" name="$2" started
+  local dir="$1" name="$2" pkg="${3:-.}" started
   started=$(date +%s)
   log "building ${name} (the first build takes several minutes; Go caches it afterwards)"
-  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "${ASSETS_DIR}/${name}.tmp" .)
+  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "${ASSETS_DIR}/${name}.tmp" "${pkg}")
   mv -f "${ASSETS_DIR}/${name}.tmp" "${ASSETS_DIR}/${name}"
   log "built ${name} in $(( $(date +%s) - started ))s"
 }
 
-build_kube_apiserver() {
-  local dir="${WORK_DIR}/kube-apiserver"
-  mkdir -p "${dir}"
+# build_kubernetes builds the missing Kubernetes binaries from one throwaway module.
+build_kubernetes() {
+  local dir="${WORK_DIR}/kubernetes"
+  mkdir -p "${dir}/kube-apiserver" "${dir}/kube-controller-manager"
   log "resolving k8s.io/kubernetes v${KUBERNETES_VERSION} and its staging modules"
   # k8s.io/kubernetes points its staging modules at ./staging; a module that requires it
   # has to replace each of them with the published v0.x.y of the same release. The list
@@ -76,7 +78,7 @@ build_kube_apiserver() {
   [ -f "${kube_gomod}" ] || { log "could not download the k8s.io/kubernetes go.mod"; return 1; }
   local staging_version="v0.${KUBERNETES_VERSION#1.}"
   {
-    echo "module switchboard.local/envtest/kube-apiserver"
+    echo "module switchboard.local/envtest/kubernetes"
     echo
     echo "go $(go env GOVERSION | sed 's/^go//')"
     echo
@@ -87,7 +89,7 @@ build_kube_apiserver() {
       awk -v v="${staging_version}" '{print "\t" $1 " => " $1 " " v}'
     echo ")"
   } > "${dir}/go.mod"
-  cat > "${dir}/main.go" <<'GO'
+  cat > "${dir}/kube-apiserver/main.go" <<'GO'
 // Command kube-apiserver is the upstream API server, built for envtest.
 package main
 
@@ -103,8 +105,28 @@ func main() {
 	os.Exit(cli.Run(app.NewAPIServerCommand()))
 }
 GO
+  cat > "${dir}/kube-controller-manager/main.go" <<'GO'
+// Command kube-controller-manager is the upstream controller manager, built for tests
+// that need its controllers (garbage collection).
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewControllerManagerCommand()))
+}
+GO
   (cd "${dir}" && go mod tidy >&2)
-  build_binary "${dir}" kube-apiserver
+  local bin
+  for bin in kube-apiserver kube-controller-manager; do
+    [ -x "${ASSETS_DIR}/${bin}" ] || build_binary "${dir}" "${bin}" "./${bin}"
+  done
 }
 
 build_etcd() {
@@ -140,9 +162,9 @@ if [ -n "${ENVTEST_ASSETS_TARBALL_URL:-}" ] && download_assets "${ENVTEST_ASSETS
   :
 else
   [ -x "${ASSETS_DIR}/etcd" ] || build_etcd
-  [ -x "${ASSETS_DIR}/kube-apiserver" ] || build_kube_apiserver
+  { [ -x "${ASSETS_DIR}/kube-apiserver" ] && [ -x "${ASSETS_DIR}/kube-controller-manager" ]; } || build_kubernetes
 fi
 
-have_assets || { log "kube-apiserver or etcd is missing from ${ASSETS_DIR}"; exit 1; }
+have_assets || { log "kube-apiserver, etcd or kube-controller-manager is missing from ${ASSETS_DIR}"; exit 1; }
 log "ready: ${ASSETS_DIR}"
 printf '%s\n' "${ASSETS_DIR}"

@@ -144,3 +144,44 @@ func Main(m *testing.M, env **Environment, c *client.Client) int {
 	}
 	return m.Run()
 }
+
+// StartControllerManager runs kube-controller-manager (built next to kube-apiserver by
+// hack/envtest-assets.sh) against the environment with only the named controllers, such
+// as "garbagecollector", which envtest alone does not run. It stops at the test's end.
+func (e *Environment) StartControllerManager(t testing.TB, controllers ...string) {
+	t.Helper()
+	user, err := e.ControlPlane.AddUser(envtest.User{Name: "kube-controller-manager", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, filepath.Join(e.BinaryAssetsDirectory, "kube-controller-manager"),
+		"--kubeconfig="+path,
+		"--controllers="+strings.Join(controllers, ","),
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--v=1",
+	)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("starting kube-controller-manager: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("kube-controller-manager output:\n%s", logs.String())
+		}
+	})
+}

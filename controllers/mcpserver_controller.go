@@ -280,6 +280,15 @@ func (r *MCPServerReconciler) stop(key connector.Key) {
 	}
 }
 
+// notAttempted are the reasons Connected is False without a connection having been
+// tried (or lost): connecting after them is a first connect, not a recovery.
+var notAttempted = map[string]bool{
+	mcpv1alpha1.ReasonSuspended:           true,
+	mcpv1alpha1.ReasonSecretNotFound:      true,
+	mcpv1alpha1.ReasonWorkloadUnavailable: true,
+	mcpv1alpha1.ReasonInvalidSpec:         true,
+}
+
 // recordTransitions emits an Event for every transition between before and after that a
 // user would want to hear about.
 func (r *MCPServerReconciler) recordTransitions(before, after *mcpv1alpha1.MCPServer) {
@@ -291,8 +300,7 @@ func (r *MCPServerReconciler) recordTransitions(before, after *mcpv1alpha1.MCPSe
 	connectedNow := now != nil && now.Status == metav1.ConditionTrue
 	connectedBefore := was != nil && was.Status == metav1.ConditionTrue
 	switch {
-	case connectedNow && !connectedBefore && was != nil && was.Status == metav1.ConditionFalse &&
-		was.Reason != mcpv1alpha1.ReasonSuspended && was.Reason != mcpv1alpha1.ReasonSecretNotFound:
+	case connectedNow && !connectedBefore && was != nil && was.Status == metav1.ConditionFalse && !notAttempted[was.Reason]:
 		r.event(after, corev1.EventTypeNormal, eventRecovered, "Connect", "Recovered: %s", now.Message)
 	case connectedNow && !connectedBefore:
 		r.event(after, corev1.EventTypeNormal, eventConnected, "Connect", "%s", now.Message)

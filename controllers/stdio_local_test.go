@@ -127,6 +127,9 @@ func TestStdioServerThroughLocalBridge(t *testing.T) {
 		g.Expect(st).To(Equal(metav1.ConditionTrue))
 	}, eventually, poll).Should(Succeed())
 	g.Expect(bridgePIDs(t, bin)).To(HaveLen(1))
+	// Waiting for the bridge is not an outage: the first connect is "Connected".
+	g.Eventually(func() []string { return eventReasons(t, ns, "everything") }, eventually, poll).Should(ContainElement("Connected"))
+	g.Expect(eventReasons(t, ns, "everything")).NotTo(ContainElement("Recovered"))
 
 	// Suspending stops the process; resuming starts a fresh one.
 	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = true })

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -90,7 +91,11 @@ func startOperator(t testing.TB, namespace string, options ...operatorOption) *o
 	// Log everything, V(1) and V(2) included, so the leak test searches every line the
 	// operator could ever write.
 	log := zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-2)))
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	// As in production (ctrl.GetConfig), no client-side rate limit: the API server's
+	// priority and fairness decides.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS = -1
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Logger:                 log,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -160,6 +165,16 @@ type operatorOption func(*controllers.MCPServerReconciler, ctrl.Manager)
 // withEgressDefaults sets the default egress posture.
 func withEgressDefaults(d egress.Defaults) operatorOption {
 	return func(r *controllers.MCPServerReconciler, _ ctrl.Manager) { r.EgressDefaults = d }
+}
+
+// withProbeInterval sets the default probe interval.
+func withProbeInterval(d time.Duration) operatorOption {
+	return func(r *controllers.MCPServerReconciler, _ ctrl.Manager) { r.DefaultProbeInterval = d }
+}
+
+// withMaxConcurrentReconciles sets the reconciler's parallelism.
+func withMaxConcurrentReconciles(n int) operatorOption {
+	return func(r *controllers.MCPServerReconciler, _ ctrl.Manager) { r.MaxConcurrentReconciles = n }
 }
 
 // withPodRuntime runs stdio servers as Deployments.

@@ -52,7 +52,7 @@ func (s *session) connect() (*live, *Error) {
 				snap.ServerInfo = ServerInfo{Name: init.ServerInfo.Name, Title: init.ServerInfo.Title, Version: init.ServerInfo.Version}
 			}
 			snap.Capabilities = capabilitiesOf(init.Capabilities)
-			snap.Instructions = truncateUTF8(init.Instructions, s.cfg.Limits.MaxDescriptionBytes)
+			snap.Instructions = TruncateUTF8(init.Instructions, s.cfg.Limits.MaxDescriptionBytes)
 		}
 		setDiscovered(snap, d)
 		snap.LastError = nil

@@ -33,7 +33,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config) (*discover
 	if res := cs.InitializeResult(); res != nil && res.Capabilities != nil {
 		caps = res.Capabilities
 	}
-	cut := func(s string) string { return truncateUTF8(s, cfg.Limits.MaxDescriptionBytes) }
+	cut := func(s string) string { return TruncateUTF8(s, cfg.Limits.MaxDescriptionBytes) }
 	l := &lister{cfg: cfg, budget: cfg.Limits.MaxDiscoveryBytes}
 	out := &discovered{}
 	var err error
@@ -54,7 +54,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config) (*discover
 		return nil, err
 	}
 	slices.SortFunc(out.tools, func(a, b Tool) int { return cmp.Compare(a.Name, b.Name) })
-	out.digest = toolsDigest(out.tools)
+	out.digest = ToolsDigest(out.tools)
 
 	if caps.Resources != nil {
 		out.resources, err = listAll(ctx, l, "resources",
@@ -196,8 +196,10 @@ func rawJSON(v any) json.RawMessage {
 	return data
 }
 
-// toolsDigest is "sha256:<hex>" over the canonical JSON of tools sorted by name.
-func toolsDigest(tools []Tool) string {
+// ToolsDigest returns "sha256:<hex>" over the JSON of tools in order, so it changes
+// exactly when a tool a user would see changes. Snapshot.ToolsDigest is this over all of
+// a server's tools; callers that publish a filtered list digest that list the same way.
+func ToolsDigest(tools []Tool) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	for _, t := range tools {

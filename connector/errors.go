@@ -172,7 +172,7 @@ func (r redactor) scrub(s string) string {
 	}
 	s = scrubQueries(s)
 	if len(s) > maxMessageLen {
-		s = truncateUTF8(s, maxMessageLen-3) + "..."
+		s = TruncateUTF8(s, maxMessageLen-3) + "..."
 	}
 	return s
 }

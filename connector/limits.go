@@ -80,8 +80,8 @@ func (b *eventLimitBody) Read(p []byte) (int, error) {
 
 func (b *eventLimitBody) Close() error { return b.body.Close() }
 
-// truncateUTF8 cuts s to at most n bytes without splitting a rune.
-func truncateUTF8(s string, n int) string {
+// TruncateUTF8 cuts s to at most n bytes without splitting a UTF-8 sequence.
+func TruncateUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/egress"
 )
 
@@ -54,7 +55,7 @@ func (r *MCPEgressPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := egress.Validate(policy); err != nil {
 		accepted.Status = metav1.ConditionFalse
 		accepted.Reason = mcpv1alpha1.ReasonInvalidPolicy
-		accepted.Message = truncate(fmt.Sprintf("Policy is invalid and allows nothing for the servers it selects: %v", err), maxMessageLength)
+		accepted.Message = connector.TruncateUTF8(fmt.Sprintf("Policy is invalid and allows nothing for the servers it selects: %v", err), maxMessageLength)
 	}
 	meta.SetStatusCondition(&st.Conditions, accepted)
 

@@ -1,13 +1,8 @@
 package controllers
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"path"
-	"strings"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,7 +42,7 @@ func setCondition(obj *mcpv1alpha1.MCPServer, condType string, status metav1.Con
 		Type:               condType,
 		Status:             status,
 		Reason:             reason,
-		Message:            truncate(message, maxMessageLength),
+		Message:            connector.TruncateUTF8(message, maxMessageLength),
 		ObservedGeneration: obj.Generation,
 	})
 }
@@ -115,7 +110,7 @@ func summarize(obj *mcpv1alpha1.MCPServer) {
 // the EgressAllowed message while nothing denies the connection.
 func applySnapshot(obj *mcpv1alpha1.MCPServer, snap connector.Snapshot, egressMessage string) {
 	st := &obj.Status
-	st.Endpoint = truncate(snap.Endpoint, 2048)
+	st.Endpoint = connector.TruncateUTF8(snap.Endpoint, 2048)
 	if snap.Transport != "" {
 		st.Transport = mcpv1alpha1.Transport(snap.Transport)
 	}
@@ -159,11 +154,11 @@ func applySnapshot(obj *mcpv1alpha1.MCPServer, snap connector.Snapshot, egressMe
 		return
 	}
 
-	st.ProtocolVersion = truncate(snap.ProtocolVersion, maxProtocolLength)
+	st.ProtocolVersion = connector.TruncateUTF8(snap.ProtocolVersion, maxProtocolLength)
 	st.ServerInfo = &mcpv1alpha1.ServerInfo{
-		Name:    truncate(snap.ServerInfo.Name, maxServerInfoLength),
-		Version: truncate(snap.ServerInfo.Version, maxServerInfoLength),
-		Title:   truncate(snap.ServerInfo.Title, maxServerInfoLength),
+		Name:    connector.TruncateUTF8(snap.ServerInfo.Name, maxServerInfoLength),
+		Version: connector.TruncateUTF8(snap.ServerInfo.Version, maxServerInfoLength),
+		Title:   connector.TruncateUTF8(snap.ServerInfo.Title, maxServerInfoLength),
 	}
 	st.Capabilities = &mcpv1alpha1.ServerCapabilities{
 		Tools:       snap.Capabilities.Tools,
@@ -176,7 +171,7 @@ func applySnapshot(obj *mcpv1alpha1.MCPServer, snap connector.Snapshot, egressMe
 
 	published := filterTools(snap.Tools, obj.Spec.Tools)
 	st.ToolCount = int32(len(published)) //nolint:gosec // bounded by the connector's item limit
-	st.ToolsDigest = digestTools(published)
+	st.ToolsDigest = connector.ToolsDigest(published)
 	st.Tools, st.ToolsTruncated = statusTools(published)
 	setCondition(obj, mcpv1alpha1.ConditionToolsDiscovered, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
 		fmt.Sprintf("%d of %d tools published, %d resources, %d prompts",
@@ -207,23 +202,6 @@ func filterTools(tools []connector.Tool, filter *mcpv1alpha1.ToolFilter) []conne
 	return out
 }
 
-// digestTools returns "sha256:<hex>" over the canonical JSON of the published tools
-// (sorted by name by the connector), so it changes exactly when they change.
-func digestTools(tools []connector.Tool) string {
-	data, err := json.Marshal(tools)
-	if err != nil {
-		// Tools hold strings and raw JSON the connector already parsed; marshalling
-		// cannot fail. Digest the names so the value still changes with the list.
-		names := make([]string, len(tools))
-		for i, t := range tools {
-			names[i] = t.Name
-		}
-		data = []byte(strings.Join(names, "\n"))
-	}
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // statusTools returns the tools to list in status, bounded to maxStatusTools and to the
 // schema's field lengths, and whether any were left out. A tool whose name does not fit
 // the schema (or repeats an earlier name) is left out rather than listed under a
@@ -244,8 +222,8 @@ func statusTools(tools []connector.Tool) ([]mcpv1alpha1.ToolInfo, bool) {
 		seen[t.Name] = true
 		info := mcpv1alpha1.ToolInfo{
 			Name:            t.Name,
-			Title:           truncate(t.Title, maxToolTitleLength),
-			Description:     truncate(t.Description, maxDescriptionLength),
+			Title:           connector.TruncateUTF8(t.Title, maxToolTitleLength),
+			Description:     connector.TruncateUTF8(t.Description, maxDescriptionLength),
 			DestructiveHint: t.DestructiveHint,
 			OpenWorldHint:   t.OpenWorldHint,
 		}
@@ -273,16 +251,4 @@ func toolChanges(before, after []mcpv1alpha1.ToolInfo) (added, removed int) {
 		delete(old, t.Name)
 	}
 	return added, len(old)
-}
-
-// truncate cuts s to at most n bytes on a UTF-8 boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }

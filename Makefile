@@ -15,8 +15,8 @@ BIN_DIR := bin
 TEST_PACKAGES ?= ./...
 GO_TEST_FLAGS ?=
 
-# Paths written by `make generate manifests`; `make verify` requires them to be current.
-GENERATED_PATHS := api config/crd config/rbac
+# Paths written by `make generate manifests docs`; `make verify` requires them to be current.
+GENERATED_PATHS := api config/crd config/rbac docs
 
 .DEFAULT_GOAL := help
 
@@ -32,6 +32,11 @@ generate: ## Generate deepcopy code for the API types.
 manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... paths=./catalog/... paths=./cmd/... output:rbac:artifacts:config=config/rbac
+
+.PHONY: docs
+docs: ## Generate the API reference (docs/api.md) from the Go types in api/.
+	$(GO) tool crd-ref-docs --log-level=WARN --source-path=./api --config=hack/api-docs/config.yaml \
+		--templates-dir=hack/api-docs/templates --renderer=markdown --output-mode=single --output-path=docs/api.md
 
 .PHONY: fmt
 fmt: ## Format the Go sources with gofmt.
@@ -57,10 +62,10 @@ test: ## Run all tests (unit and envtest integration) with the race detector.
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(TEST_PACKAGES)
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated files are stale or gofmt, go vet or golangci-lint complain.
+verify: generate manifests docs ## Fail when generated files are stale or gofmt, go vet or golangci-lint complain.
 	@changed="$$(git status --porcelain -- $(GENERATED_PATHS))"; \
 	if [ -n "$$changed" ]; then \
-		echo "Generated files are stale; run 'make generate manifests' and commit:"; \
+		echo "Generated files are stale; run 'make generate manifests docs' and commit:"; \
 		echo "$$changed"; git --no-pager diff --stat -- $(GENERATED_PATHS); exit 1; \
 	fi
 	@unformatted="$$(gofmt -s -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \

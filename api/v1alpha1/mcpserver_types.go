@@ -422,10 +422,10 @@ type ToolInfo struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=mcps,categories=mcp
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.status.transport`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
 // +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.status.protocolVersion`,priority=1
 type MCPServer struct {

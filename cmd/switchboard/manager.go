@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -49,6 +50,8 @@ type managerOptions struct {
 
 	catalogAddr string
 	catalogAuth string
+
+	watchNamespaces []string
 }
 
 func (o *managerOptions) bind(fs *flag.FlagSet) {
@@ -84,6 +87,21 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Address the catalogue (REST under /api/v1, MCP at /mcp) listens on; 0 disables it.")
 	fs.StringVar(&o.catalogAuth, "catalog-auth", string(catalog.AuthTokenReview),
 		"How catalogue callers are authenticated: tokenreview, or none (for switchboard dev only).")
+	fs.Func("watch-namespaces",
+		"Comma-separated namespaces whose objects the manager watches and reconciles; empty watches every namespace. Its RBAC may then be Roles in those namespaces.",
+		func(v string) error {
+			for _, ns := range strings.Split(v, ",") {
+				ns = strings.TrimSpace(ns)
+				if ns == "" {
+					continue
+				}
+				if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+					return fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+				}
+				o.watchNamespaces = append(o.watchNamespaces, ns)
+			}
+			return nil
+		})
 	// --kubeconfig; without it the in-cluster config or $KUBECONFIG is used.
 	config.RegisterFlags(fs)
 	// Structured JSON logs unless --zap-devel asks for human-readable ones.
@@ -133,6 +151,20 @@ func (o *managerOptions) newStdioRuntime(mgr ctrl.Manager) (controllers.StdioRun
 	default:
 		return nil, fmt.Errorf("--stdio-runtime must be pod or local, not %q", o.stdioRuntime)
 	}
+}
+
+// cacheOptions returns the manager's cache options: the stdio workload kinds limited to
+// the operator's own objects and, with --watch-namespaces, every kind limited to those
+// namespaces.
+func (o *managerOptions) cacheOptions() cache.Options {
+	opts := cache.Options{ByObject: controllers.CacheByObject()}
+	if len(o.watchNamespaces) > 0 {
+		opts.DefaultNamespaces = make(map[string]cache.Config, len(o.watchNamespaces))
+		for _, ns := range o.watchNamespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
 }
 
 // stdioRequeue is how soon a stdio server whose bridge is not ready is looked at again:
@@ -255,7 +287,7 @@ func startManager(opts managerOptions) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   cache.Options{ByObject: controllers.CacheByObject()},
+		Cache:                   opts.cacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: opts.metricsAddr},
 		HealthProbeBindAddress:  opts.probeAddr,
 		LeaderElection:          opts.leaderElect,

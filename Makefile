@@ -16,7 +16,7 @@ TEST_PACKAGES ?= ./...
 GO_TEST_FLAGS ?=
 
 # Paths written by `make generate manifests docs`; `make verify` requires them to be current.
-GENERATED_PATHS := api config/crd config/rbac docs
+GENERATED_PATHS := api config/crd config/rbac docs charts/switchboard/files
 
 .DEFAULT_GOAL := help
 
@@ -29,9 +29,13 @@ generate: ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml).
+manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml); copy both into the Helm chart.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... paths=./catalog/... paths=./cmd/... output:rbac:artifacts:config=config/rbac
+	@# The Helm chart renders the CRDs and RBAC rules from copies of these files.
+	rm -f charts/switchboard/files/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/switchboard/files/crds/
+	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml charts/switchboard/files/rbac/
 
 .PHONY: docs
 docs: ## Generate the API reference (docs/api.md) from the Go types in api/.

@@ -65,6 +65,12 @@ test: ## Run all tests (unit and envtest integration) with the race detector.
 	SWITCHBOARD_SUPERGATEWAY="$$(hack/test-servers.sh --supergateway)" \
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(TEST_PACKAGES)
 
+.PHONY: test-e2e
+test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary, real MCP servers.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
+	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
+	$(GO) test -tags e2e -count=1 -v $(GO_TEST_FLAGS) ./test/e2e/
+
 .PHONY: verify
 verify: generate manifests docs ## Fail when generated files are stale or gofmt, go vet or golangci-lint complain.
 	@changed="$$(git status --porcelain -- $(GENERATED_PATHS))"; \
@@ -80,3 +86,7 @@ verify: generate manifests docs ## Fail when generated files are stale or gofmt,
 .PHONY: build
 build: ## Build the switchboard binary into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/switchboard ./cmd/switchboard
+
+.PHONY: dev
+dev: build ## Run Switchboard on this machine: a control plane, the manager and demo MCP servers; Ctrl-C stops it all.
+	@KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(BIN_DIR)/switchboard dev

@@ -3,6 +3,8 @@
 //	manager   run the controllers, the connector pool and the catalogue
 //	bridge    serve a stdio MCP server over Streamable HTTP, one process per session
 //	install   copy this binary to a path (the init container of stdio server pods)
+//	dev       run a local control plane, the manager and demo MCP servers (make dev)
+//	demo-server  serve one of the demo MCP servers dev uses
 //
 // Run `switchboard <subcommand> --help` for the flags of each.
 package main
@@ -15,9 +17,11 @@ import (
 // subcommands maps each subcommand name to its entry point, which receives the arguments
 // after the name and returns the process exit code.
 var subcommands = map[string]func(args []string) int{
-	"manager": runManager,
-	"bridge":  runBridge,
-	"install": runInstall,
+	"manager":     runManager,
+	"bridge":      runBridge,
+	"install":     runInstall,
+	"dev":         runDev,
+	"demo-server": runDemoServer,
 }
 
 func main() {
@@ -43,6 +47,8 @@ Subcommands:
   manager   run the Switchboard controllers (the in-cluster operator)
   bridge    serve a stdio MCP server over Streamable HTTP, one process per session
   install   copy this binary to a path (the init container of stdio server pods)
+  dev       run a local control plane, the manager and demo MCP servers (make dev)
+  demo-server  serve one of the demo MCP servers dev uses (stdio, or HTTP with --http)
 
 Run 'switchboard <subcommand> --help' for the flags of a subcommand.
 `)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
@@ -266,7 +268,7 @@ func runManager(args []string) int {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
 	log := ctrl.Log.WithName("manager")
 
-	if err := startManager(opts); err != nil {
+	if err := startManager(ctrl.SetupSignalHandler(), nil, opts); err != nil {
 		log.Error(err, "Manager stopped with an error")
 		return 1
 	}
@@ -274,16 +276,18 @@ func runManager(args []string) int {
 	return 0
 }
 
-// startManager builds the manager, registers every controller and runs until SIGTERM or
-// SIGINT, then shuts down gracefully.
-func startManager(opts managerOptions) error {
+// startManager builds the manager, registers every controller and runs until ctx ends,
+// then shuts down gracefully. A nil cfg means the --kubeconfig flag, $KUBECONFIG or the
+// in-cluster config.
+func startManager(ctx context.Context, cfg *rest.Config, opts managerOptions) error {
 	scheme, err := newScheme()
 	if err != nil {
 		return fmt.Errorf("building scheme: %w", err)
 	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+	if cfg == nil {
+		if cfg, err = ctrl.GetConfig(); err != nil {
+			return fmt.Errorf("loading kubeconfig: %w", err)
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -310,5 +314,5 @@ func startManager(opts managerOptions) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 	ctrl.Log.WithName("manager").Info("Starting manager", "pid", os.Getpid())
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

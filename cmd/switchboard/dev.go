@@ -1,0 +1,486 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/demo"
+)
+
+// The dev samples (config/samples/dev) point at these loopback addresses; `switchboard
+// dev` serves the demo servers there.
+const (
+	notesAddr = "127.0.0.1:18081" // Streamable HTTP, bearer token from the notes-token Secret
+	clockAddr = "127.0.0.1:18082" // legacy SSE
+	rogueAddr = "127.0.0.1:18089" // the server the samples' egress policy denies
+
+	notesTokenSecret = "notes-token"
+	notesTokenKey    = "authorization"
+
+	// devFieldOwner is the field manager of the objects dev applies.
+	devFieldOwner = "switchboard-dev"
+)
+
+// devOptions are the dev subcommand's flags.
+type devOptions struct {
+	stateDir    string
+	crdDir      string
+	samplesDir  string
+	assetsDir   string
+	catalogAddr string
+	metricsAddr string
+	settleWait  time.Duration
+	verbose     bool
+}
+
+func (o *devOptions) bind(fs *flag.FlagSet) {
+	cacheDir, err := os.UserCacheDir()
+	if err != nil {
+		cacheDir = os.TempDir()
+	}
+	fs.StringVar(&o.stateDir, "dir", filepath.Join(cacheDir, "switchboard", "dev"),
+		"Folder for the kubeconfig and the manager's log.")
+	fs.StringVar(&o.crdDir, "crds", filepath.Join("config", "crd", "bases"),
+		"Folder of the CRDs to install.")
+	fs.StringVar(&o.samplesDir, "samples", filepath.Join("config", "samples", "dev"),
+		"Kustomization of the demo objects to apply; empty applies nothing.")
+	fs.StringVar(&o.assetsDir, "assets", os.Getenv("KUBEBUILDER_ASSETS"),
+		"Folder holding etcd and kube-apiserver; defaults to $KUBEBUILDER_ASSETS, else hack/envtest-assets.sh builds them.")
+	fs.StringVar(&o.catalogAddr, "catalog-bind-address", "127.0.0.1:18080",
+		"Address the catalogue listens on.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:18090",
+		"Address the manager's Prometheus metrics listen on; 0 disables them.")
+	fs.DurationVar(&o.settleWait, "settle-timeout", 2*time.Minute,
+		"How long to wait for the demo servers to settle before printing their state.")
+	fs.BoolVar(&o.verbose, "v", false, "Write the manager's log to the terminal too.")
+}
+
+// runDev starts a control plane, the manager and the demo servers, applies the dev
+// samples and runs until SIGINT or SIGTERM, then stops everything it started.
+func runDev(args []string) int {
+	var opts devOptions
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	opts.bind(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := dev(ctx, opts); err != nil {
+		fmt.Fprintf(os.Stderr, "switchboard dev: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func dev(ctx context.Context, opts devOptions) (err error) {
+	started := time.Now()
+	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(opts.stateDir, "manager.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	var logOut io.Writer = logFile
+	if opts.verbose {
+		logOut = io.MultiWriter(logFile, os.Stderr)
+	}
+	logger := zap.New(zap.WriteTo(logOut), zap.UseDevMode(true))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+
+	// Fail before starting anything when the demo ports are taken or the samples do not render.
+	objects, err := renderSamples(opts.samplesDir)
+	if err != nil {
+		return err
+	}
+	listeners, err := listenDemoServers()
+	if err != nil {
+		return err
+	}
+	defer closeAll(listeners)
+
+	assets, err := controlPlaneAssets(ctx, opts.assetsDir)
+	if err != nil {
+		return err
+	}
+	step("Starting etcd and kube-apiserver")
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{opts.crdDir},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() {
+		step("Stopping the control plane")
+		err = errors.Join(err, env.Stop())
+	}()
+	kubeconfig, err := writeDevKubeconfig(env, opts.stateDir)
+	if err != nil {
+		return err
+	}
+
+	servers, err := serveDemoServers(listeners, objects)
+	if err != nil {
+		return err
+	}
+	defer shutdownAll(servers)
+
+	managerCtx, stopManager := context.WithCancel(ctx)
+	managerDone, err := startDevManager(managerCtx, cfg, opts)
+	if err != nil {
+		stopManager()
+		return err
+	}
+	defer func() {
+		// The manager ends the stdio bridges it started before returning.
+		stopManager()
+		if managerErr := <-managerDone; managerErr != nil {
+			err = errors.Join(err, fmt.Errorf("manager: %w", managerErr))
+		}
+	}()
+
+	c, err := client.New(cfg, client.Options{Scheme: mustScheme()})
+	if err != nil {
+		return err
+	}
+	if len(objects) > 0 {
+		step("Applying %s", opts.samplesDir)
+		if err := applyAll(ctx, c, objects); err != nil {
+			return err
+		}
+		settle(ctx, c, objects, opts.settleWait)
+	}
+
+	fmt.Printf(`
+Switchboard dev is up (%s). In another terminal:
+
+  export KUBECONFIG=%s
+  kubectl get mcps -A
+  kubectl describe mcps -n switchboard-demo
+  curl -s http://%s/api/v1/tools
+
+Catalogue:      http://%s/api/v1 (REST), http://%s/mcp (MCP), no authentication
+Metrics:        http://%s/metrics
+Manager log:    %s
+
+Press Ctrl-C to stop.
+`, time.Since(started).Round(100*time.Millisecond), kubeconfig, opts.catalogAddr, opts.catalogAddr, opts.catalogAddr,
+		opts.metricsAddr, logFile.Name())
+
+	select {
+	case <-ctx.Done():
+		fmt.Println()
+		step("Stopping")
+	case managerErr := <-managerDone:
+		managerDone <- managerErr // for the deferred wait
+		if managerErr == nil {
+			managerErr = errors.New("stopped on its own")
+		}
+		return fmt.Errorf("the manager stopped: %w (see %s)", managerErr, logFile.Name())
+	}
+	return nil
+}
+
+// step prints one line of progress.
+func step(format string, args ...any) {
+	fmt.Printf("==> "+format+"\n", args...)
+}
+
+// controlPlaneAssets returns the folder holding etcd and kube-apiserver: the given one, or
+// what hack/envtest-assets.sh prints, which builds them on a first run and shows its
+// progress on the terminal.
+func controlPlaneAssets(ctx context.Context, dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	script := filepath.Join("hack", "envtest-assets.sh")
+	if _, err := os.Stat(script); err != nil {
+		return "", fmt.Errorf("no control plane binaries: set KUBEBUILDER_ASSETS or --assets, or run from the source tree (make dev)")
+	}
+	step("Finding etcd and kube-apiserver (the first run builds them from source, about 15 minutes)")
+	var out strings.Builder
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s: %w", script, err)
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// writeDevKubeconfig writes an administrator's kubeconfig for the control plane.
+func writeDevKubeconfig(env *envtest.Environment, dir string) (string, error) {
+	user, err := env.AddUser(envtest.User{Name: "dev-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", fmt.Errorf("creating the kubeconfig user: %w", err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return abs, os.WriteFile(abs, data, 0o600)
+}
+
+// startDevManager runs the manager in this process, as `switchboard manager` would with
+// --stdio-runtime=local and --catalog-auth=none, and returns a channel that receives its
+// result.
+func startDevManager(ctx context.Context, cfg *rest.Config, opts devOptions) (chan error, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	// The dev samples' stdio server runs `switchboard demo-server`: put this binary first
+	// on the PATH the local runtime hands its bridges.
+	if err := os.Setenv("PATH", filepath.Dir(self)+string(os.PathListSeparator)+os.Getenv("PATH")); err != nil {
+		return nil, err
+	}
+	managerOpts := managerOptions{
+		metricsAddr:             opts.metricsAddr,
+		probeAddr:               "0",
+		maxConcurrentReconciles: 8,
+		maxConcurrentConnects:   16,
+		defaultProbeInterval:    30 * time.Second,
+		defaultEgress:           string(egress.PosturePublic),
+		stdioRuntime:            "local",
+		catalogAddr:             opts.catalogAddr,
+		catalogAuth:             "none",
+	}
+	step("Starting the manager (log: %s)", filepath.Join(opts.stateDir, "manager.log"))
+	done := make(chan error, 1)
+	go func() { done <- startManager(ctx, cfg, managerOpts) }()
+	return done, nil
+}
+
+// renderSamples renders the kustomization in dir; an empty dir renders nothing.
+func renderSamples(dir string) ([]*unstructured.Unstructured, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", dir, err)
+	}
+	var objects []*unstructured.Unstructured
+	for _, res := range resMap.Resources() {
+		// Through JSON, so numbers are the int64 and float64 the API machinery expects.
+		data, err := res.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(data); err != nil {
+			return nil, err
+		}
+		objects = append(objects, obj)
+	}
+	return objects, nil
+}
+
+// applyAll server-side applies objects in order (the kustomization puts the Namespace
+// first).
+func applyAll(ctx context.Context, c client.Client, objects []*unstructured.Unstructured) error {
+	for _, obj := range objects {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+			client.FieldOwner(devFieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// settle waits until every applied MCPServer is Current or Failed by kstatus rules, or
+// until wait passes, then prints them as kubectl get mcps would.
+func settle(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, wait time.Duration) {
+	step("Waiting for the MCPServers to connect")
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var servers []mcpv1alpha1.MCPServer
+	for {
+		servers = servers[:0]
+		settled := true
+		for _, obj := range objects {
+			if obj.GetKind() != "MCPServer" {
+				continue
+			}
+			var server mcpv1alpha1.MCPServer
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &server); err != nil {
+				settled = false
+				break
+			}
+			servers = append(servers, server)
+			settled = settled && isSettled(&server)
+		}
+		if settled {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			step("Some servers have not settled after %s", wait)
+			printServers(servers)
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	printServers(servers)
+}
+
+// isSettled says whether the manager has reported on the server's current spec and
+// kstatus sees it as done: Current (Ready) or Failed (Stalled, waiting for a person).
+func isSettled(server *mcpv1alpha1.MCPServer) bool {
+	ready := meta.FindStatusCondition(server.Status.Conditions, mcpv1alpha1.ConditionReady)
+	if ready == nil || ready.ObservedGeneration != server.Generation {
+		return false
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(server)
+	if err != nil {
+		return false
+	}
+	result, err := status.Compute(&unstructured.Unstructured{Object: u})
+	return err == nil && (result.Status == status.CurrentStatus || result.Status == status.FailedStatus)
+}
+
+func printServers(servers []mcpv1alpha1.MCPServer) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(w, "    NAMESPACE\tNAME\tREADY\tREASON\tTRANSPORT\tTOOLS")
+	for _, s := range servers {
+		ready, reason := "Unknown", ""
+		if cond := meta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionReady); cond != nil {
+			ready, reason = string(cond.Status), cond.Reason
+		}
+		fmt.Fprintf(w, "    %s\t%s\t%s\t%s\t%s\t%d\n", s.Namespace, s.Name, ready, reason, s.Status.Transport, s.Status.ToolCount)
+	}
+	_ = w.Flush()
+}
+
+// demoListener is a demo server's listening socket and what it serves there.
+type demoListener struct {
+	net.Listener
+	kind demo.Kind
+}
+
+// listenDemoServers opens the demo servers' loopback ports.
+func listenDemoServers() ([]demoListener, error) {
+	var listeners []demoListener
+	for _, d := range []struct {
+		addr string
+		kind demo.Kind
+	}{{notesAddr, demo.Notes}, {clockAddr, demo.Clock}, {rogueAddr, demo.Rogue}} {
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", d.addr)
+		if err != nil {
+			closeAll(listeners)
+			return nil, fmt.Errorf("the demo %s server needs %s: %w", d.kind, d.addr, err)
+		}
+		listeners = append(listeners, demoListener{Listener: l, kind: d.kind})
+	}
+	return listeners, nil
+}
+
+// serveDemoServers serves the demo servers on their listeners. The notes server accepts
+// exactly the Authorization value of the samples' notes-token Secret.
+func serveDemoServers(listeners []demoListener, objects []*unstructured.Unstructured) ([]*http.Server, error) {
+	token, err := sampleSecretValue(objects, notesTokenSecret, notesTokenKey)
+	if err != nil {
+		return nil, err
+	}
+	step("Serving the demo MCP servers on 127.0.0.1")
+	var servers []*http.Server
+	for _, l := range listeners {
+		mux := http.NewServeMux()
+		switch l.kind {
+		case demo.Clock:
+			mux.Handle("/sse", demo.SSEHandler(l.kind))
+		case demo.Notes:
+			mux.Handle("/mcp", demo.StreamableHandler(l.kind, token))
+		default:
+			mux.Handle("/mcp", demo.StreamableHandler(l.kind, ""))
+		}
+		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = server.Serve(l) }()
+		servers = append(servers, server)
+	}
+	return servers, nil
+}
+
+// sampleSecretValue returns a key of a Secret among the samples, or "" when the samples
+// have no such Secret (the notes server then asks for no token).
+func sampleSecretValue(objects []*unstructured.Unstructured, name, key string) (string, error) {
+	for _, obj := range objects {
+		if obj.GetKind() != "Secret" || obj.GetName() != name {
+			continue
+		}
+		var secret corev1.Secret
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &secret); err != nil {
+			return "", err
+		}
+		if v, ok := secret.StringData[key]; ok {
+			return v, nil
+		}
+		return string(secret.Data[key]), nil
+	}
+	return "", nil
+}
+
+func closeAll(listeners []demoListener) {
+	for _, l := range listeners {
+		_ = l.Close()
+	}
+}
+
+func shutdownAll(servers []*http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(ctx)
+	}
+}
+
+func mustScheme() *runtime.Scheme {
+	scheme, err := newScheme()
+	if err != nil {
+		panic(err)
+	}
+	return scheme
+}

@@ -23,7 +23,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpegresspolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpegresspolicies/status,verbs=get;patch
+// +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpegresspolicies/status,verbs=patch
 
 // MCPEgressPolicyReconciler reports whether each MCPEgressPolicy compiled and how many
 // servers it selects. Enforcement is not its job: the MCPServer reconciler compiles the

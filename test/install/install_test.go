@@ -60,11 +60,17 @@ func TestDefaultInstallApplies(t *testing.T) {
 
 	want := map[string]int{
 		"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 1,
-		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1,
+		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
+		"NetworkPolicy": 1, "PodDisruptionBudget": 1,
 	}
 	for kind, n := range want {
 		if got := len(byKind[kind]); got != n {
 			t.Errorf("config/default renders %d %s objects, want %d", got, kind, n)
+		}
+	}
+	for kind, objs := range byKind {
+		if _, ok := want[kind]; !ok {
+			t.Errorf("config/default renders %d %s objects this test does not expect", len(objs), kind)
 		}
 	}
 	for _, deploy := range byKind["Deployment"] {

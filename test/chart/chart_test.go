@@ -599,8 +599,9 @@ func TestValuesSchemaRejectsInvalidValues(t *testing.T) {
 	}
 }
 
-// TestValuesSchemaDescribesEveryValue keeps values.schema.json complete: every key of
-// values.yaml is described, and the schema accepts no key it does not list.
+// TestValuesSchemaDescribesEveryValue keeps values.schema.json and the chart README
+// complete: every key of values.yaml is described in both, and the schema accepts no key
+// it does not list.
 func TestValuesSchemaDescribesEveryValue(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
 	if err != nil {
@@ -612,6 +613,19 @@ func TestValuesSchemaDescribesEveryValue(t *testing.T) {
 	}
 	var values map[string]any
 	readYAMLFile(t, filepath.Join("charts", "switchboard", "values.yaml"), &values)
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// documented reports whether the chart README's values table lists key or a parent.
+	documented := func(key string) bool {
+		for k := key; k != ""; k = k[:max(strings.LastIndex(k, "."), 0)] {
+			if strings.Contains(string(readme), "| `"+k+"` |") {
+				return true
+			}
+		}
+		return false
+	}
 	var walk func(path string, values map[string]any, schema map[string]any)
 	walk = func(path string, values map[string]any, schema map[string]any) {
 		props, _ := schema["properties"].(map[string]any)
@@ -629,6 +643,8 @@ func TestValuesSchemaDescribesEveryValue(t *testing.T) {
 			}
 			if m, ok := value.(map[string]any); ok && sub["properties"] != nil {
 				walk(path+key+".", m, sub)
+			} else if !documented(path + key) {
+				t.Errorf("charts/switchboard/README.md's values table lacks %s%s", path, key)
 			}
 		}
 	}

@@ -148,8 +148,8 @@ func (l *LocalRuntime) start(obj *mcpv1alpha1.MCPServer, env []string, fingerpri
 	argv := append(bridgeCommand(obj.Spec.Stdio, l.Binary, listen), obj.Spec.Stdio.Args...)
 	cmd := exec.Command(argv[0], argv[1:]...) //nolint:noctx // the process outlives the reconcile; stop() ends it
 	cmd.Env = env
-	// A process group of its own, so stop() reaches the server the bridge started too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A process group of its own, and (on Linux) SIGTERM when the manager dies.
+	cmd.SysProcAttr = localProcAttr()
 	log := l.Logger.WithValues("server", obj.Namespace+"/"+obj.Name)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

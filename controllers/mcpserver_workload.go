@@ -227,9 +227,11 @@ func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels,
 		server.Resources = *stdio.Resources
 	}
 	install := corev1.Container{
-		Name:            "install-bridge",
-		Image:           p.BridgeImage,
-		Command:         []string{"/switchboard", "install", bridgeBinaryPath},
+		Name:  "install-bridge",
+		Image: p.BridgeImage,
+		// The image's own entrypoint is the switchboard binary, wherever the image keeps
+		// it (/switchboard from the Dockerfile, /ko-app/switchboard from ko).
+		Args:            []string{"install", bridgeBinaryPath},
 		SecurityContext: restricted,
 		VolumeMounts:    []corev1.VolumeMount{{Name: bridgeVolume, MountPath: bridgeMountPath}},
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{

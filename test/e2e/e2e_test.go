@@ -1,0 +1,754 @@
+//go:build e2e && linux
+
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
+)
+
+const (
+	// ns holds the servers under test; otherNS holds one the agent may not see.
+	ns      = "e2e"
+	otherNS = "e2e-other"
+	// finalizer is the one finalizer the operator adds to every MCPServer.
+	finalizer = "mcp.switchboard.dev/session"
+	// probeInterval is the manager's --default-probe-interval: short, so that healthy
+	// probes happen during the test and must write and emit nothing.
+	probeInterval = 2 * time.Second
+)
+
+// readyServers are the servers of ns that must become Ready, with their transports.
+var readyServers = map[string]mcpv1alpha1.Transport{
+	"streamable": mcpv1alpha1.TransportStreamableHTTP,
+	"sse":        mcpv1alpha1.TransportSSE,
+	"stdio":      mcpv1alpha1.TransportStdio,
+}
+
+// deniedServer is the server of ns an MCPEgressPolicy denies.
+const deniedServer = "locked"
+
+// TestEndToEnd installs Switchboard on a fresh control plane and runs it as a user would:
+// kubectl for everything on the cluster, the catalogue over REST and MCP for agents, and
+// a crash and restart of the manager in the middle.
+func TestEndToEnd(t *testing.T) {
+	start := time.Now()
+	root := testenv.RepoRoot()
+	entry, err := testenv.ServerEverything()
+	if err != nil {
+		t.Fatalf("locating @modelcontextprotocol/server-everything: %v", err)
+	}
+	work := t.TempDir()
+	secretToken := "e2e-" + randomHex(t, 16)  // the Secret-backed header value; must never leak
+	runMarker := "E2E_RUN=" + randomHex(t, 8) // env of the stdio server's processes
+
+	bin := buildSwitchboard(t)
+	t.Logf("built %s (%s)", bin, time.Since(start).Round(time.Millisecond))
+	kubeconfigPath = startControlPlane(t, work)
+	t.Logf("control plane up, kubeconfig %s (%s)", kubeconfigPath, time.Since(start).Round(time.Millisecond))
+
+	var manager *managerProcess // the current run, for diagnostics
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpDiagnostics(t, manager)
+		}
+	})
+
+	step(t, "install CRDs with kubectl", func(t *testing.T) {
+		kubectl(t, "apply", "-k", filepath.Join(root, "config", "crd"))
+		kubectl(t, "wait", "--for=condition=Established", "--timeout=30s",
+			"crd/mcpservers.mcp.switchboard.dev", "crd/mcpegresspolicies.mcp.switchboard.dev")
+	})
+
+	streamableHTTP := startEverything(t, entry, "streamableHttp")
+	sse := startEverything(t, entry, "sse")
+	proxy := startAuthProxy(t, streamableHTTP, "Bearer "+secretToken)
+
+	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	catalogAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	catalogURL := "http://" + catalogAddr
+	managerArgs := []string{
+		"--kubeconfig", kubeconfigPath,
+		"--stdio-runtime=local",
+		"--catalog-auth=tokenreview",
+		"--catalog-bind-address", catalogAddr,
+		"--health-probe-bind-address", probeAddr,
+		"--metrics-bind-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
+		// Every server here is on loopback, which the default posture (public) denies.
+		"--default-egress=all",
+		"--default-probe-interval", probeInterval.String(),
+		"--zap-log-level=debug", // the leak check reads the most verbose log there is
+	}
+	manager = startManager(t, bin, filepath.Join(work, "manager-1.log"), probeAddr, managerArgs)
+	t.Logf("manager up (%s)", time.Since(start).Round(time.Millisecond))
+
+	step(t, "apply servers, secret and egress policy", func(t *testing.T) {
+		kubectlApply(t, manifests(entry, streamableHTTP, sse, proxy.URL, secretToken, runMarker))
+	})
+
+	step(t, "servers become Ready with their tools", func(t *testing.T) {
+		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s",
+			"mcpserver/streamable", "mcpserver/sse", "mcpserver/stdio")
+		kubectl(t, "wait", "-n", otherNS, "--for=condition=Ready", "--timeout=60s", "mcpserver/elsewhere")
+		for name, transport := range readyServers {
+			if got := jsonpath(t, name, "{.status.transport}"); got != string(transport) {
+				t.Errorf("%s: status.transport = %q, want %q", name, got, transport)
+			}
+			tools := strings.Fields(jsonpath(t, name, "{.status.tools[*].name}"))
+			if !slices.Contains(tools, "echo") {
+				t.Errorf("%s: status.tools lacks echo: %v", name, tools)
+			}
+			if count := jsonpath(t, name, "{.status.toolCount}"); count != strconv.Itoa(len(tools)) {
+				t.Errorf("%s: status.toolCount = %s, but %d tools are listed", name, count, len(tools))
+			}
+		}
+		if proxy.authorized.Load() == 0 {
+			t.Errorf("the streamable server never received the Authorization header from the Secret")
+		}
+		if endpoint := jsonpath(t, "stdio", "{.status.endpoint}"); !strings.HasPrefix(endpoint, "http://127.0.0.1:") {
+			t.Errorf("stdio: endpoint %q is not a local bridge", endpoint)
+		}
+	})
+
+	step(t, "kubectl get mcps shows the printer columns", func(t *testing.T) {
+		rows := table(t, kubectl(t, "get", "mcps", "-n", ns))
+		for name, transport := range readyServers {
+			row := rows[name]
+			want := map[string]string{"READY": "True", "TRANSPORT": string(transport), "TOOLS": jsonpath(t, name, "{.status.toolCount}")}
+			for col, v := range want {
+				if row[col] != v {
+					t.Errorf("kubectl get mcps: %s %s = %q, want %q (row %v)", name, col, row[col], v, row)
+				}
+			}
+			if row["AGE"] == "" {
+				t.Errorf("kubectl get mcps: %s has no AGE", name)
+			}
+		}
+		if rows[deniedServer]["READY"] != "False" {
+			t.Errorf("kubectl get mcps: %s READY = %q, want False", deniedServer, rows[deniedServer]["READY"])
+		}
+		wide := table(t, kubectl(t, "get", "mcps", "-n", ns, "-o", "wide"))
+		if got := wide[deniedServer]["REASON"]; got != mcpv1alpha1.ReasonEgressDenied {
+			t.Errorf("kubectl get mcps -o wide: %s REASON = %q, want EgressDenied", deniedServer, got)
+		}
+	})
+
+	step(t, "the egress policy denies its server", func(t *testing.T) {
+		kubectl(t, "wait", "-n", ns, "--timeout=60s", "mcpserver/"+deniedServer,
+			`--for=jsonpath={.status.conditions[?(@.type=="Ready")].reason}=EgressDenied`)
+		if got := jsonpath(t, deniedServer, `{.status.conditions[?(@.type=="EgressAllowed")].status}`); got != "False" {
+			t.Errorf("%s: EgressAllowed = %q, want False", deniedServer, got)
+		}
+		if msg := jsonpath(t, deniedServer, `{.status.conditions[?(@.type=="Ready")].message}`); !strings.Contains(msg, "locked-down") {
+			t.Errorf("%s: Ready message %q does not name the policy locked-down", deniedServer, msg)
+		}
+	})
+
+	step(t, "Events record the transitions", func(t *testing.T) {
+		for name := range readyServers {
+			waitFor(t, name+"'s Connected event", 10*time.Second, func() error {
+				return wantReasons(eventReasons(t, name), "Connected")
+			})
+			if got := eventReasons(t, name); got["ConnectionLost"]+got["Recovered"]+got["ToolsChanged"] > 0 {
+				t.Errorf("%s: unexpected events on a healthy first connect: %v", name, got)
+			}
+		}
+		waitFor(t, deniedServer+"'s EgressDenied event", 10*time.Second, func() error {
+			return wantReasons(eventReasons(t, deniedServer), "EgressDenied")
+		})
+	})
+
+	step(t, "the catalogue serves a ServiceAccount its namespace over REST", func(t *testing.T) {
+		token := agentToken(t)
+		var servers catalog.ServerList
+		if code := getJSON(t, catalogURL+"/api/v1/servers", token, &servers); code != http.StatusOK {
+			t.Fatalf("GET /api/v1/servers: %d", code)
+		}
+		got := map[string]bool{}
+		for _, s := range servers.Items {
+			if s.Namespace != ns {
+				t.Errorf("the agent sees server %s/%s outside its namespace", s.Namespace, s.Name)
+			}
+			got[s.Name] = s.Ready
+		}
+		want := map[string]bool{"streamable": true, "sse": true, "stdio": true, deniedServer: false}
+		if !maps.Equal(got, want) {
+			t.Errorf("GET /api/v1/servers: ready by name = %v, want %v", got, want)
+		}
+
+		var tools catalog.ToolList
+		if code := getJSON(t, catalogURL+"/api/v1/tools?q=echo", token, &tools); code != http.StatusOK {
+			t.Fatalf("GET /api/v1/tools: %d", code)
+		}
+		if got := echoServers(tools); !slices.Equal(got, []string{"sse", "stdio", "streamable"}) {
+			t.Errorf("GET /api/v1/tools?q=echo: echo offered by %v, want sse, stdio, streamable", got)
+		}
+
+		var detail catalog.ServerDetail
+		if code := getJSON(t, catalogURL+"/api/v1/namespaces/"+ns+"/servers/stdio", token, &detail); code != http.StatusOK {
+			t.Fatalf("GET the stdio server: %d", code)
+		}
+		if detail.Transport != "Stdio" || !slices.ContainsFunc(detail.Tools, func(tool catalog.Tool) bool { return tool.Name == "echo" }) {
+			t.Errorf("GET the stdio server: transport %q, %d tools", detail.Transport, len(detail.Tools))
+		}
+		if code := getJSON(t, catalogURL+"/api/v1/namespaces/"+otherNS+"/servers/elsewhere", token, nil); code != http.StatusForbidden {
+			t.Errorf("GET a server of a namespace the agent may not list: %d, want 403", code)
+		}
+		for _, bad := range []string{"", "not-a-token"} {
+			if code := getJSON(t, catalogURL+"/api/v1/servers", bad, nil); code != http.StatusUnauthorized {
+				t.Errorf("GET /api/v1/servers with token %q: %d, want 401", bad, code)
+			}
+		}
+	})
+
+	step(t, "the catalogue serves a ServiceAccount its namespace over MCP", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		session, err := connectCatalog(ctx, catalogURL, agentToken(t))
+		if err != nil {
+			t.Fatalf("connecting to the catalogue's MCP endpoint: %v", err)
+		}
+		defer session.Close()
+
+		var servers catalog.ServerList
+		callTool(ctx, t, session, "list_servers", map[string]any{}, &servers)
+		var names []string
+		for _, s := range servers.Items {
+			names = append(names, s.Namespace+"/"+s.Name)
+		}
+		slices.Sort(names)
+		if want := []string{ns + "/" + deniedServer, ns + "/sse", ns + "/stdio", ns + "/streamable"}; !slices.Equal(names, want) {
+			t.Errorf("list_servers: %v, want %v", names, want)
+		}
+		var tools catalog.ToolList
+		callTool(ctx, t, session, "search_tools", map[string]any{"query": "echo"}, &tools)
+		if got := echoServers(tools); !slices.Equal(got, []string{"sse", "stdio", "streamable"}) {
+			t.Errorf("search_tools echo: echo offered by %v, want sse, stdio, streamable", got)
+		}
+
+		if s, err := connectCatalog(ctx, catalogURL, ""); err == nil {
+			_ = s.Close()
+			t.Errorf("the catalogue's MCP endpoint accepted a session without a token")
+		} else if !strings.Contains(err.Error(), "Unauthorized") && !strings.Contains(err.Error(), "401") {
+			t.Errorf("connecting without a token: %v, want 401 Unauthorized", err)
+		}
+	})
+
+	// What the first manager built, to compare after the crash.
+	before := observe(t, runMarker)
+	step(t, "steady state: one bridge, one server process, one finalizer", func(t *testing.T) {
+		before.checkSteady(t)
+	})
+
+	step(t, "a healthy steady state writes nothing and emits nothing", func(t *testing.T) {
+		versions := resourceVersions(t)
+		time.Sleep(2*probeInterval + time.Second) // at least two probes of every server
+		if after := resourceVersions(t); !maps.Equal(after, versions) {
+			t.Errorf("healthy probes changed objects: resourceVersions %v -> %v", versions, after)
+		}
+		if after := observe(t, runMarker); !maps.EqualFunc(after.events, before.events, maps.Equal[map[string]int]) {
+			t.Errorf("healthy probes emitted events: %v -> %v", before.events, after.events)
+		}
+	})
+
+	step(t, "SIGKILL: the crashed manager's stdio processes do not linger", func(t *testing.T) {
+		manager.kill(t)
+		waitFor(t, "the killed manager's bridge and server to exit", 15*time.Second, func() error {
+			var left []string
+			for _, p := range append(before.bridges, before.servers...) {
+				if alive(p.pid) {
+					left = append(left, p.String())
+				}
+			}
+			if len(left) > 0 {
+				return fmt.Errorf("still running: %v", left)
+			}
+			return nil
+		})
+	})
+
+	manager = startManager(t, bin, filepath.Join(work, "manager-2.log"), probeAddr, managerArgs)
+
+	step(t, "after a restart nothing is lost or duplicated", func(t *testing.T) {
+		// The stdio server gets a new bridge on a new port; that the endpoint moved
+		// shows the new manager has reconciled it (Ready is still True from before).
+		waitFor(t, "the stdio server's new bridge", waitTimeout, func() error {
+			if got := jsonpath(t, "stdio", "{.status.endpoint}"); got == before.endpoints["stdio"] {
+				return fmt.Errorf("endpoint still %s", got)
+			}
+			return nil
+		})
+		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s",
+			"mcpserver/streamable", "mcpserver/sse", "mcpserver/stdio")
+		kubectl(t, "wait", "-n", ns, "--timeout=60s", "mcpserver/"+deniedServer,
+			`--for=jsonpath={.status.conditions[?(@.type=="Ready")].reason}=EgressDenied`)
+		time.Sleep(2*probeInterval + time.Second) // let late events and probes land
+
+		after := observe(t, runMarker)
+		after.checkSteady(t)
+		for name := range readyServers {
+			if !slices.Equal(after.tools[name], before.tools[name]) || after.digests[name] != before.digests[name] {
+				t.Errorf("%s: tools changed across the restart: %v (%s) -> %v (%s)", name,
+					before.tools[name], before.digests[name], after.tools[name], after.digests[name])
+			}
+		}
+		t.Logf("events before the restart: %v; after: %v", before.events, after.events)
+		// A restart may legitimately announce each live session once more; nothing else
+		// (no loss, no recovery, no tools change, no second denial) may appear.
+		for name, reasons := range after.events {
+			for reason, n := range reasons {
+				added := n - before.events[name][reason]
+				allowed := 0
+				if _, ok := readyServers[name]; ok && reason == "Connected" {
+					allowed = 1
+				}
+				if added > allowed {
+					t.Errorf("%s: %d new %s events after the restart, want at most %d", name, added, reason, allowed)
+				}
+			}
+		}
+	})
+
+	step(t, "SIGTERM: the manager exits 0 and stops its stdio processes", func(t *testing.T) {
+		if code := manager.terminate(t); code != 0 {
+			t.Errorf("manager exit code %d after SIGTERM, want 0; log:\n%s", code, manager.logTail(30))
+		}
+		if left := markedProcesses(t, runMarker); len(left) > 0 {
+			t.Errorf("processes left after a clean shutdown: %v", left)
+		}
+	})
+
+	step(t, "the Secret's header value appears nowhere", func(t *testing.T) {
+		places := map[string]string{
+			"kubectl get mcps -o yaml":   kubectl(t, "get", "mcps", "-A", "-o", "yaml"),
+			"kubectl describe mcps":      kubectl(t, "describe", "mcps", "-A"),
+			"kubectl get events -o yaml": kubectl(t, "get", "events", "-A", "-o", "yaml"),
+			"the first manager's log":    readFile(t, filepath.Join(work, "manager-1.log")),
+			"the second manager's log":   readFile(t, filepath.Join(work, "manager-2.log")),
+		}
+		for where, text := range places {
+			if text == "" {
+				t.Errorf("%s is empty: nothing was checked", where)
+			}
+			if strings.Contains(text, secretToken) {
+				t.Errorf("the Secret-backed header value leaked into %s", where)
+			}
+		}
+	})
+	t.Logf("end to end in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// step runs one named part of the scenario and stops the test when it fails: later
+// steps build on earlier ones.
+func step(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	if !t.Run(name, f) {
+		t.FailNow()
+	}
+}
+
+// manifests is everything the user applies: namespaces, the Secret, the servers and the
+// egress policy that denies one of them.
+func manifests(entry, streamableHTTP, sse, proxy, token, marker string) string {
+	markerName, markerValue, _ := strings.Cut(marker, "=")
+	return fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: %[2]s}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: everything-token, namespace: %[1]s}
+type: Opaque
+stringData:
+  authorization: "Bearer %[3]s"
+---
+apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPEgressPolicy
+metadata: {name: locked-down, namespace: %[1]s}
+spec:
+  serverSelector: {matchLabels: {egress: locked}}
+  egress:
+    - to: [{ipBlock: {cidr: 10.0.0.0/8}}]
+      ports: [{port: 443}]
+---
+apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPServer
+metadata: {name: streamable, namespace: %[1]s}
+spec:
+  description: The MCP reference server over Streamable HTTP, behind a bearer token.
+  http:
+    url: %[4]s/mcp
+    protocol: StreamableHTTP
+    allowInsecureHTTP: true
+    headers:
+      - name: Authorization
+        valueFrom: {secretKeyRef: {name: everything-token, key: authorization}}
+---
+apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPServer
+metadata: {name: sse, namespace: %[1]s}
+spec:
+  description: The MCP reference server over legacy SSE.
+  http:
+    url: %[5]s/sse
+    protocol: SSE
+    allowInsecureHTTP: true
+---
+apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPServer
+metadata: {name: stdio, namespace: %[1]s}
+spec:
+  description: The MCP reference server over stdio, behind the bridge.
+  stdio:
+    image: node:22
+    command: [node, %[6]q]
+    args: [stdio]
+    env:
+      - {name: %[7]s, value: %[8]q}
+    maxSessions: 2
+---
+apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPServer
+metadata:
+  name: locked
+  namespace: %[1]s
+  labels: {egress: locked}
+spec:
+  description: Denied by the locked-down egress policy.
+  http:
+    url: %[9]s/mcp
+    allowInsecureHTTP: true
+---
+apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPServer
+metadata: {name: elsewhere, namespace: %[2]s}
+spec:
+  description: A server in a namespace the agent may not list.
+  http:
+    url: %[5]s/sse
+    allowInsecureHTTP: true
+`, ns, otherNS, token, proxy, sse, entry, markerName, markerValue, streamableHTTP)
+}
+
+// agentToken creates (once) a ServiceAccount allowed to list the MCPServers of ns, the
+// permission the catalogue checks, and returns a fresh token for it.
+func agentToken(t *testing.T) string {
+	t.Helper()
+	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
+kind: ServiceAccount
+metadata: {name: agent, namespace: %[1]s}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: mcpserver-reader, namespace: %[1]s}
+rules:
+  - apiGroups: [mcp.switchboard.dev]
+    resources: [mcpservers]
+    verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: agent-reads-mcpservers, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: mcpserver-reader}
+subjects:
+  - {kind: ServiceAccount, name: agent, namespace: %[1]s}
+`, ns))
+	return strings.TrimSpace(kubectl(t, "create", "token", "agent", "-n", ns, "--duration=10m"))
+}
+
+// getJSON GETs url with a bearer token (none when empty), decodes a 200 response into
+// out when out is not nil, and returns the status code.
+func getJSON(t *testing.T, url, token string, out any) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusOK && out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Fatalf("GET %s: decoding %s: %v", url, body, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// bearerTransport adds an Authorization header to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connectCatalog opens an MCP session with the catalogue, as an agent would.
+func connectCatalog(ctx context.Context, catalogURL, token string) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-e2e", Version: "v0"}, nil)
+	return client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   catalogURL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token}},
+		MaxRetries: -1,
+	}, nil)
+}
+
+// callTool calls a catalogue tool and decodes its structured result into out.
+func callTool(ctx context.Context, t *testing.T, session *mcp.ClientSession, name string, args map[string]any, out any) {
+	t.Helper()
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s returned an error: %v", name, res.Content)
+	}
+	data, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("decoding %s's result %s: %v", name, data, err)
+	}
+}
+
+// echoServers returns, sorted, the names of the servers whose tool echo is in tools.
+func echoServers(tools catalog.ToolList) []string {
+	var names []string
+	for _, m := range tools.Items {
+		if m.Name == "echo" {
+			names = append(names, m.Server.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// jsonpath returns a jsonpath expression over MCPServer name of ns.
+func jsonpath(t *testing.T, name, expr string) string {
+	t.Helper()
+	return kubectl(t, "get", "mcpserver", name, "-n", ns, "-o", "jsonpath="+expr)
+}
+
+// table parses kubectl's table output into rows by NAME, cells by column header.
+func table(t *testing.T, out string) map[string]map[string]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("kubectl printed no rows:\n%s", out)
+	}
+	header := lines[0]
+	type column struct {
+		name       string
+		start, end int
+	}
+	var cols []column
+	for i := 0; i < len(header); {
+		j := i
+		for j < len(header) && header[j] != ' ' {
+			j++
+		}
+		name := header[i:j]
+		for j < len(header) && header[j] == ' ' {
+			j++
+		}
+		cols = append(cols, column{name: name, start: i, end: j})
+		i = j
+	}
+	for _, want := range []string{"NAME", "READY", "TRANSPORT", "TOOLS", "AGE"} {
+		if !slices.ContainsFunc(cols, func(c column) bool { return c.name == want }) {
+			t.Errorf("kubectl get mcps has no %s column: %q", want, header)
+		}
+	}
+	rows := map[string]map[string]string{}
+	for _, line := range lines[1:] {
+		row := map[string]string{}
+		for i, c := range cols {
+			end := c.end
+			if i == len(cols)-1 || end > len(line) {
+				end = len(line)
+			}
+			if c.start < len(line) {
+				row[c.name] = strings.TrimSpace(line[c.start:end])
+			}
+		}
+		rows[row["NAME"]] = row
+	}
+	return rows
+}
+
+// eventReasons counts the Events about MCPServer name of ns by reason, counting repeats of
+// one Event (its series) as separate occurrences.
+func eventReasons(t *testing.T, name string) map[string]int {
+	t.Helper()
+	var list corev1.EventList
+	out := kubectl(t, "get", "events", "-n", ns, "--field-selector",
+		"involvedObject.kind=MCPServer,involvedObject.name="+name, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("decoding events: %v", err)
+	}
+	reasons := map[string]int{}
+	for _, e := range list.Items {
+		n := max(1, int(e.Count))
+		if e.Series != nil {
+			n = max(n, int(e.Series.Count))
+		}
+		reasons[e.Reason] += n
+	}
+	return reasons
+}
+
+func wantReasons(got map[string]int, want ...string) error {
+	for _, r := range want {
+		if got[r] == 0 {
+			return fmt.Errorf("no %s event among %v", r, got)
+		}
+	}
+	return nil
+}
+
+// resourceVersions returns the resourceVersion of every MCPServer of ns.
+func resourceVersions(t *testing.T) map[string]string {
+	t.Helper()
+	out := kubectl(t, "get", "mcps", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.metadata.resourceVersion}{"\n"}{end}`)
+	versions := map[string]string{}
+	for _, line := range strings.Fields(out) {
+		name, rv, _ := strings.Cut(line, "=")
+		versions[name] = rv
+	}
+	return versions
+}
+
+// state is what the operator built, as a user sees it.
+type state struct {
+	tools      map[string][]string
+	digests    map[string]string
+	endpoints  map[string]string
+	finalizers map[string][]string
+	events     map[string]map[string]int
+	bridges    []process
+	servers    []process
+}
+
+func observe(t *testing.T, marker string) *state {
+	t.Helper()
+	var list mcpv1alpha1.MCPServerList
+	if err := json.Unmarshal([]byte(kubectl(t, "get", "mcps", "-n", ns, "-o", "json")), &list); err != nil {
+		t.Fatalf("decoding MCPServers: %v", err)
+	}
+	s := &state{
+		tools: map[string][]string{}, digests: map[string]string{}, endpoints: map[string]string{},
+		finalizers: map[string][]string{}, events: map[string]map[string]int{},
+	}
+	for _, obj := range list.Items {
+		for _, tool := range obj.Status.Tools {
+			s.tools[obj.Name] = append(s.tools[obj.Name], tool.Name)
+		}
+		s.digests[obj.Name] = obj.Status.ToolsDigest
+		s.endpoints[obj.Name] = obj.Status.Endpoint
+		s.finalizers[obj.Name] = obj.Finalizers
+		s.events[obj.Name] = eventReasons(t, obj.Name)
+	}
+	s.bridges, s.servers = splitProcesses(markedProcesses(t, marker))
+	return s
+}
+
+// checkSteady checks that every server is there once, with its one finalizer, and that
+// the stdio server runs as exactly one bridge with one server process (the operator
+// holds one session).
+func (s *state) checkSteady(t *testing.T) {
+	t.Helper()
+	for name := range readyServers {
+		if len(s.tools[name]) == 0 {
+			t.Errorf("%s lists no tools", name)
+		}
+	}
+	for _, name := range []string{"streamable", "sse", "stdio", deniedServer} {
+		if got := s.finalizers[name]; !slices.Equal(got, []string{finalizer}) {
+			t.Errorf("%s: finalizers %v, want exactly [%s]", name, got, finalizer)
+		}
+	}
+	if len(s.bridges) != 1 || len(s.servers) != 1 {
+		t.Errorf("stdio server runs as %d bridges and %d server processes, want 1 and 1: %v %v",
+			len(s.bridges), len(s.servers), s.bridges, s.servers)
+	}
+}
+
+// dumpDiagnostics logs what helps to understand a failure.
+func dumpDiagnostics(t *testing.T, manager *managerProcess) {
+	if manager != nil {
+		t.Logf("manager log (last 60 lines of %s):\n%s", manager.logPath, manager.logTail(60))
+	}
+	for _, args := range [][]string{
+		{"get", "mcps", "-A", "-o", "wide"},
+		{"get", "mcps", "-A", "-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} finalizers={.metadata.finalizers}{"\n"}{range .status.conditions[*]}  {.type}={.status} {.reason}: {.message}{"\n"}{end}{end}`},
+		{"get", "events", "-A", "--sort-by=.lastTimestamp"},
+	} {
+		out, err := kubectlErr(args...)
+		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, errOrEmpty(err))
+	}
+}
+
+func errOrEmpty(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +61,12 @@ type MCPServerReconciler struct {
 	// StdioRequeue is how soon a stdio server whose bridge is not yet available is looked
 	// at again. Zero relies on the workload's watch alone (the pod runtime).
 	StdioRequeue time.Duration
+
+	// announced holds, per server, the status whose transitions were last announced as
+	// Events (connector.Key -> *mcpv1alpha1.MCPServerStatus). The cache can lag behind
+	// this manager's own status patch, and a reconcile that read the older copy would
+	// otherwise announce the same transition twice.
+	announced sync.Map
 }
 
 // Reconcile brings one MCPServer's session and status in line with its spec. It owns
@@ -71,6 +79,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.stop(key) // deleted without our finalizer, e.g. after a forced removal
+			r.announced.Delete(key)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -84,7 +93,8 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	before := obj.DeepCopy()
 	defer func() {
 		summarize(obj)
-		r.recordTransitions(before, obj)
+		r.recordTransitions(r.lastAnnounced(key, before), obj)
+		r.announced.Store(key, eventStatus(obj))
 		if equality.Semantic.DeepEqual(before.Status, obj.Status) {
 			return
 		}
@@ -261,6 +271,7 @@ func egressSource(rules *egress.ServerRules) string {
 // the server, so deletion cannot hang when the server is gone.
 func (r *MCPServerReconciler) reconcileDelete(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key) error {
 	r.stop(key)
+	r.announced.Delete(key)
 	if !controllerutil.ContainsFinalizer(obj, mcpServerFinalizer) {
 		return nil
 	}
@@ -278,6 +289,29 @@ func (r *MCPServerReconciler) stop(key connector.Key) {
 	if r.Stdio != nil {
 		r.Stdio.Remove(key)
 	}
+}
+
+// lastAnnounced returns the status whose transitions this manager announced last for
+// key, or cached (as read from the cache) when it has announced none since it started.
+func (r *MCPServerReconciler) lastAnnounced(key connector.Key, cached *mcpv1alpha1.MCPServer) *mcpv1alpha1.MCPServer {
+	if st, ok := r.announced.Load(key); ok {
+		return &mcpv1alpha1.MCPServer{Status: *st.(*mcpv1alpha1.MCPServerStatus)}
+	}
+	return cached
+}
+
+// eventStatus keeps the part of a status recordTransitions compares: the conditions,
+// the tools digest and the tool names.
+func eventStatus(obj *mcpv1alpha1.MCPServer) *mcpv1alpha1.MCPServerStatus {
+	st := &mcpv1alpha1.MCPServerStatus{
+		Conditions:  slices.Clone(obj.Status.Conditions),
+		ToolsDigest: obj.Status.ToolsDigest,
+		Tools:       make([]mcpv1alpha1.ToolInfo, len(obj.Status.Tools)),
+	}
+	for i, t := range obj.Status.Tools {
+		st.Tools[i].Name = t.Name
+	}
+	return st
 }
 
 // notAttempted are the reasons Connected is False without a connection having been

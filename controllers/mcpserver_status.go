@@ -135,9 +135,11 @@ func applySnapshot(obj *mcpv1alpha1.MCPServer, snap connector.Snapshot, egressMe
 	case connector.StateDown:
 		setCondition(obj, mcpv1alpha1.ConditionConnected, metav1.ConditionFalse, failureReason, failureMessage)
 	default:
-		// Still connecting: a previous False (a failed attempt being retried) stays
-		// until the outcome is known, so the condition does not flap.
-		if c := meta.FindStatusCondition(st.Conditions, mcpv1alpha1.ConditionConnected); c == nil || c.Status == metav1.ConditionTrue {
+		// Still connecting. What was observed for this generation stays until the
+		// outcome is known, so the condition does not flap: a False is a failed attempt
+		// being retried, a True is a session a restarted manager (or a rotated Secret) is
+		// setting up again. A new generation is a new connection: Unknown until it is up.
+		if c := meta.FindStatusCondition(st.Conditions, mcpv1alpha1.ConditionConnected); c == nil || c.ObservedGeneration != obj.Generation {
 			setCondition(obj, mcpv1alpha1.ConditionConnected, metav1.ConditionUnknown, mcpv1alpha1.ReasonConnecting,
 				"Connecting to "+snap.Endpoint)
 		}

@@ -2,8 +2,8 @@
 #
 # The switchboard image: one static binary on distroless, run as a non-root user. The
 # manager Deployment runs it with `manager ...`; stdio server pods run the same image as
-# their init container with `/switchboard install DEST` (controllers/mcpserver_workload.go
-# hard-codes that path), so the binary must stay at /switchboard.
+# their init container with `install DEST` (controllers/mcpserver_workload.go), which
+# the entrypoint below receives.
 #
 #   docker build -t <registry>/switchboard:<tag> .
 #   docker buildx build --platform linux/amd64,linux/arm64 -t <registry>/switchboard:<tag> --push .

@@ -81,12 +81,12 @@ func TestEndToEnd(t *testing.T) {
 			"crd/mcpservers.mcp.switchboard.dev", "crd/mcpegresspolicies.mcp.switchboard.dev")
 	})
 
-	streamableHTTP := startEverything(t, entry, "streamableHttp")
-	sse := startEverything(t, entry, "sse")
+	streamableHTTP := testenv.StartServerEverything(t, "streamableHttp")
+	sse := testenv.StartServerEverything(t, "sse")
 	proxy := startAuthProxy(t, streamableHTTP, "Bearer "+secretToken)
 
-	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	catalogAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
+	catalogAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
 	catalogURL := "http://" + catalogAddr
 	managerArgs := []string{
 		"--kubeconfig", kubeconfigPath,
@@ -94,7 +94,7 @@ func TestEndToEnd(t *testing.T) {
 		"--catalog-auth=tokenreview",
 		"--catalog-bind-address", catalogAddr,
 		"--health-probe-bind-address", probeAddr,
-		"--metrics-bind-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
+		"--metrics-bind-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t))),
 		// Every server here is on loopback, which the default posture (public) denies.
 		"--default-egress=all",
 		"--default-probe-interval", probeInterval.String(),

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -96,17 +95,6 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() error
 	}
 }
 
-// freePort returns a TCP port nothing listens on at 127.0.0.1.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // buildSwitchboard builds the binary into tmp/ at the repository root, as a user would.
 func buildSwitchboard(t *testing.T) string {
 	t.Helper()
@@ -151,80 +139,6 @@ func startControlPlane(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// lockedBuffer collects a child's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// loopbackPreload makes a Node.js server that calls listen(port) without a host bind
-// to 127.0.0.1 only: server-everything reads PORT but has no host setting.
-const loopbackPreload = `
-const net = require("net");
-const listen = net.Server.prototype.listen;
-net.Server.prototype.listen = function (...args) {
-  const port = args[0];
-  if ((typeof port === "number" || (typeof port === "string" && /^\d+$/.test(port))) && typeof args[1] !== "string") {
-    args.splice(1, 0, "127.0.0.1");
-  }
-  return listen.apply(this, args);
-};
-`
-
-// startEverything runs the npm reference server in mode ("streamableHttp" or "sse") on a
-// free loopback port and returns its base URL. It is killed at the test's end.
-func startEverything(t *testing.T, entry, mode string) string {
-	t.Helper()
-	preload := filepath.Join(t.TempDir(), "loopback.cjs")
-	if err := os.WriteFile(preload, []byte(loopbackPreload), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	output := &lockedBuffer{}
-	cmd := exec.Command("node", "--require", preload, entry, mode) //nolint:noctx // killed at cleanup
-	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
-	cmd.Stdout, cmd.Stderr = output, output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting server-everything %s: %v", mode, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	waitFor(t, "server-everything "+mode+" to listen on "+addr, waitTimeout, func() error {
-		select {
-		case <-exited:
-			t.Fatalf("server-everything %s exited early:\n%s", mode, output.String())
-		default:
-		}
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	})
-	return "http://" + addr
 }
 
 // authProxy fronts backend on a loopback port and refuses every request whose

@@ -89,4 +89,4 @@ build: ## Build the switchboard binary into bin/.
 
 .PHONY: dev
 dev: build ## Run Switchboard on this machine: a control plane, the manager and demo MCP servers; Ctrl-C stops it all.
-	@KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(BIN_DIR)/switchboard dev
+	@KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh --control-plane-only)" $(BIN_DIR)/switchboard dev

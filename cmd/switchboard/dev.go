@@ -235,9 +235,9 @@ func controlPlaneAssets(ctx context.Context, dir string) (string, error) {
 	if _, err := os.Stat(script); err != nil {
 		return "", fmt.Errorf("no control plane binaries: set KUBEBUILDER_ASSETS or --assets, or run from the source tree (make dev)")
 	}
-	step("Finding etcd and kube-apiserver (the first run builds them from source, about 15 minutes)")
+	step("Finding etcd and kube-apiserver (the first run builds them from source, about 10 minutes)")
 	var out strings.Builder
-	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd := exec.CommandContext(ctx, "bash", script, "--control-plane-only")
 	cmd.Stdout = &out
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {

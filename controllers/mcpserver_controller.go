@@ -256,6 +256,10 @@ func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, ke
 	if obj.Spec.Stdio != nil {
 		// The connector speaks Streamable HTTP to the bridge; the user runs stdio.
 		obj.Status.Transport, obj.Status.Endpoint = transport, endpoint
+		if snap.State == connector.StateReady {
+			setCondition(obj, mcpv1alpha1.ConditionConnected, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
+				"Connected to the stdio server through its bridge, protocol "+snap.ProtocolVersion)
+		}
 	}
 }
 

@@ -149,29 +149,15 @@ func (b *Bridge) serveGET(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Accept must contain 'text/event-stream' for GET requests", http.StatusBadRequest)
 		return
 	}
-	id := r.Header.Get(sessionIDHeader)
-	if id == "" {
-		http.Error(w, "Bad Request: GET requires an Mcp-Session-Id header", http.StatusBadRequest)
-		return
+	if s := b.requestSession(w, r); s != nil {
+		s.transport.ServeHTTP(w, r)
 	}
-	s, why := b.lookup(id)
-	if s == nil {
-		http.Error(w, notFound(why), http.StatusNotFound)
-		return
-	}
-	s.transport.ServeHTTP(w, r)
 }
 
 // serveDELETE ends a session at the client's request.
 func (b *Bridge) serveDELETE(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get(sessionIDHeader)
-	if id == "" {
-		http.Error(w, "Bad Request: DELETE requires an Mcp-Session-Id header", http.StatusBadRequest)
-		return
-	}
-	s, why := b.lookup(id)
+	s := b.requestSession(w, r)
 	if s == nil {
-		http.Error(w, notFound(why), http.StatusNotFound)
 		return
 	}
 	s.end(errClientEnded)
@@ -247,4 +233,20 @@ func isLoopback(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// requestSession returns the session a GET or DELETE names in its Mcp-Session-Id header,
+// or answers 400 (no header) or 404 (no such session) and returns nil.
+func (b *Bridge) requestSession(w http.ResponseWriter, r *http.Request) *session {
+	id := r.Header.Get(sessionIDHeader)
+	if id == "" {
+		http.Error(w, "Bad Request: "+r.Method+" requires an Mcp-Session-Id header", http.StatusBadRequest)
+		return nil
+	}
+	s, why := b.lookup(id)
+	if s == nil {
+		http.Error(w, notFound(why), http.StatusNotFound)
+		return nil
+	}
+	return s
 }

@@ -99,11 +99,7 @@ func (s *Server) mcpHandler() http.Handler {
 		h = auth.RequireBearerToken(verifyAuthenticated(s.opts.AuthCacheTTL), nil)(h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.synced() {
-			writeError(w, errorf(http.StatusServiceUnavailable, "the catalogue is starting; retry shortly"))
-			return
-		}
-		c, aerr := s.authenticate(r)
+		c, aerr := s.admit(r)
 		if aerr != nil {
 			writeError(w, aerr)
 			return

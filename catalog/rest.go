@@ -72,11 +72,7 @@ func (s *Server) rest(fn restFunc, allowed ...string) http.Handler {
 				return
 			}
 		}
-		if !s.synced() {
-			writeError(w, errorf(http.StatusServiceUnavailable, "the catalogue is starting; retry shortly"))
-			return
-		}
-		c, aerr := s.authenticate(r)
+		c, aerr := s.admit(r)
 		if aerr != nil {
 			writeError(w, aerr)
 			return
@@ -99,8 +95,12 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// authenticate maps the gatekeeper's answer to an HTTP error.
-func (s *Server) authenticate(r *http.Request) (*caller, *apiError) {
+// admit is the door of every catalogue request, REST and MCP alike: 503 until the
+// index has synced, then the gatekeeper's answer mapped to an HTTP error.
+func (s *Server) admit(r *http.Request) (*caller, *apiError) {
+	if !s.synced() {
+		return nil, errorf(http.StatusServiceUnavailable, "the catalogue is starting; retry shortly")
+	}
 	c, err := s.gate.authenticate(r.Context(), r)
 	switch {
 	case err == nil:

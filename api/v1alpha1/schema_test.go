@@ -15,11 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/kustomize"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -247,9 +246,9 @@ func TestSchemaAppliesDefaults(t *testing.T) {
 func TestSamplesAreAccepted(t *testing.T) {
 	namespace := newNamespace(t)
 	samples := filepath.Join(testenv.RepoRoot(), "config", "samples")
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), samples)
+	objects, err := kustomize.RenderDir(samples)
 	if err != nil {
-		t.Fatalf("rendering %s: %v", samples, err)
+		t.Fatal(err)
 	}
 
 	// Every sample file must be part of the kustomization, or this test would miss it.
@@ -268,15 +267,7 @@ func TestSamplesAreAccepted(t *testing.T) {
 	}
 
 	kinds := map[string]int{}
-	for _, res := range resMap.Resources() {
-		data, err := res.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(data); err != nil {
-			t.Fatal(err)
-		}
+	for _, obj := range objects {
 		obj.SetNamespace(namespace)
 		if err := k8sClient.Create(context.Background(), obj); err != nil {
 			t.Errorf("sample %s %s rejected: %v", obj.GetKind(), obj.GetName(), err)

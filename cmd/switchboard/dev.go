@@ -28,12 +28,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/kustomize"
 )
 
 // The dev samples (config/samples/dev) point at these loopback addresses; `switchboard
@@ -299,24 +298,7 @@ func renderSamples(dir string) ([]*unstructured.Unstructured, error) {
 	if dir == "" {
 		return nil, nil
 	}
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		return nil, fmt.Errorf("rendering %s: %w", dir, err)
-	}
-	var objects []*unstructured.Unstructured
-	for _, res := range resMap.Resources() {
-		// Through JSON, so numbers are the int64 and float64 the API machinery expects.
-		data, err := res.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(data); err != nil {
-			return nil, err
-		}
-		objects = append(objects, obj)
-	}
-	return objects, nil
+	return kustomize.RenderDir(dir)
 }
 
 // applyAll server-side applies objects in order (the kustomization puts the Namespace

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/switchboard-mcp/switchboard/internal/kustomize"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -28,23 +28,11 @@ type rendered []*unstructured.Unstructured
 func render(t *testing.T, fsys filesys.FileSystem, configDir, dir string) rendered {
 	t.Helper()
 	path := filepath.Join(configDir, dir)
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, path)
+	objects, err := kustomize.Render(fsys, path)
 	if err != nil {
-		t.Fatalf("rendering %s: %v", path, err)
+		t.Fatal(err)
 	}
-	out := make(rendered, 0, resMap.Size())
-	for _, res := range resMap.Resources() {
-		data, err := res.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(data); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, obj)
-	}
-	return out
+	return rendered(objects)
 }
 
 // renderDefault renders config/default from the source tree, as a user would.

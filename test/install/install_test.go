@@ -7,9 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/switchboard-mcp/switchboard/internal/kustomize"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -27,24 +26,16 @@ func TestDefaultInstallApplies(t *testing.T) {
 	}
 
 	dir := filepath.Join(testenv.RepoRoot(), "config", "default")
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	objects, err := kustomize.RenderDir(dir)
 	if err != nil {
-		t.Fatalf("rendering %s: %v", dir, err)
+		t.Fatal(err)
 	}
 
 	byKind := map[string][]*unstructured.Unstructured{}
 	// Namespaces and CRDs first, as kubectl orders them.
-	ordered := make([]*unstructured.Unstructured, 0, resMap.Size())
+	ordered := make([]*unstructured.Unstructured, 0, len(objects))
 	var rest []*unstructured.Unstructured
-	for _, res := range resMap.Resources() {
-		data, err := res.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(data); err != nil {
-			t.Fatal(err)
-		}
+	for _, obj := range objects {
 		byKind[obj.GetKind()] = append(byKind[obj.GetKind()], obj)
 		if kind := obj.GetKind(); kind == "Namespace" || kind == "CustomResourceDefinition" {
 			ordered = append(ordered, obj)

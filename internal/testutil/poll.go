@@ -1,0 +1,27 @@
+package testutil
+
+import (
+	"testing"
+	"time"
+)
+
+// PollInterval is how often Eventually checks its condition.
+const PollInterval = 20 * time.Millisecond
+
+// Eventually calls cond every PollInterval until it returns nil or timeout passes, then
+// fails the test with what and cond's last error. It is the one polling loop of the
+// tests: a condition says why it does not hold yet, so a timeout explains itself.
+func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+		}
+		time.Sleep(PollInterval)
+	}
+}

@@ -51,6 +51,19 @@ if have_assets; then
 fi
 
 mkdir -p "${ASSETS_DIR}"
+# One build at a time: a run started while another builds (parallel test packages, a
+# second terminal) waits for it and then finds its binaries, instead of building them
+# again beside it on the same cores.
+exec 9>"${ASSETS_DIR}.lock"
+if ! flock -n 9; then
+  log "waiting for another run that is building the binaries"
+  flock 9
+fi
+if have_assets; then
+  printf '%s\n' "${ASSETS_DIR}"
+  exit 0
+fi
+
 # A private work folder per run, so two concurrent runs never share half-built state.
 WORK_DIR="$(mktemp -d "${CACHE_ROOT}/envtest/build.XXXXXX")"
 trap 'rm -rf "${WORK_DIR}"' EXIT

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -309,5 +310,104 @@ func TestTokenFloodDoesNotLockOutCachedCallers(t *testing.T) {
 	// from the 429 burst or the malformed tokens.
 	if want := 2 + maxReviews + evictionRuns; reviews != want {
 		t.Errorf("TokenReviews = %d, want %d", reviews, want)
+	}
+}
+
+// BenchmarkTokenFlood replays issue 12's finding 3 against the real API server with the
+// catalogue's defaults: 300 workers send random tokens while 5 callers with cached
+// tokens keep asking, and it prints what each side got. Run it alone:
+//
+//	go test -run '^$' -bench BenchmarkTokenFlood -benchtime 1x ./catalog/
+func BenchmarkTokenFlood(b *testing.B) {
+	const (
+		floodWorkers     = 300
+		floodPerWorker   = 20
+		callers          = 5
+		requestsPerPhase = 200
+	)
+	watch := newReviewWatch()
+	close(watch.release) // hold nothing
+	requireEnv(b)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(watch.wrap)
+	c := startCatalogOn(b, cfg, catalog.AuthTokenReview, func(o *catalog.Options) { o.AuthCacheTTL = 10 * time.Minute })
+	ns := newNamespace(b)
+	createServer(b, ns, serverSpec{name: "github", tools: []mcpv1alpha1.ToolInfo{tool("search_issues", "", "Search issues")}})
+	var tokens []string
+	for i := range callers {
+		token := newCaller(b, ns, fmt.Sprintf("agent-%d", i), true)
+		watch.markValid(token)
+		tokens = append(tokens, token)
+	}
+	for _, token := range tokens {
+		c.waitServers(b, token, ns, 1)
+	}
+	path := "/api/v1/servers?namespace=" + ns
+
+	// measure has every caller send requestsPerPhase requests, one after another.
+	measure := func() (lat []time.Duration, codes map[int]int) {
+		codes = map[int]int{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, token := range tokens {
+			wg.Go(func() {
+				for range requestsPerPhase {
+					start := time.Now()
+					a := c.try(token, path)
+					mu.Lock()
+					lat = append(lat, time.Since(start))
+					codes[a.code]++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		slices.Sort(lat)
+		return lat, codes
+	}
+	quiet, quietCodes := measure()
+	_, _, reviewsBefore, _, _ := watch.counts()
+
+	b.ResetTimer()
+	floodCodes := map[int]int{}
+	var mu sync.Mutex
+	var flood sync.WaitGroup
+	start := time.Now()
+	for range floodWorkers {
+		flood.Go(func() {
+			for range floodPerWorker {
+				tok := make([]byte, 24)
+				_, _ = rand.Read(tok)
+				a := c.try(hex.EncodeToString(tok), path)
+				mu.Lock()
+				floodCodes[a.code]++
+				mu.Unlock()
+			}
+		})
+	}
+	loud, loudCodes := measure()
+	flood.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+
+	_, maxInFlight, reviews, _, _ := watch.counts()
+	fmt.Printf("token flood: %d workers x %d random tokens in %s; %d callers x %d requests with cached tokens\n",
+		floodWorkers, floodPerWorker, elapsed.Round(time.Millisecond), callers, requestsPerPhase)
+	fmt.Printf("  flood answers: %v; TokenReviews sent %d (at most %d at once)\n", floodCodes, reviews-reviewsBefore, maxInFlight)
+	for _, r := range []struct {
+		name  string
+		lat   []time.Duration
+		codes map[int]int
+	}{{"cached callers, quiet:", quiet, quietCodes}, {"cached callers, flood:", loud, loudCodes}} {
+		fmt.Printf("  %s codes %v  p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", r.name, r.codes,
+			ms(r.lat[len(r.lat)/2]), ms(r.lat[len(r.lat)*99/100]), ms(r.lat[len(r.lat)-1]))
+	}
+	b.ReportMetric(ms(loud[len(loud)*99/100]), "cached-p99-ms")
+	b.ReportMetric(float64(reviews-reviewsBefore), "reviews")
+	if loudCodes[http.StatusOK] != callers*requestsPerPhase {
+		b.Errorf("cached callers during the flood got %v, want only 200", loudCodes)
+	}
+	if floodCodes[http.StatusInternalServerError] > 0 {
+		b.Errorf("the flood got %d answers 500", floodCodes[http.StatusInternalServerError])
 	}
 }

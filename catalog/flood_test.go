@@ -225,6 +225,10 @@ func TestTokenFloodDoesNotLockOutCachedCallers(t *testing.T) {
 		}
 	}
 
+	if code := mcpStatus(t, c, randomToken(t)); code != http.StatusTooManyRequests {
+		t.Errorf("MCP initialize with an unknown token while every review slot is busy: %d, want 429", code)
+	}
+
 	// Malformed tokens are rejected before any review, even now.
 	malformed := []string{
 		"flood-tökén",                           // not ASCII

@@ -52,8 +52,8 @@ type Options struct {
 	// the API server's own audiences.
 	Audiences []string
 
-	// AuthCacheTTL is how long TokenReview and SubjectAccessReview results are cached;
-	// 10s when zero.
+	// AuthCacheTTL is how long successful TokenReviews and SubjectAccessReview answers
+	// are cached; 10s when zero.
 	AuthCacheTTL time.Duration
 
 	// TokenCacheSize bounds the cached successful TokenReviews; 4096 when zero.

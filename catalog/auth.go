@@ -3,7 +3,9 @@ package catalog
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,10 +16,12 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/rest"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 )
@@ -52,26 +56,21 @@ func ParseAuthMode(s string) (AuthMode, error) {
 	}
 }
 
-// errUnauthenticated means the request carries no valid bearer token.
-var errUnauthenticated = errors.New("a valid bearer token (a ServiceAccount token) is required")
-
-// maxTokenBytes bounds the bearer tokens the catalogue sends to TokenReview.
-const maxTokenBytes = 8 << 10
-
 // maxParallelReviews bounds the SubjectAccessReviews one request runs at a time.
 const maxParallelReviews = 8
 
 // caller is an authenticated client of the catalogue.
 type caller struct {
-	user authenticationv1.UserInfo
-	// key identifies the user in the access cache.
-	key string
+	*Identity
 	// all is set in AuthNone mode: the caller sees every namespace.
 	all bool
 }
 
 // anonymous is the caller of every request in AuthNone mode.
-var anonymous = &caller{user: authenticationv1.UserInfo{Username: "system:anonymous"}, key: "anonymous", all: true}
+var anonymous = &caller{
+	Identity: &Identity{User: authenticationv1.UserInfo{Username: "system:anonymous"}, Key: "anonymous"},
+	all:      true,
+}
 
 // scope is the set of namespaces a caller may see.
 type scope struct {
@@ -87,66 +86,32 @@ func (s scope) allows(namespace string) bool {
 	return ok
 }
 
-// gatekeeper authenticates and authorizes callers, caching both reviews.
+// gatekeeper authenticates callers with the Authenticator and authorizes them with
+// SubjectAccessReview, on an API client of its own so that no flood of tokens spends
+// its budget, caching the answers.
 type gatekeeper struct {
-	mode      AuthMode
-	tokens    authenticationv1client.TokenReviewInterface
-	access    authorizationv1client.SubjectAccessReviewInterface
-	audiences []string
-	ttl       time.Duration
-	timeout   time.Duration
+	mode    AuthMode
+	authn   *Authenticator
+	access  authorizationv1client.SubjectAccessReviewInterface
+	ttl     time.Duration
+	timeout time.Duration
 
-	tokenCache  *cache.LRUExpireCache // sha256(token) -> *caller (nil when not authenticated)
 	accessCache *cache.LRUExpireCache // caller key + namespace -> bool
 
 	metrics *metrics
 }
 
-// authenticate returns the caller of r, or errUnauthenticated.
+// authenticate returns the caller of r, or an error of the Authenticator:
+// ErrUnauthenticated, ErrTooManyReviews or a failed review.
 func (g *gatekeeper) authenticate(ctx context.Context, r *http.Request) (*caller, error) {
 	if g.mode == AuthNone {
 		return anonymous, nil
 	}
-	token, ok := bearerToken(r)
-	if !ok {
-		return nil, errUnauthenticated
-	}
-	sum := sha256.Sum256([]byte(token))
-	cacheKey := string(sum[:])
-	if v, ok := g.tokenCache.Get(cacheKey); ok {
-		g.metrics.authCache("token", true)
-		if c, _ := v.(*caller); c != nil {
-			return c, nil
-		}
-		return nil, errUnauthenticated
-	}
-	g.metrics.authCache("token", false)
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	review, err := g.tokens.Create(ctx, &authenticationv1.TokenReview{
-		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: g.audiences},
-	}, metav1.CreateOptions{})
+	id, err := g.authn.AuthenticateRequest(ctx, r)
 	if err != nil {
-		// The error comes from the API server and never carries the token.
-		return nil, fmt.Errorf("reviewing the bearer token: %w", err)
+		return nil, err
 	}
-	if !review.Status.Authenticated {
-		g.tokenCache.Add(cacheKey, (*caller)(nil), g.ttl)
-		return nil, errUnauthenticated
-	}
-	c := &caller{user: review.Status.User, key: userKey(review.Status.User)}
-	g.tokenCache.Add(cacheKey, c, g.ttl)
-	return c, nil
-}
-
-// bearerToken returns the token of an "Authorization: Bearer" header.
-func bearerToken(r *http.Request) (string, bool) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	token = strings.TrimSpace(token)
-	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" || len(token) > maxTokenBytes {
-		return "", false
-	}
-	return token, true
+	return &caller{Identity: id}, nil
 }
 
 // userKey identifies a user for the access cache: name, uid, groups and extra.
@@ -223,7 +188,7 @@ func (g *gatekeeper) scope(ctx context.Context, c *caller, candidates []string) 
 }
 
 func accessKey(c *caller, namespace string) string {
-	return c.key + "/" + namespace
+	return c.Key + "/" + namespace
 }
 
 func (g *gatekeeper) cachedAccess(c *caller, namespace string) (allowed, cached bool) {
@@ -243,17 +208,17 @@ func (g *gatekeeper) allowed(ctx context.Context, c *caller, namespace string) (
 		return ok, nil
 	}
 	g.metrics.authCache("access", false)
-	extra := make(map[string]authorizationv1.ExtraValue, len(c.user.Extra))
-	for k, v := range c.user.Extra {
+	extra := make(map[string]authorizationv1.ExtraValue, len(c.User.Extra))
+	for k, v := range c.User.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	review, err := g.access.Create(ctx, &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   c.user.Username,
-			UID:    c.user.UID,
-			Groups: c.user.Groups,
+			User:   c.User.Username,
+			UID:    c.User.UID,
+			Groups: c.User.Groups,
 			Extra:  extra,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: namespace,
@@ -269,4 +234,396 @@ func (g *gatekeeper) allowed(ctx context.Context, c *caller, namespace string) (
 	ok := review.Status.Allowed && !review.Status.Denied
 	g.accessCache.Add(accessKey(c, namespace), ok, g.ttl)
 	return ok, nil
+}
+
+// Authenticator authenticates Kubernetes bearer tokens with TokenReview. It is the one
+// door every agent-facing endpoint of the manager goes through: the catalogue builds one
+// (see [Server.Authenticator]) and the gateway, served on the same address, is meant to
+// share it, so that a token reviewed by one is cached for the other and one flood cannot
+// spend two budgets. It is safe for concurrent use.
+//
+// What it costs an unauthenticated caller to make the API server work is bounded:
+//   - a malformed token (see [CheckTokenShape]) is rejected without a review;
+//   - a token whose review failed is remembered, by its SHA-256 digest, for
+//     NegativeTTL, in a cache of its own: failures never evict successes;
+//   - identical tokens reviewed at the same time share one review;
+//   - at most MaxConcurrentReviews reviews of unknown tokens run at once, on an API
+//     client with its own rate limit; beyond that, Authenticate returns
+//     [ErrTooManyReviews] at once (answer 429 with Retry-After) instead of queueing.
+//
+// A caller whose token is cached is answered from memory: no review, no slot, no wait.
+// When its entry has expired, a token that authenticated within the last KnownTTL is
+// reviewed again in a lane of its own (its own slots, its own API client), so a flood of
+// unknown tokens cannot delay it either. Caches are LRU caches of bounded size keyed by
+// the token's digest; no token is kept after Authenticate returns.
+type Authenticator struct {
+	unknown   reviewLane
+	known     reviewLane
+	audiences []string
+	ttl       time.Duration
+	negTTL    time.Duration
+	knownTTL  time.Duration
+	timeout   time.Duration
+	observe   func(AuthOutcome)
+
+	positive *cache.LRUExpireCache // tokenDigest -> *tokenEntry, kept for knownTTL
+	negative *cache.LRUExpireCache // tokenDigest -> struct{}, kept for negTTL
+
+	mu       sync.Mutex
+	inFlight map[tokenDigest]*reviewCall
+}
+
+// AuthenticatorOptions configure an Authenticator. Zero fields take the defaults named.
+type AuthenticatorOptions struct {
+	// Audiences, when set, are the audiences TokenReview must find in the token; by
+	// default the API server's own.
+	Audiences []string
+
+	// TTL is how long a successful review is trusted; 10s when zero. A token that
+	// expires sooner (the exp claim of a JWT) is trusted until it expires.
+	TTL time.Duration
+
+	// NegativeTTL is how long a failed review is remembered; 5s when zero.
+	NegativeTTL time.Duration
+
+	// KnownTTL is how long after its last successful review a token is re-reviewed in
+	// the lane for known tokens rather than with unknown ones; 1h when zero.
+	KnownTTL time.Duration
+
+	// CacheSize bounds the tokens that authenticated, NegativeCacheSize those that did
+	// not; 4096 each when zero.
+	CacheSize         int
+	NegativeCacheSize int
+
+	// MaxConcurrentReviews bounds the TokenReviews in flight per lane (unknown tokens,
+	// known tokens); 16 when zero.
+	MaxConcurrentReviews int
+
+	// Timeout bounds one TokenReview; 5s when zero.
+	Timeout time.Duration
+
+	// Observe, when set, is told what each authentication did, for metrics.
+	Observe func(AuthOutcome)
+}
+
+// AuthOutcome says how an authentication was decided.
+type AuthOutcome string
+
+const (
+	// AuthCached means the answer came from a cache (or from a review another caller of
+	// the same token was already waiting for): no TokenReview.
+	AuthCached AuthOutcome = "cached"
+	// AuthReviewed means a TokenReview was sent.
+	AuthReviewed AuthOutcome = "reviewed"
+	// AuthMalformed means the token was rejected by its shape, without a review.
+	AuthMalformed AuthOutcome = "malformed"
+	// AuthThrottled means every review slot was busy: ErrTooManyReviews.
+	AuthThrottled AuthOutcome = "throttled"
+)
+
+// Review client limits: each of the Authenticator's two lanes and the catalogue's
+// SubjectAccessReviews has an API client of its own with this rate limit.
+const (
+	reviewQPS   = 50
+	reviewBurst = 100
+)
+
+// ErrUnauthenticated means the request carries no valid bearer token.
+var ErrUnauthenticated = errors.New("a valid bearer token (a ServiceAccount token) is required")
+
+// ErrTooManyReviews means every TokenReview slot is busy, or the API server throttled
+// the review. HTTP front doors answer 429 with a Retry-After of [ReviewRetryAfter].
+var ErrTooManyReviews = errors.New("too many token reviews in flight; retry shortly")
+
+// ReviewRetryAfter is the Retry-After to send with ErrTooManyReviews.
+const ReviewRetryAfter = time.Second
+
+// maxTokenBytes bounds the bearer tokens the Authenticator accepts. ServiceAccount tokens
+// are about 1 KiB; identity provider tokens with many claims reach a few KiB.
+const maxTokenBytes = 8 << 10
+
+// tokenDigest is the SHA-256 digest of a token, the only form in which a token is kept.
+type tokenDigest [sha256.Size]byte
+
+// tokenEntry is a successful review.
+type tokenEntry struct {
+	id         *Identity
+	validUntil time.Time
+}
+
+// reviewCall is a review in flight that callers of the same token wait for.
+type reviewCall struct {
+	done chan struct{}
+	id   *Identity
+	err  error
+}
+
+// reviewLane is an API client for TokenReviews and the slots that bound them.
+type reviewLane struct {
+	reviews authenticationv1client.TokenReviewInterface
+	slots   chan struct{}
+}
+
+// Identity is an authenticated caller. Callers must not modify it: it is shared by
+// every request with the same token while cached.
+type Identity struct {
+	// User is who TokenReview says the token belongs to.
+	User authenticationv1.UserInfo
+	// Key is a digest of User (name, UID, groups and extra) to key authorization caches by.
+	Key string
+}
+
+// NewAuthenticator returns an Authenticator that reviews unknown tokens through unknown
+// and re-reviews known ones through known. Give each its own API client (each with its
+// own rate limiter), as [NewAuthenticatorForConfig] does; known may be nil to share
+// unknown's, at the cost of known callers waiting behind a flood in its rate limiter.
+func NewAuthenticator(unknown, known authenticationv1client.TokenReviewInterface, opts AuthenticatorOptions) *Authenticator {
+	if known == nil {
+		known = unknown
+	}
+	opts.defaults()
+	return &Authenticator{
+		unknown:   reviewLane{reviews: unknown, slots: make(chan struct{}, opts.MaxConcurrentReviews)},
+		known:     reviewLane{reviews: known, slots: make(chan struct{}, opts.MaxConcurrentReviews)},
+		audiences: slices.Clone(opts.Audiences),
+		ttl:       opts.TTL,
+		negTTL:    opts.NegativeTTL,
+		knownTTL:  max(opts.KnownTTL, opts.TTL),
+		timeout:   opts.Timeout,
+		observe:   opts.Observe,
+		positive:  cache.NewLRUExpireCache(opts.CacheSize),
+		negative:  cache.NewLRUExpireCache(opts.NegativeCacheSize),
+		inFlight:  make(map[tokenDigest]*reviewCall),
+	}
+}
+
+// NewAuthenticatorForConfig returns an Authenticator whose two lanes each have an API
+// client of their own, built from cfg with a rate limit of 50 requests per second
+// (burst 100).
+func NewAuthenticatorForConfig(cfg *rest.Config, opts AuthenticatorOptions) (*Authenticator, error) {
+	unknown, err := authenticationv1client.NewForConfig(reviewConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("creating the TokenReview client: %w", err)
+	}
+	known, err := authenticationv1client.NewForConfig(reviewConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("creating the TokenReview client for known tokens: %w", err)
+	}
+	return NewAuthenticator(unknown.TokenReviews(), known.TokenReviews(), opts), nil
+}
+
+// reviewConfig is cfg with a rate limiter of its own.
+func reviewConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst, c.RateLimiter = reviewQPS, reviewBurst, nil
+	return c
+}
+
+func (o *AuthenticatorOptions) defaults() {
+	if o.TTL <= 0 {
+		o.TTL = 10 * time.Second
+	}
+	if o.NegativeTTL <= 0 {
+		o.NegativeTTL = 5 * time.Second
+	}
+	if o.KnownTTL <= 0 {
+		o.KnownTTL = time.Hour
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = 4096
+	}
+	if o.NegativeCacheSize <= 0 {
+		o.NegativeCacheSize = 4096
+	}
+	if o.MaxConcurrentReviews <= 0 {
+		o.MaxConcurrentReviews = 16
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Observe == nil {
+		o.Observe = func(AuthOutcome) {}
+	}
+}
+
+// AuthenticateRequest authenticates the bearer token of r's Authorization header. See
+// [Authenticator.Authenticate].
+func (a *Authenticator) AuthenticateRequest(ctx context.Context, r *http.Request) (*Identity, error) {
+	token, ok := bearerToken(r)
+	if !ok {
+		return nil, ErrUnauthenticated
+	}
+	return a.Authenticate(ctx, token)
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
+		return "", false
+	}
+	return token, true
+}
+
+// Authenticate returns who token belongs to. Its errors are ErrUnauthenticated (also for
+// a malformed token), ErrTooManyReviews, or a failed review (the API server could not
+// be asked), which never carries the token.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identity, error) {
+	expiry, err := CheckTokenShape(token)
+	if err != nil {
+		a.observe(AuthMalformed)
+		return nil, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+	}
+	key := tokenDigest(sha256.Sum256([]byte(token)))
+	known := false
+	if v, ok := a.positive.Get(key); ok {
+		if e := v.(*tokenEntry); time.Now().Before(e.validUntil) {
+			a.observe(AuthCached)
+			return e.id, nil
+		}
+		known = true
+	}
+	if _, ok := a.negative.Get(key); ok {
+		a.observe(AuthCached)
+		return nil, ErrUnauthenticated
+	}
+	lane := &a.unknown
+	if known {
+		lane = &a.known
+	}
+
+	a.mu.Lock()
+	if call, ok := a.inFlight[key]; ok {
+		a.mu.Unlock()
+		a.observe(AuthCached)
+		select {
+		case <-call.done:
+			return call.id, call.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the review of the bearer token: %w", ctx.Err())
+		}
+	}
+	select {
+	case lane.slots <- struct{}{}:
+	default:
+		a.mu.Unlock()
+		a.observe(AuthThrottled)
+		return nil, ErrTooManyReviews
+	}
+	call := &reviewCall{done: make(chan struct{})}
+	a.inFlight[key] = call
+	a.mu.Unlock()
+
+	a.observe(AuthReviewed)
+	call.id, call.err = a.review(ctx, lane, key, token, expiry)
+	<-lane.slots
+	a.mu.Lock()
+	delete(a.inFlight, key)
+	a.mu.Unlock()
+	close(call.done)
+	return call.id, call.err
+}
+
+// review asks the API server about token and caches the answer. The review outlives a
+// caller that gives up, since others may be waiting for it; the timeout bounds it.
+func (a *Authenticator) review(ctx context.Context, lane *reviewLane, key tokenDigest, token string, expiry time.Time) (*Identity, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
+	defer cancel()
+	review, err := lane.reviews.Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.audiences},
+	}, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsTooManyRequests(err):
+		return nil, fmt.Errorf("%w: %w", ErrTooManyReviews, err)
+	case err != nil:
+		// The error comes from the API server and never carries the token.
+		return nil, fmt.Errorf("reviewing the bearer token: %w", err)
+	}
+	st := &review.Status
+	if !st.Authenticated || !a.audienceMatches(st.Audiences) {
+		a.positive.Remove(key)
+		a.negative.Add(key, struct{}{}, a.negTTL)
+		return nil, ErrUnauthenticated
+	}
+	validUntil := time.Now().Add(a.ttl)
+	if !expiry.IsZero() && expiry.Before(validUntil) {
+		validUntil = expiry
+	}
+	id := &Identity{User: st.User, Key: userKey(st.User)}
+	a.negative.Remove(key)
+	a.positive.Add(key, &tokenEntry{id: id, validUntil: validUntil}, a.knownTTL)
+	return id, nil
+}
+
+// audienceMatches reports whether a review's audiences include one asked for, as
+// TokenReview's documentation asks of clients that set spec.audiences.
+func (a *Authenticator) audienceMatches(got []string) bool {
+	if len(a.audiences) == 0 {
+		return true
+	}
+	for _, aud := range got {
+		if slices.Contains(a.audiences, aud) {
+			return true
+		}
+	}
+	return false
+}
+
+// errMalformedToken is the error CheckTokenShape wraps.
+var errMalformedToken = errors.New("malformed bearer token")
+
+// CheckTokenShape rejects a bearer token that no Kubernetes API server authenticator
+// would accept, so it costs no TokenReview. A token is malformed when:
+//   - it is empty or longer than 8 KiB;
+//   - it has a byte outside printable ASCII (0x21 to 0x7E): no spaces, control
+//     characters or non-ASCII, which RFC 6750 bearer tokens never contain and which
+//     the API server would cut at the first space anyway;
+//   - it looks like a JWT, that is it begins with "eyJ" (base64url of `{"`, how every
+//     JWT header begins) and has a dot, but is not a signed compact JWS: exactly three
+//     non-empty base64url segments (no padding), the first a JSON object with an "alg"
+//     other than "none", the second a JSON object.
+//
+// Everything else is left to TokenReview: ServiceAccount and OIDC tokens are JWTs of that
+// shape, bootstrap tokens (abcdef.0123456789abcdef) and static or webhook tokens are
+// opaque strings of printable ASCII. For a JWT with an exp claim, CheckTokenShape returns
+// the expiry (unverified: it only shortens how long a review is cached).
+func CheckTokenShape(token string) (expiry time.Time, err error) {
+	if token == "" || len(token) > maxTokenBytes {
+		return time.Time{}, fmt.Errorf("%w: its length must be between 1 and %d bytes", errMalformedToken, maxTokenBytes)
+	}
+	for i := range len(token) {
+		if c := token[i]; c < 0x21 || c > 0x7e {
+			return time.Time{}, fmt.Errorf("%w: it must be printable ASCII without spaces", errMalformedToken)
+		}
+	}
+	if !strings.HasPrefix(token, "eyJ") || !strings.Contains(token, ".") {
+		return time.Time{}, nil // opaque
+	}
+	segments := strings.Split(token, ".")
+	if len(segments) != 3 {
+		return time.Time{}, fmt.Errorf("%w: a JWT has three segments, not %d", errMalformedToken, len(segments))
+	}
+	var header struct {
+		Alg string `json:"alg"`
+	}
+	var claims struct {
+		Exp *float64 `json:"exp"`
+	}
+	for i, into := range []any{&header, &claims, nil} {
+		b, err := base64.RawURLEncoding.DecodeString(segments[i])
+		if err != nil || len(b) == 0 {
+			return time.Time{}, fmt.Errorf("%w: JWT segment %d is not base64url", errMalformedToken, i+1)
+		}
+		if into != nil && (b[0] != '{' || json.Unmarshal(b, into) != nil) {
+			return time.Time{}, fmt.Errorf("%w: JWT segment %d is not a JSON object", errMalformedToken, i+1)
+		}
+	}
+	if header.Alg == "" || strings.EqualFold(header.Alg, "none") {
+		return time.Time{}, fmt.Errorf("%w: a JWT must be signed", errMalformedToken)
+	}
+	if claims.Exp != nil && *claims.Exp > 0 && *claims.Exp < float64(1<<40) {
+		return time.Unix(int64(*claims.Exp), 0), nil
+	}
+	return time.Time{}, nil
 }

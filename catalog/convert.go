@@ -45,7 +45,7 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 	}
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
-		cond := Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message}
+		cond := Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: conditionMessage(c.Reason)}
 		if !c.LastTransitionTime.IsZero() {
 			cond.LastTransitionTime = c.LastTransitionTime.UTC().Format(time.RFC3339)
 		}
@@ -86,6 +86,39 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 		e.tools[i] = &toolEntry{server: e, tool: &detail.Tools[i], lname: strings.ToLower(detail.Tools[i].Name)}
 	}
 	return e
+}
+
+// conditionMessages are the messages the catalogue shows for each condition reason. The
+// controller's own messages are written for the MCPServer's owner and name Secrets,
+// keys, addresses and policies; the catalogue's callers get a fixed sentence per reason
+// instead, and the reason itself.
+var conditionMessages = map[string]string{
+	mcpv1alpha1.ReasonSucceeded:           "The condition holds.",
+	mcpv1alpha1.ReasonProgressing:         "The operator is working on the latest change to the server.",
+	mcpv1alpha1.ReasonConnecting:          "The operator is connecting to the server.",
+	mcpv1alpha1.ReasonSuspended:           "The server is suspended.",
+	mcpv1alpha1.ReasonInvalidSpec:         "The server's specification cannot be acted on.",
+	mcpv1alpha1.ReasonSecretNotFound:      "A Secret or Secret key the server's specification references is missing.",
+	mcpv1alpha1.ReasonEgressDenied:        "An egress policy denies the connection to the server.",
+	mcpv1alpha1.ReasonRedirectDenied:      "The server redirected to a destination the redirect policy does not allow.",
+	mcpv1alpha1.ReasonDNSFailure:          "The server's host name does not resolve.",
+	mcpv1alpha1.ReasonConnectionRefused:   "The server refused the connection.",
+	mcpv1alpha1.ReasonTLSError:            "The TLS handshake with the server failed.",
+	mcpv1alpha1.ReasonUnauthorized:        "The server rejected the operator's credentials.",
+	mcpv1alpha1.ReasonNotFound:            "The server's endpoint was not found.",
+	mcpv1alpha1.ReasonProtocolError:       "The server does not speak MCP as expected.",
+	mcpv1alpha1.ReasonTimeout:             "The server did not answer in time.",
+	mcpv1alpha1.ReasonLimitExceeded:       "The server sent more than the operator accepts.",
+	mcpv1alpha1.ReasonWorkloadUnavailable: "The server's workload has no available replica.",
+}
+
+// conditionMessage returns the catalogue's message for a condition reason, never the
+// condition's own message.
+func conditionMessage(reason string) string {
+	if m, ok := conditionMessages[reason]; ok {
+		return m
+	}
+	return "See the MCPServer's status conditions for details."
 }
 
 // redactEndpoint returns the endpoint without user information, query string or

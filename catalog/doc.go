@@ -6,9 +6,12 @@
 // What it owns:
 //   - an in-memory search index over tool name, title and description and server name
 //     and description, fed incrementally by the manager's MCPServer informer;
-//   - authentication of callers with TokenReview and authorization with
-//     SubjectAccessReview (list mcpservers, per namespace), both cached with a short TTL
-//     in bounded LRU caches;
+//   - authentication of callers with TokenReview, through the exported [Authenticator]
+//     that the gateway is meant to share: malformed tokens are rejected without a
+//     review, failures are cached apart from successes, reviews in flight are bounded
+//     (429 with Retry-After beyond) and cached callers never wait for anyone's review;
+//   - authorization with SubjectAccessReview (list mcpservers, per namespace), on an API
+//     client of its own, cached with a short TTL in a bounded LRU cache;
 //   - the HTTP server: routing, pagination, ETags, JSON errors, request bounds, server
 //     timeouts and Prometheus metrics.
 //
@@ -17,8 +20,10 @@
 //     informer cache only, so every manager replica answers without leader election;
 //   - write anything to the cluster other than TokenReviews and SubjectAccessReviews;
 //   - return secrets: it copies only status fields (the endpoint as redacted in status,
-//     never spec.http.url), labels and the spec description. Header values, Secret names,
-//     URL query strings and annotations never reach a response, an error or a log line;
+//     never spec.http.url), labels and the spec description. Condition messages, which
+//     name Secrets and keys, are replaced by a fixed message per reason. Header values,
+//     Secret names, URL query strings and annotations never reach a response, an error
+//     or a log line; tokens are kept only as SHA-256 digests;
 //   - show a caller anything outside the namespaces it may list mcpservers in.
 //
 // The manager creates the service with [New] and adds it with mgr.Add; it is a

@@ -3,12 +3,14 @@ package catalog_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
@@ -138,5 +140,95 @@ func TestNoSecretsInResponses(t *testing.T) {
 	}
 	if !sawEndpoint {
 		t.Error("the redacted status endpoint is never returned")
+	}
+}
+
+// Condition messages are written for the MCPServer's owner and may name Secrets and keys
+// (issue 12, finding 5); the catalogue serves each condition's type, status and reason
+// with a fixed message for the reason instead, in every REST and MCP response.
+func TestConditionMessagesNeverReachResponses(t *testing.T) {
+	c := startCatalog(t, catalog.AuthTokenReview)
+	ns := newNamespace(t)
+	leak := `Secret "payments-stripe-live" has no key "api-key"`
+	now := metav1.Now()
+	createServer(t, ns, serverSpec{
+		name:  "payments",
+		tools: []mcpv1alpha1.ToolInfo{tool("charge_card", "Charge a card", "Charges a card")},
+		conditions: []metav1.Condition{
+			{Type: mcpv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: mcpv1alpha1.ReasonSecretNotFound, Message: leak, LastTransitionTime: now},
+			{Type: mcpv1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: mcpv1alpha1.ReasonSecretNotFound, Message: leak, LastTransitionTime: now},
+			{Type: mcpv1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "SomethingNew", Message: "token sk_live_51Hx9 rejected", LastTransitionTime: now},
+		},
+	})
+	token := newCaller(t, ns, "agent", true)
+	var detail catalog.ServerDetail
+	waitFor(t, func() bool {
+		detail = catalog.ServerDetail{}
+		resp := c.get(t, token, "/api/v1/namespaces/"+ns+"/servers/payments")
+		return resp.code == http.StatusOK && json.Unmarshal(resp.body, &detail) == nil && len(detail.Conditions) == 3
+	}, func() string { return fmt.Sprintf("three conditions, have %+v", detail.Conditions) })
+
+	// Reasons stay; messages are the catalogue's own.
+	byType := map[string]catalog.Condition{}
+	for _, cond := range detail.Conditions {
+		byType[cond.Type] = cond
+	}
+	for _, want := range []struct{ typ, status, reason string }{
+		{mcpv1alpha1.ConditionReady, "False", mcpv1alpha1.ReasonSecretNotFound},
+		{mcpv1alpha1.ConditionConnected, "False", mcpv1alpha1.ReasonSecretNotFound},
+		{mcpv1alpha1.ConditionStalled, "True", "SomethingNew"},
+	} {
+		got := byType[want.typ]
+		if got.Status != want.status || got.Reason != want.reason || got.Message == "" || got.LastTransitionTime == "" {
+			t.Errorf("condition %s = %+v, want status %s, reason %s and a message", want.typ, got, want.status, want.reason)
+		}
+	}
+	if byType[mcpv1alpha1.ConditionReady].Message != byType[mcpv1alpha1.ConditionConnected].Message {
+		t.Errorf("one reason, two messages: %q and %q", byType[mcpv1alpha1.ConditionReady].Message, byType[mcpv1alpha1.ConditionConnected].Message)
+	}
+
+	var bodies []string
+	for _, path := range []string{
+		"/api/v1/servers",
+		"/api/v1/servers?namespace=" + ns,
+		"/api/v1/namespaces/" + ns + "/servers/payments",
+		"/api/v1/tools?q=charge",
+	} {
+		resp := c.get(t, token, path)
+		if resp.code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, resp.code)
+		}
+		bodies = append(bodies, string(resp.body))
+	}
+	session := mcpSession(t, c, token)
+	for _, call := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"get_server", map[string]any{"namespace": ns, "name": "payments"}},
+		{"list_servers", map[string]any{"namespace": ns}},
+		{"search_tools", map[string]any{"query": "charge"}},
+	} {
+		res := callTool(t, session, call.name, call.args, nil)
+		if res.IsError {
+			t.Fatalf("%s: %s", call.name, toolText(res))
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, string(b))
+	}
+	var sawReason bool
+	for _, body := range bodies {
+		for _, secret := range []string{"payments-stripe-live", "api-key", "sk_live_51Hx9"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("response contains %q: %s", secret, body)
+			}
+		}
+		sawReason = sawReason || strings.Contains(body, mcpv1alpha1.ReasonSecretNotFound)
+	}
+	if !sawReason {
+		t.Error("no response carries the SecretNotFound reason")
 	}
 }

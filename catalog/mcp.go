@@ -117,7 +117,7 @@ func verifyAuthenticated(ttl time.Duration) auth.TokenVerifier {
 			return nil, auth.ErrInvalidToken
 		}
 		return &auth.TokenInfo{
-			UserID:     c.key,
+			UserID:     c.Key,
 			Expiration: time.Now().Add(ttl),
 			Extra:      map[string]any{"caller": c},
 		}, nil

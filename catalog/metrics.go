@@ -17,6 +17,7 @@ type metrics struct {
 	latency   *prometheus.HistogramVec
 	indexSize *prometheus.GaugeVec
 	cache     *prometheus.CounterVec
+	rejected  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,11 +39,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "switchboard_catalog_auth_cache_lookups_total",
 			Help: "Lookups in the catalogue's TokenReview (token) and SubjectAccessReview (access) caches by result.",
 		}, []string{"cache", "result"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_catalog_auth_rejections_total",
+			Help: "Catalogue requests turned away without a TokenReview: malformed tokens (401) and tokens beyond the concurrent review bound (429).",
+		}, []string{"reason"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.indexSize, m.cache} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.indexSize, m.cache, m.rejected} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -66,6 +71,19 @@ func (m *metrics) authCache(name string, hit bool) {
 		result = "hit"
 	}
 	m.cache.WithLabelValues(name, result).Inc()
+}
+
+// authOutcome counts what one authentication did: a token cache hit or miss, or a
+// rejection without a review.
+func (m *metrics) authOutcome(o AuthOutcome) {
+	switch o {
+	case AuthCached:
+		m.authCache("token", true)
+	case AuthReviewed:
+		m.authCache("token", false)
+	default:
+		m.rejected.WithLabelValues(string(o)).Inc()
+	}
 }
 
 // instrument wraps h to count its requests and time them under route.

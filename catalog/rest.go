@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -105,8 +106,11 @@ func (s *Server) admit(r *http.Request) (*caller, *apiError) {
 	switch {
 	case err == nil:
 		return c, nil
-	case errors.Is(err, errUnauthenticated):
-		return nil, errorf(http.StatusUnauthorized, "%s", errUnauthenticated.Error())
+	case errors.Is(err, ErrUnauthenticated):
+		// The message says why (missing, malformed, rejected) and never echoes the token.
+		return nil, errorf(http.StatusUnauthorized, "%s", err.Error())
+	case errors.Is(err, ErrTooManyReviews):
+		return nil, errorf(http.StatusTooManyRequests, "%s", ErrTooManyReviews.Error())
 	default:
 		s.log.Error(err, "Authentication failed")
 		return nil, errorf(http.StatusInternalServerError, "authentication check failed")
@@ -240,8 +244,11 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if e.code == http.StatusUnauthorized {
+	switch e.code {
+	case http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", `Bearer realm="switchboard-catalog"`)
+	case http.StatusTooManyRequests:
+		h.Set("Retry-After", strconv.Itoa(int(ReviewRetryAfter/time.Second)))
 	}
 	w.WriteHeader(e.code)
 	_ = json.NewEncoder(w).Encode(Error{Code: e.code, Reason: reason(e.code), Message: e.msg})

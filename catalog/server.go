@@ -13,8 +13,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/cache"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -52,12 +52,24 @@ type Options struct {
 	// the API server's own audiences.
 	Audiences []string
 
-	// AuthCacheTTL is how long TokenReview and SubjectAccessReview results are cached;
-	// 10s when zero.
+	// AuthCacheTTL is how long successful TokenReviews and SubjectAccessReview answers
+	// are cached; 10s when zero.
 	AuthCacheTTL time.Duration
 
-	// TokenCacheSize bounds the cached TokenReview results; 4096 when zero.
+	// TokenCacheSize bounds the cached successful TokenReviews; 4096 when zero.
 	TokenCacheSize int
+
+	// NegativeCacheTTL is how long a failed TokenReview is remembered; 5s when zero.
+	NegativeCacheTTL time.Duration
+
+	// NegativeCacheSize bounds the remembered failed TokenReviews, in a cache apart from
+	// the successful ones; 4096 when zero.
+	NegativeCacheSize int
+
+	// MaxConcurrentTokenReviews bounds the TokenReviews of unknown tokens in flight (and,
+	// separately, of known tokens being re-reviewed); a request beyond it gets 429. 16
+	// when zero.
+	MaxConcurrentTokenReviews int
 
 	// AccessCacheSize bounds the cached SubjectAccessReview results; 16384 when zero.
 	AccessCacheSize int
@@ -132,16 +144,22 @@ func New(mgr ctrl.Manager, opts Options) (*Server, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	cfg := rest.CopyConfig(mgr.GetConfig())
-	cfg.QPS, cfg.Burst = 50, 100
-	clientset, err := kubernetes.NewForConfig(cfg)
+	// TokenReviews of unknown tokens, of known tokens and SubjectAccessReviews each get
+	// an API client with a rate limiter of their own: a flood of bogus tokens spends only
+	// the first.
+	unknown, err := authenticationv1client.NewForConfig(reviewConfig(mgr.GetConfig()))
 	if err != nil {
-		return nil, fmt.Errorf("creating the catalogue's API client: %w", err)
+		return nil, fmt.Errorf("creating the catalogue's TokenReview client: %w", err)
 	}
-	s, err := newServer(opts, &gatekeeper{
-		tokens: clientset.AuthenticationV1().TokenReviews(),
-		access: clientset.AuthorizationV1().SubjectAccessReviews(),
-	})
+	known, err := authenticationv1client.NewForConfig(reviewConfig(mgr.GetConfig()))
+	if err != nil {
+		return nil, fmt.Errorf("creating the catalogue's TokenReview client for known tokens: %w", err)
+	}
+	access, err := authorizationv1client.NewForConfig(reviewConfig(mgr.GetConfig()))
+	if err != nil {
+		return nil, fmt.Errorf("creating the catalogue's SubjectAccessReview client: %w", err)
+	}
+	s, err := newServer(opts, unknown.TokenReviews(), known.TokenReviews(), access.SubjectAccessReviews())
 	if err != nil {
 		return nil, err
 	}
@@ -157,19 +175,31 @@ func New(mgr ctrl.Manager, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// newServer builds a Server around a gatekeeper whose review clients are set.
-func newServer(opts Options, gate *gatekeeper) (*Server, error) {
+// newServer builds a Server on the given review clients.
+func newServer(opts Options, unknown, known authenticationv1client.TokenReviewInterface,
+	access authorizationv1client.SubjectAccessReviewInterface) (*Server, error) {
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	gate.mode = opts.Auth
-	gate.audiences = opts.Audiences
-	gate.ttl = opts.AuthCacheTTL
-	gate.timeout = reviewTimeout
-	gate.tokenCache = cache.NewLRUExpireCache(opts.TokenCacheSize)
-	gate.accessCache = cache.NewLRUExpireCache(opts.AccessCacheSize)
-	gate.metrics = m
+	gate := &gatekeeper{
+		mode: opts.Auth,
+		authn: NewAuthenticator(unknown, known, AuthenticatorOptions{
+			Audiences:            opts.Audiences,
+			TTL:                  opts.AuthCacheTTL,
+			NegativeTTL:          opts.NegativeCacheTTL,
+			CacheSize:            opts.TokenCacheSize,
+			NegativeCacheSize:    opts.NegativeCacheSize,
+			MaxConcurrentReviews: opts.MaxConcurrentTokenReviews,
+			Timeout:              reviewTimeout,
+			Observe:              m.authOutcome,
+		}),
+		access:      access,
+		ttl:         opts.AuthCacheTTL,
+		timeout:     reviewTimeout,
+		accessCache: cache.NewLRUExpireCache(opts.AccessCacheSize),
+		metrics:     m,
+	}
 	s := &Server{
 		opts:    opts,
 		log:     opts.Logger,
@@ -211,6 +241,16 @@ func (s *Server) eventHandler() toolscache.ResourceEventHandler {
 			}
 		},
 	}
+}
+
+// Authenticator returns the catalogue's token authenticator, for the gateway to share
+// (one cache and one review budget for every agent-facing endpoint of the manager). It
+// is nil when the catalogue runs with AuthNone.
+func (s *Server) Authenticator() *Authenticator {
+	if s.opts.Auth == AuthNone {
+		return nil
+	}
+	return s.gate.authn
 }
 
 // Handler returns the catalogue's HTTP handler: REST under /api/v1 and MCP at /mcp.

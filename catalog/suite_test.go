@@ -21,6 +21,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,7 +81,15 @@ type running struct {
 func startCatalog(tb testing.TB, mode catalog.AuthMode, configure ...func(*catalog.Options)) *running {
 	tb.Helper()
 	requireEnv(tb)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	return startCatalogOn(tb, env.Config, mode, configure...)
+}
+
+// startCatalogOn is startCatalog with the manager connecting to the API server through
+// cfg, such as a copy of env.Config whose transport watches the catalogue's reviews.
+func startCatalogOn(tb testing.TB, cfg *rest.Config, mode catalog.AuthMode, configure ...func(*catalog.Options)) *running {
+	tb.Helper()
+	requireEnv(tb)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -148,6 +157,8 @@ type serverSpec struct {
 	transport   mcpv1alpha1.Transport
 	notReady    bool
 	tools       []mcpv1alpha1.ToolInfo
+	// conditions, when set, replace the Ready condition createServer writes by default.
+	conditions []metav1.Condition
 	// mutate changes the object before it is created.
 	mutate func(*mcpv1alpha1.MCPServer)
 }
@@ -196,6 +207,9 @@ func createServer(tb testing.TB, ns string, s serverSpec) *mcpv1alpha1.MCPServer
 		Capabilities:    &mcpv1alpha1.ServerCapabilities{Tools: true},
 		Tools:           s.tools,
 		ToolCount:       int32(len(s.tools)),
+	}
+	if s.conditions != nil {
+		obj.Status.Conditions = s.conditions
 	}
 	if err := k8sClient.Status().Update(ctx, obj); err != nil {
 		tb.Fatalf("writing status of %s/%s: %v", ns, s.name, err)

@@ -60,7 +60,8 @@ type Condition struct {
 	Status string `json:"status"`
 	// Reason is a PascalCase reason code.
 	Reason string `json:"reason,omitempty"`
-	// Message is the human-readable explanation.
+	// Message is the catalogue's fixed explanation of Reason. It is not the condition's
+	// own message, which may name Secrets, keys or addresses: read the MCPServer for that.
 	Message string `json:"message,omitempty"`
 	// LastTransitionTime is when the status last changed, in RFC 3339.
 	LastTransitionTime string `json:"lastTransitionTime,omitempty"`

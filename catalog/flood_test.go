@@ -21,6 +21,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // reviewWatch sits in the manager's transport to the API server and sees every
@@ -204,11 +205,12 @@ func TestTokenFloodDoesNotLockOutCachedCallers(t *testing.T) {
 		heldTokens = append(heldTokens, token)
 		go func() { held <- c.try(token, "/api/v1/servers") }()
 	}
-	waitFor(t, func() bool { n, _, _, _, _ := watch.counts(); return n == maxReviews },
-		func() string {
-			n, _, _, _, _ := watch.counts()
-			return fmt.Sprintf("%d TokenReviews in flight, want %d", n, maxReviews)
-		})
+	testutil.Eventually(t, waitTimeout, "the review slots to fill", func() error {
+		if n, _, _, _, _ := watch.counts(); n != maxReviews {
+			return fmt.Errorf("%d TokenReviews in flight, want %d", n, maxReviews)
+		}
+		return nil
+	})
 
 	// Every further unknown token is turned away at once, without a review.
 	flood := make(chan attempt, floodBurst)

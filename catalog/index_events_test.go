@@ -14,6 +14,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // A tool that appears in status is searchable within a second, and one that disappears,
@@ -162,11 +163,14 @@ func TestConditionMessagesNeverReachResponses(t *testing.T) {
 	})
 	token := newCaller(t, ns, "agent", true)
 	var detail catalog.ServerDetail
-	waitFor(t, func() bool {
+	testutil.Eventually(t, waitTimeout, "the server's three conditions", func() error {
 		detail = catalog.ServerDetail{}
 		resp := c.get(t, token, "/api/v1/namespaces/"+ns+"/servers/payments")
-		return resp.code == http.StatusOK && json.Unmarshal(resp.body, &detail) == nil && len(detail.Conditions) == 3
-	}, func() string { return fmt.Sprintf("three conditions, have %+v", detail.Conditions) })
+		if resp.code != http.StatusOK || json.Unmarshal(resp.body, &detail) != nil || len(detail.Conditions) != 3 {
+			return fmt.Errorf("status %d, conditions %+v", resp.code, detail.Conditions)
+		}
+		return nil
+	})
 
 	// Reasons stay; messages are the catalogue's own.
 	byType := map[string]catalog.Condition{}

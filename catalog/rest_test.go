@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,11 +11,11 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr/funcr"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 func TestServerFilters(t *testing.T) {
@@ -249,9 +250,12 @@ func TestETag(t *testing.T) {
 	if err := k8sClient.Status().Update(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
-		return c.get(t, "", path, "If-None-Match: "+etag).code == http.StatusOK
-	}, func() string { return "a new ETag after the change" })
+	testutil.Eventually(t, waitTimeout, "a new ETag after the change", func() error {
+		if code := c.get(t, "", path, "If-None-Match: "+etag).code; code != http.StatusOK {
+			return fmt.Errorf("status %d for the old ETag", code)
+		}
+		return nil
+	})
 }
 
 func TestOpenAPIAndMetrics(t *testing.T) {
@@ -278,7 +282,7 @@ func TestOpenAPIAndMetrics(t *testing.T) {
 
 	c.get(t, "", "/api/v1/tools?q=x")
 	c.get(t, "", "/api/v1/servers")
-	n, err := testutil.GatherAndCount(c.registry, "switchboard_catalog_requests_total", "switchboard_catalog_request_duration_seconds", "switchboard_catalog_index_entries")
+	n, err := promtestutil.GatherAndCount(c.registry, "switchboard_catalog_requests_total", "switchboard_catalog_request_duration_seconds", "switchboard_catalog_index_entries")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -365,17 +366,8 @@ func toolNames(l catalog.ToolList) []string {
 	return out
 }
 
-// waitFor polls cond every 20ms for up to 10s.
-func waitFor(tb testing.TB, cond func() bool, describe func() string) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("condition not met within 10s: %s", describe())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitTimeout bounds every wait of these tests.
+const waitTimeout = 10 * time.Second
 
 // bearerTransport adds a bearer token to every request.
 type bearerTransport struct {
@@ -456,14 +448,17 @@ func mcpStatus(tb testing.TB, c *running, token string) int {
 func (r *running) waitServers(tb testing.TB, token, ns string, n int) {
 	tb.Helper()
 	var l catalog.ServerList
-	waitFor(tb, func() bool {
+	testutil.Eventually(tb, waitTimeout, fmt.Sprintf("%d servers with status in %s", n, ns), func() error {
 		l = catalog.ServerList{}
 		r.getJSON(tb, token, "/api/v1/servers?limit=500&namespace="+ns, &l)
 		for _, s := range l.Items {
 			if s.Endpoint == "" {
-				return false
+				return fmt.Errorf("%s has no status yet", s.Name)
 			}
 		}
-		return len(l.Items) == n
-	}, func() string { return fmt.Sprintf("%d servers with status in %s, have %q", n, ns, serverNames(l)) })
+		if len(l.Items) != n {
+			return fmt.Errorf("have %q", serverNames(l))
+		}
+		return nil
+	})
 }

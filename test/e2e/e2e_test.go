@@ -25,6 +25,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -167,14 +168,14 @@ func TestEndToEnd(t *testing.T) {
 
 	step(t, "Events record the transitions", func(t *testing.T) {
 		for name := range readyServers {
-			waitFor(t, name+"'s Connected event", 10*time.Second, func() error {
+			testutil.Eventually(t, 10*time.Second, name+"'s Connected event", func() error {
 				return wantReasons(eventReasons(t, name), "Connected")
 			})
 			if got := eventReasons(t, name); got["Connected"] != 1 || len(got) != 1 {
 				t.Errorf("%s: events %v on a healthy first connect, want one Connected", name, got)
 			}
 		}
-		waitFor(t, deniedServer+"'s EgressDenied event", 10*time.Second, func() error {
+		testutil.Eventually(t, 10*time.Second, deniedServer+"'s EgressDenied event", func() error {
 			return wantReasons(eventReasons(t, deniedServer), "EgressDenied")
 		})
 		if got := eventReasons(t, deniedServer); got["EgressDenied"] != 1 || len(got) != 1 {
@@ -277,7 +278,7 @@ func TestEndToEnd(t *testing.T) {
 
 	step(t, "SIGKILL: the crashed manager's stdio processes do not linger", func(t *testing.T) {
 		manager.kill(t)
-		waitFor(t, "the killed manager's bridge and server to exit", 15*time.Second, func() error {
+		testutil.Eventually(t, 15*time.Second, "the killed manager's bridge and server to exit", func() error {
 			var left []string
 			for _, p := range append(before.bridges, before.servers...) {
 				if alive(p.pid) {
@@ -296,7 +297,7 @@ func TestEndToEnd(t *testing.T) {
 	step(t, "after a restart nothing is lost or duplicated", func(t *testing.T) {
 		// The stdio server gets a new bridge on a new port; that the endpoint moved
 		// shows the new manager has reconciled it (Ready is still True from before).
-		waitFor(t, "the stdio server's new bridge", waitTimeout, func() error {
+		testutil.Eventually(t, waitTimeout, "the stdio server's new bridge", func() error {
 			if got := jsonpath(t, "stdio", "{.status.endpoint}"); got == before.endpoints["stdio"] {
 				return fmt.Errorf("endpoint still %s", got)
 			}
@@ -308,7 +309,7 @@ func TestEndToEnd(t *testing.T) {
 			`--for=jsonpath={.status.conditions[?(@.type=="Ready")].reason}=EgressDenied`)
 		// Ready stays True across the restart, so it alone would not show that the new
 		// manager holds live sessions again: its log must say so for every server.
-		waitFor(t, "the new manager's sessions", waitTimeout, func() error {
+		testutil.Eventually(t, waitTimeout, "the new manager's sessions", func() error {
 			log, err := os.ReadFile(manager.logPath)
 			if err != nil {
 				return err

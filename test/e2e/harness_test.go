@@ -24,15 +24,13 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
 // Timeouts of the steps. The whole test takes well under a minute when healthy; these
 // only bound how long a broken step takes to fail.
-const (
-	waitTimeout  = 60 * time.Second
-	pollInterval = 200 * time.Millisecond
-)
+const waitTimeout = 60 * time.Second
 
 // kubeconfigPath is the admin kubeconfig every kubectl call uses.
 var kubeconfigPath string
@@ -76,23 +74,6 @@ func kubectlStdin(stdin *strings.Reader, args ...string) (string, error) {
 		return stdout.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
-}
-
-// waitFor polls cond until it returns nil or the timeout passes, then fails the test
-// with what, and cond's last error.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(pollInterval)
-	}
 }
 
 // buildSwitchboard builds the binary into tmp/ at the repository root, as a user would.
@@ -216,7 +197,7 @@ func startManager(t *testing.T, bin, logPath, probeAddr string, args []string) *
 			<-m.exited
 		}
 	})
-	waitFor(t, "the manager's /readyz", waitTimeout, func() error {
+	testutil.Eventually(t, waitTimeout, "the manager's /readyz", func() error {
 		if m.hasExited() {
 			t.Fatalf("the manager exited at start (%v); log:\n%s", m.err, m.logTail(80))
 		}

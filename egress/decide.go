@@ -94,8 +94,7 @@ func (r *ServerRules) Policies() []string {
 // the first one that decides wins:
 //
 //  1. the address (d.Addr, or d.Host when it is an IP literal), with IPv4-mapped IPv6
-//     unmapped, must not be always denied (link-local, cloud metadata, unspecified,
-//     multicast, broadcast, and their NAT64 forms);
+//     unmapped, must not be always denied (see AlwaysDenied);
 //  2. the port must be set;
 //  3. a server no policy selects follows the default posture;
 //  4. a selected server needs an egress rule of a selecting policy whose ports include
@@ -111,10 +110,8 @@ func (r *ServerRules) DecideDial(d Destination) Decision {
 	}
 	addr := dialAddr(d)
 	dest := describe(d, addr)
-	if addr.IsValid() {
-		if rng, ok := lookup(alwaysDenied, addr); ok {
-			return deny("", fmt.Sprintf("%s is %s, which is always denied", addr, rng.what))
-		}
+	if reason, denied := AlwaysDenied(addr); denied {
+		return deny("", reason)
 	}
 	if d.Port == 0 {
 		return deny("", fmt.Sprintf("the connection to %s has no port", dest))

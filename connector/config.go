@@ -288,19 +288,3 @@ func DisplayURL(raw string) string {
 	}
 	return displayURL(u)
 }
-
-// origin identifies scheme, host and port, the unit headers are scoped to.
-type origin struct {
-	scheme, host, port string
-}
-
-func originOf(u *url.URL) origin {
-	port := u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-	}
-	return origin{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Hostname()), port: port}
-}

@@ -209,7 +209,7 @@ func (c *judgedConn) check() error {
 	}
 	if e := c.stack.judgeWith(box, c.dest); e != nil {
 		c.stack.obs.record(e)
-		_ = c.Conn.Close()
+		_ = c.Close()
 		return e
 	}
 	c.judged.Store(box)

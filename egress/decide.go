@@ -2,7 +2,6 @@ package egress
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -319,11 +318,11 @@ func describe(d Destination, addr netip.Addr) string {
 	host := clip(d.Host, 253)
 	switch {
 	case host == "" && addr.IsValid():
-		return net.JoinHostPort(addr.String(), port)
+		return joinHostPort(addr.String(), port)
 	case addr.IsValid() && addr.String() != host:
-		return net.JoinHostPort(host, port) + " (" + addr.String() + ")"
+		return joinHostPort(host, port) + " (" + addr.String() + ")"
 	default:
-		return net.JoinHostPort(host, port)
+		return joinHostPort(host, port)
 	}
 }
 
@@ -333,9 +332,18 @@ func origin(u *url.URL) string {
 	scheme := clip(strings.ToLower(u.Scheme), 16)
 	host := clip(u.Hostname(), 253)
 	if p, ok := effectivePort(u); ok {
-		return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(int(p)))
+		return scheme + "://" + joinHostPort(host, strconv.Itoa(int(p)))
 	}
 	return scheme + "://" + host
+}
+
+// joinHostPort is net.JoinHostPort without importing the package that dials: egress does
+// no I/O, and its linter rule forbids package net.
+func joinHostPort(host, port string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
 }
 
 // clip cuts s to at most n bytes, on a rune boundary, so that a hostile redirect cannot

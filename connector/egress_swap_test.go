@@ -74,18 +74,24 @@ func TestPolicyChangeIsNotBypassedThroughPooledConnections(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		versions []string // protocol versions the server speaks; nil is go-sdk's default
+		json     bool     // answer POSTs with JSON bodies rather than event streams
 	}{
-		{"sessionless protocol", nil},
+		{"sessionless protocol", nil, false},
+		// A JSON body is read to its end, so its connection always goes back to the
+		// idle pool; after an event stream that depends on how the last bytes arrive.
+		{"sessionless protocol, JSON responses", nil, true},
 		// 2025-11-25 has sessions: a standalone GET stream stays open on one
 		// connection and the client sends DELETE when the session ends.
-		{"protocol with sessions", []string{"2025-11-25"}},
+		{"protocol with sessions", []string{"2025-11-25"}, false},
+		{"protocol with sessions, JSON responses", []string{"2025-11-25"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			server := mcp.NewServer(&mcp.Implementation{Name: "target", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: tc.versions})
 			mcp.AddTool(server, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 				return &mcp.CallToolResult{}, nil, nil
 			})
-			capt, srv := startCapture(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+			capt, srv := startCapture(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+				&mcp.StreamableHTTPOptions{JSONResponse: tc.json}))
 
 			p := newPool(t)
 			key := connector.Key{Namespace: "ns", Name: "swapped"}

@@ -109,7 +109,10 @@ type Config struct {
 	Limits Limits
 	// Egress decides dials and redirect hops. Nil means [DefaultEgressDecider]. Changing
 	// only the decider does not reconnect; the session's live destinations are checked
-	// against the new decider and the session is dropped if one is now denied.
+	// against the new decider and the session is dropped if one is now denied. Idle
+	// keep-alive connections are closed, and an open connection is judged again before
+	// its next read or write, so no request travels over a connection the new decider
+	// would not open.
 	Egress EgressDecider
 	// Resolver resolves host names; nil means net.DefaultResolver.
 	Resolver Resolver
@@ -287,20 +290,4 @@ func DisplayURL(raw string) string {
 		return ""
 	}
 	return displayURL(u)
-}
-
-// origin identifies scheme, host and port, the unit headers are scoped to.
-type origin struct {
-	scheme, host, port string
-}
-
-func originOf(u *url.URL) origin {
-	port := u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-	}
-	return origin{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Hostname()), port: port}
 }

@@ -104,8 +104,8 @@ func (s *session) settle() {
 	}
 }
 
-// setEgress swaps the egress decider in place and asks the session to re-judge the
-// destinations it is connected to.
+// setEgress swaps the egress decider in place (dropping the idle connections the old one
+// admitted) and asks the session to re-judge the destinations it is connected to.
 func (s *session) setEgress(d EgressDecider) {
 	if d == nil {
 		d = DefaultEgressDecider()
@@ -113,7 +113,7 @@ func (s *session) setEgress(d EgressDecider) {
 	if s.stack == nil || sameValue(s.stack.egress(), d) {
 		return
 	}
-	s.stack.decider.Store(&deciderBox{d})
+	s.stack.setDecider(d)
 	select {
 	case s.recheck <- struct{}{}:
 	default:

@@ -26,16 +26,25 @@ const maxResponseHeaderBytes = 64 << 10
 // about every address it connects to, redirect checks, header injection scoped to the
 // configured origin and response limits. It never sets http.Client.Timeout, which would
 // cut event streams; every call carries its own context deadline instead.
+//
+// A connection is only ever used under the decision that admitted it: when the decider
+// changes, setDecider drops the idle connections, and every connection the dialer opened
+// judges its address again against the new decider before its next read or write (see
+// judgedConn), so a kept-alive connection cannot carry a request the new decision denies.
 type httpStack struct {
 	client   *http.Client
 	endpoint *url.URL
-	origin   origin
 	headers  []Header
 	limits   Limits
 	resolver Resolver
 	decider  atomic.Pointer[deciderBox]
 	dialer   net.Dialer
 	obs      observer
+
+	// issuers are the origins that issued the session ids this stack has seen, so
+	// that session headers follow a redirect only to the session's own server.
+	issuersMu sync.Mutex
+	issuers   []sessionIssuer
 
 	plain, secure *http.Transport
 }
@@ -46,7 +55,6 @@ type deciderBox struct{ EgressDecider }
 func newHTTPStack(cfg Config, endpoint *url.URL) (*httpStack, error) {
 	s := &httpStack{
 		endpoint: endpoint,
-		origin:   originOf(endpoint),
 		headers:  cfg.Headers,
 		limits:   cfg.Limits,
 		resolver: cfg.Resolver,
@@ -93,6 +101,13 @@ func (s *httpStack) close() {
 
 func (s *httpStack) egress() EgressDecider { return s.decider.Load().EgressDecider }
 
+// setDecider makes d the decider of every later dial and of every open connection's next
+// read or write, and closes the idle connections, which the old decider admitted.
+func (s *httpStack) setDecider(d EgressDecider) {
+	s.decider.Store(&deciderBox{d})
+	s.close()
+}
+
 // dialFunc returns a DialContext that resolves the host itself, asks the egress decider
 // about each address and dials the first allowed one by IP, so the address judged is
 // the address connected to.
@@ -130,7 +145,10 @@ func (s *httpStack) dialFunc(scheme string) func(ctx context.Context, network, a
 		for _, addr := range addrs {
 			addr = addr.Unmap()
 			dest := egress.Destination{Scheme: scheme, Host: host, Addr: addr, Port: uint16(port)}
-			if e := s.judgeDial(dest); e != nil {
+			// The decider is read once: the connection remembers the decision that
+			// admitted it, and a later change is judged again on its next read or write.
+			box := s.decider.Load()
+			if e := s.judgeWith(box, dest); e != nil {
 				denial = e
 				continue
 			}
@@ -140,7 +158,9 @@ func (s *httpStack) dialFunc(scheme string) func(ctx context.Context, network, a
 				continue
 			}
 			s.obs.dialed(dest)
-			return conn, nil
+			jc := &judgedConn{Conn: conn, stack: s, dest: dest}
+			jc.judged.Store(box)
+			return jc, nil
 		}
 		if dialErr != nil {
 			return nil, dialErr
@@ -150,16 +170,74 @@ func (s *httpStack) dialFunc(scheme string) func(ctx context.Context, network, a
 	}
 }
 
-// judgeDial returns the denial of dest, or nil when it may be dialed. Built-in denials
-// (link-local, metadata, unspecified, multicast) apply whatever the decider says.
+// judgeDial returns the denial of dest by the current decider, or nil when it may be
+// dialed.
 func (s *httpStack) judgeDial(dest egress.Destination) *Error {
-	if reason := builtinDenial(dest.Addr); reason != "" {
+	return s.judgeWith(s.decider.Load(), dest)
+}
+
+// judgeWith returns the denial of dest by the decider in box, or nil. What the egress
+// package always denies (egress.AlwaysDenied) is denied whatever the decider says.
+func (s *httpStack) judgeWith(box *deciderBox, dest egress.Destination) *Error {
+	if reason, denied := egress.AlwaysDenied(dest.Addr); denied {
 		return newError(ReasonEgressDenied, "connection to %s port %d denied: %s", dest.Host, dest.Port, reason)
 	}
-	if d := s.egress().DecideDial(dest); !d.Allowed {
+	if d := box.DecideDial(dest); !d.Allowed {
 		return newError(ReasonEgressDenied, "connection to %s (%s) port %d denied: %s", dest.Host, dest.Addr, dest.Port, decisionText(d))
 	}
 	return nil
+}
+
+// judgedConn is a connection the dialer opened to dest. It remembers the decider that
+// admitted it; before each read and write, and after a read that returned data, it
+// checks whether the decider has changed since and, if so, judges dest again. A denial
+// closes the connection and fails the read or write with the EgressDenied error, so not
+// a byte of a request goes out, and nothing more comes in, over a connection the current
+// decision would not open. The check is a pointer comparison while nothing changes.
+type judgedConn struct {
+	net.Conn
+	stack  *httpStack
+	dest   egress.Destination
+	judged atomic.Pointer[deciderBox]
+}
+
+// check judges the connection against the current decider if it has changed.
+func (c *judgedConn) check() error {
+	box := c.stack.decider.Load()
+	if c.judged.Load() == box {
+		return nil
+	}
+	if e := c.stack.judgeWith(box, c.dest); e != nil {
+		c.stack.obs.record(e)
+		_ = c.Close()
+		return e
+	}
+	c.judged.Store(box)
+	return nil
+}
+
+// Read implements net.Conn, judging the connection before and after reading.
+func (c *judgedConn) Read(p []byte) (int, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		// The read may have blocked across a decider change: deliver nothing a
+		// connection now denied received.
+		if cerr := c.check(); cerr != nil {
+			return 0, cerr
+		}
+	}
+	return n, err
+}
+
+// Write implements net.Conn, judging the connection before writing.
+func (c *judgedConn) Write(p []byte) (int, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
 }
 
 func decisionText(d egress.Decision) string {
@@ -222,17 +300,84 @@ func publicURL(u *url.URL) *url.URL {
 	return &url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 }
 
-// roundTripper scopes configured headers to the configured origin, refuses requests
-// that go-sdk addresses to any other origin (an SSE endpoint event pointing elsewhere),
-// records HTTP failures go-sdk would flatten into strings, and bounds response bodies.
+// roundTripper scopes configured headers and the MCP session headers to the configured
+// origin, refuses requests that go-sdk addresses to any other origin (an SSE endpoint
+// event pointing elsewhere), records HTTP failures go-sdk would flatten into strings, and
+// bounds response bodies.
 type roundTripper struct {
 	stack *httpStack
+}
+
+// credentialHeaders are credentials besides the configured headers that go-sdk or
+// net/http may set; like the configured headers they never leave the configured origin.
+var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2"}
+
+// MCP session headers. They belong to the server that issued the session.
+const (
+	sessionIDHeader       = "Mcp-Session-Id"
+	protocolVersionHeader = "Mcp-Protocol-Version"
+	lastEventIDHeader     = "Last-Event-Id"
+)
+
+// maxSessionIssuers bounds the session ids whose issuing origin a stack remembers.
+const maxSessionIssuers = 8
+
+// sessionIssuer is a session id and the origin whose response carried it.
+type sessionIssuer struct {
+	id     string
+	origin *url.URL
+}
+
+// scopeSessionHeaders drops the MCP session headers from a request that a redirect sends
+// to another origin than the configured one, unless that origin issued the session: the
+// session id is a capability for the issuer's session, and the protocol version and
+// event ids were negotiated with and issued by it. The one exception is the protocol
+// version of the sessionless era (2026-07-28 and later), which every request carries and
+// which describes that request only; without it a session could not follow an allowed
+// redirect at all.
+func (s *httpStack) scopeSessionHeaders(out *http.Request) {
+	id := out.Header.Get(sessionIDHeader)
+	if id != "" && s.issuedBy(id, out.URL) {
+		return
+	}
+	out.Header.Del(sessionIDHeader)
+	out.Header.Del(lastEventIDHeader)
+	if id != "" || out.Header.Get(protocolVersionHeader) < modernProtocol {
+		out.Header.Del(protocolVersionHeader)
+	}
+}
+
+// noteSessionIssuer remembers that the response to req carried session id id.
+func (s *httpStack) noteSessionIssuer(id string, u *url.URL) {
+	s.issuersMu.Lock()
+	defer s.issuersMu.Unlock()
+	for _, is := range s.issuers {
+		if is.id == id && egress.SameOrigin(is.origin, u) {
+			return
+		}
+	}
+	if len(s.issuers) == maxSessionIssuers {
+		s.issuers = s.issuers[1:]
+	}
+	s.issuers = append(s.issuers, sessionIssuer{id: id, origin: publicURL(u)})
+}
+
+// issuedBy reports whether a response from u's origin carried session id id.
+func (s *httpStack) issuedBy(id string, u *url.URL) bool {
+	s.issuersMu.Lock()
+	defer s.issuersMu.Unlock()
+	for _, is := range s.issuers {
+		if is.id == id && egress.SameOrigin(is.origin, u) {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := t.stack
 	out := req.Clone(req.Context())
-	if originOf(req.URL) == s.origin {
+	if egress.SameOrigin(req.URL, s.endpoint) {
 		for _, h := range s.headers {
 			out.Header.Set(h.Name, h.Value)
 		}
@@ -249,6 +394,10 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		for _, h := range s.headers {
 			out.Header.Del(h.Name)
 		}
+		for _, name := range credentialHeaders {
+			out.Header.Del(name)
+		}
+		s.scopeSessionHeaders(out)
 	}
 
 	transport := s.plain
@@ -259,6 +408,9 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if id := resp.Header.Get(sessionIDHeader); id != "" {
+		s.noteSessionIssuer(id, out.URL)
+	}
 	return s.inspect(out, resp)
 }
 
@@ -268,7 +420,7 @@ func (s *httpStack) inspect(req *http.Request, resp *http.Response) (*http.Respo
 	switch code := resp.StatusCode; {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		s.obs.record(newError(ReasonUnauthorized, "server answered %d %s", code, http.StatusText(code)))
-	case code == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") == "":
+	case code == http.StatusNotFound && req.Header.Get(sessionIDHeader) == "":
 		// With a session id, 404 means the session is gone: go-sdk reports that as
 		// ErrSessionMissing and the session reconnects at once.
 		s.obs.record(newError(ReasonNotFound, "endpoint %s answered 404 Not Found", displayURL(req.URL)))

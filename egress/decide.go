@@ -2,7 +2,6 @@ package egress
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -94,8 +93,7 @@ func (r *ServerRules) Policies() []string {
 // the first one that decides wins:
 //
 //  1. the address (d.Addr, or d.Host when it is an IP literal), with IPv4-mapped IPv6
-//     unmapped, must not be always denied (link-local, cloud metadata, unspecified,
-//     multicast, broadcast, and their NAT64 forms);
+//     unmapped, must not be always denied (see AlwaysDenied);
 //  2. the port must be set;
 //  3. a server no policy selects follows the default posture;
 //  4. a selected server needs an egress rule of a selecting policy whose ports include
@@ -111,10 +109,8 @@ func (r *ServerRules) DecideDial(d Destination) Decision {
 	}
 	addr := dialAddr(d)
 	dest := describe(d, addr)
-	if addr.IsValid() {
-		if rng, ok := lookup(alwaysDenied, addr); ok {
-			return deny("", fmt.Sprintf("%s is %s, which is always denied", addr, rng.what))
-		}
+	if reason, denied := AlwaysDenied(addr); denied {
+		return deny("", reason)
 	}
 	if d.Port == 0 {
 		return deny("", fmt.Sprintf("the connection to %s has no port", dest))
@@ -322,11 +318,11 @@ func describe(d Destination, addr netip.Addr) string {
 	host := clip(d.Host, 253)
 	switch {
 	case host == "" && addr.IsValid():
-		return net.JoinHostPort(addr.String(), port)
+		return joinHostPort(addr.String(), port)
 	case addr.IsValid() && addr.String() != host:
-		return net.JoinHostPort(host, port) + " (" + addr.String() + ")"
+		return joinHostPort(host, port) + " (" + addr.String() + ")"
 	default:
-		return net.JoinHostPort(host, port)
+		return joinHostPort(host, port)
 	}
 }
 
@@ -336,9 +332,18 @@ func origin(u *url.URL) string {
 	scheme := clip(strings.ToLower(u.Scheme), 16)
 	host := clip(u.Hostname(), 253)
 	if p, ok := effectivePort(u); ok {
-		return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(int(p)))
+		return scheme + "://" + joinHostPort(host, strconv.Itoa(int(p)))
 	}
 	return scheme + "://" + host
+}
+
+// joinHostPort is net.JoinHostPort without importing the package that dials: egress does
+// no I/O, and its linter rule forbids package net.
+func joinHostPort(host, port string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
 }
 
 // clip cuts s to at most n bytes, on a rune boundary, so that a hostile redirect cannot

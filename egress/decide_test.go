@@ -36,6 +36,31 @@ func TestDecideDialDefaultPostures(t *testing.T) {
 		{"public denies cluster CIDR", PosturePublic, dial("svc", "203.0.113.10", 443), false, "cluster range 203.0.113.0/24"},
 		{"public denies IPv6 cluster CIDR", PosturePublic, dial("svc", "2001:db8:42::1", 443), false, "cluster range"},
 		{"public denies a private IP literal host", PosturePublic, dial("10.0.0.1", "", 443), false, "private address"},
+		// Special-purpose ranges that are not the public Internet (issue 12, finding 7).
+		{"public denies benchmarking 198.18/15", PosturePublic, dial("x", "198.18.0.1", 443), false, "benchmarking"},
+		{"public denies the top of 198.18/15", PosturePublic, dial("x", "198.19.255.255", 443), false, "benchmarking"},
+		{"public allows 198.20 (outside 198.18/15)", PosturePublic, dial("x", "198.20.0.1", 443), true, ""},
+		{"public allows 198.17 (outside 198.18/15)", PosturePublic, dial("x", "198.17.255.255", 443), true, ""},
+		{"public denies reserved 240/4", PosturePublic, dial("x", "240.0.0.1", 443), false, "reserved"},
+		{"public denies the top of 240/4", PosturePublic, dial("x", "255.255.255.254", 443), false, "reserved"},
+		{"public denies IETF protocol assignments 192.0.0/24", PosturePublic, dial("x", "192.0.0.8", 443), false, "IETF protocol assignment"},
+		{"public allows 192.0.1 (outside 192.0.0/24)", PosturePublic, dial("x", "192.0.1.1", 443), true, ""},
+		{"public denies NAT64 benchmarking", PosturePublic, dial("x", "64:ff9b::c612:1", 443), false, "benchmarking address reached through NAT64"},
+		{"public denies local-use NAT64 of a public address", PosturePublic, dial("x", "64:ff9b:1::808:808", 443), false, "local-use NAT64"},
+		{"public denies the end of local-use NAT64", PosturePublic, dial("x", "64:ff9b:1:ffff:ffff:ffff:ffff:ffff", 443), false, "local-use NAT64"},
+		{"public allows past local-use NAT64", PosturePublic, dial("x", "64:ff9b:2::808:808", 443), true, ""},
+		{"public denies 6to4 of a public address", PosturePublic, dial("x", "2002:808:808::1", 443), false, "6to4"},
+		{"public denies IPv4-compatible public address", PosturePublic, dial("x", "::8.8.8.8", 443), false, "IPv4-compatible"},
+		{"public denies IPv4-compatible private address", PosturePublic, dial("x", "::10.0.0.1", 443), false, "IPv4-compatible"},
+		{"public denies site-local fec0::/10", PosturePublic, dial("x", "fec0::1", 443), false, "site-local"},
+		{"public denies the top of fec0::/10", PosturePublic, dial("x", "feff:ffff::1", 443), false, "site-local"},
+		{"public still names IPv6 loopback", PosturePublic, dial("x", "::1", 443), false, "loopback"},
+		{"public denies a 6to4 IP literal host", PosturePublic, dial("2002:808:808::1", "", 443), false, "6to4"},
+		{"all allows 6to4 of a public address", PostureAll, dial("x", "2002:808:808::1", 443), true, ""},
+		{"all allows local-use NAT64 of a public address", PostureAll, dial("x", "64:ff9b:1::808:808", 443), true, ""},
+		{"all allows IPv4-compatible public address", PostureAll, dial("x", "::8.8.8.8", 443), true, ""},
+		{"all allows IPv6 loopback", PostureAll, dial("x", "::1", 443), true, ""},
+		{"all allows benchmarking", PostureAll, dial("x", "198.18.0.1", 443), true, ""},
 		{"public leaves an unresolved name to the dial check", PosturePublic, dial("api.example.com", "", 443), true, "resolves to"},
 		{"all allows private", PostureAll, dial("db", "10.1.2.3", 5432), true, `"all"`},
 		{"all allows loopback", PostureAll, dial("localhost", "127.0.0.1", 8080), true, ""},
@@ -81,6 +106,54 @@ var alwaysDeniedDests = []Destination{
 	dial("x", "239.255.255.250", 1900),
 	dial("x", "ff02::1", 443),
 	dial("x", "255.255.255.255", 443),
+	// Embedded forms (issue 12, finding 7): metadata and link-local addresses through
+	// local-use NAT64 under each prefix length RFC 6052 allows in 64:ff9b:1::/48, 6to4
+	// and IPv4-compatible addresses.
+	dial("x", "64:ff9b:1::a9fe:a9fe", 80),       // /96
+	dial("x", "64:ff9b:1:0:a9:fea9:fe00:0", 80), // /64
+	dial("x", "64:ff9b:1:a9:fe:a9fe::", 80),     // /56
+	dial("x", "64:ff9b:1:a9fe:a9:fe00::", 80),   // /48
+	dial("x", "64:ff9b:1::6464:64c8", 80),
+	dial("x", "64:ff9b:1:a9fe:1:100::", 80), // /48 form of 169.254.1.1
+	dial("x", "2002:a9fe:a9fe::", 80),
+	dial("x", "2002:a9fe:a9fe:1::1", 80),
+	dial("x", "2002:6464:64c8::1", 80),
+	dial("x", "2002:a9fe:101::1", 443),
+	dial("x", "2002:e000:1::1", 443),
+	dial("x", "::169.254.169.254", 80),
+	dial("x", "::a9fe:a9fe", 80),
+	dial("x", "::100.100.100.200", 80),
+	dial("x", "::224.0.0.1", 443),
+	dial("::169.254.169.254", "", 80),
+	dial("2002:a9fe:a9fe::", "", 80),
+	dial("64:ff9b:1::a9fe:a9fe", "", 80),
+}
+
+func TestAlwaysDenied(t *testing.T) {
+	for _, d := range alwaysDeniedDests {
+		addr := d.Addr
+		if !addr.IsValid() {
+			addr = netip.MustParseAddr(d.Host)
+		}
+		if reason, denied := AlwaysDenied(addr); !denied || !strings.Contains(reason, "always denied") {
+			t.Errorf("AlwaysDenied(%s) = %q, %v; want an always-denied reason", addr, reason, denied)
+		}
+	}
+	for _, s := range []string{
+		"8.8.8.8", "10.0.0.1", "127.0.0.1", "::1", "2606:4700::1111", "64:ff9b::808:808", "64:ff9b:1::808:808",
+		"64:ff9b:1:808:8:800::", "2002:808:808::1", "::8.8.8.8", "198.18.0.1", "fec0::1", "::2",
+	} {
+		if reason, denied := AlwaysDenied(netip.MustParseAddr(s)); denied {
+			t.Errorf("AlwaysDenied(%s) = %q; want it allowed (only postures and policies decide on it)", s, reason)
+		}
+	}
+	if _, denied := AlwaysDenied(netip.Addr{}); denied {
+		t.Error("AlwaysDenied(zero Addr) = true; an unresolved destination is judged later")
+	}
+	reason, _ := AlwaysDenied(netip.MustParseAddr("2002:a9fe:a9fe::1"))
+	if !strings.Contains(reason, "cloud metadata address reached through 6to4") {
+		t.Errorf("reason %q does not say it is the metadata address through 6to4", reason)
+	}
 }
 
 func TestDecideDialAlwaysDenied(t *testing.T) {

@@ -17,5 +17,6 @@
 // a selecting policy allows is allowed (the union of allows); a server no policy selects
 // follows the default posture (public, all or none). Link-local, cloud metadata,
 // unspecified, multicast and broadcast addresses are denied whatever a policy says, also
-// in their IPv4-mapped and NAT64 forms.
+// in their IPv4-mapped, NAT64 (well-known and local-use), 6to4 and IPv4-compatible forms
+// (AlwaysDenied).
 package egress

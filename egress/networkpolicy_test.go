@@ -71,18 +71,32 @@ func TestNetworkPolicyWithoutHostPeers(t *testing.T) {
 
 func TestNetworkPolicyDefaultPostures(t *testing.T) {
 	v4AlwaysDenied := []string{"0.0.0.0/8", "100.100.100.200/32", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32"}
-	v6AlwaysDenied := []string{"::/128", "64:ff9b::/104", "64:ff9b::6464:64c8/128", "64:ff9b::a9fe:0/112", "64:ff9b::e000:0/100", "64:ff9b::ffff:ffff/128", "fd00:ec2::254/128", "fe80::/10", "ff00::/8"}
+	v6AlwaysDenied := []string{"::/128",
+		// IPv4-compatible, well-known NAT64, local-use NAT64 (read as /96, /64, /56 and
+		// /48 forms) and 6to4 forms of the IPv4 ranges.
+		"::6464:64c8/128", "::a9fe:0/112", "::e000:0/100", "::ffff:ffff/128",
+		"64:ff9b::/104", "64:ff9b::6464:64c8/128", "64:ff9b::a9fe:0/112", "64:ff9b::e000:0/100", "64:ff9b::ffff:ffff/128",
+		"64:ff9b:1::6464:64c8/128", "64:ff9b:1::a9fe:0/112", "64:ff9b:1::e000:0/100", "64:ff9b:1::ffff:ffff/128",
+		"64:ff9b:1:0:64:6464:c800:0/104", "64:ff9b:1:0:a9:fe00::/88", "64:ff9b:1:0:e0::/76", "64:ff9b:1:0:ff:ffff:ff00:0/104",
+		"64:ff9b:1:64:64:64c8::/96", "64:ff9b:1:a9:fe::/80", "64:ff9b:1:e0::/60", "64:ff9b:1:ff:ff:ffff::/96",
+		"64:ff9b:1:6464:64:c800::/88", "64:ff9b:1:a9fe::/64", "64:ff9b:1:e000::/52", "64:ff9b:1:ffff:ff:ff00::/88",
+		"2002::/24", "2002:6464:64c8::/48", "2002:a9fe::/32", "2002:e000::/20", "2002:ffff:ffff::/48",
+		"fd00:ec2::254/128", "fe80::/10", "ff00::/8"}
 	tests := []struct {
 		posture DefaultPosture
 		want    []networkingv1.NetworkPolicyEgressRule
 	}{
 		{PosturePublic, []networkingv1.NetworkPolicyEgressRule{dnsRule(ClusterDNS{}), {
 			To: []networkingv1.NetworkPolicyPeer{
+				// 255.255.255.255/32 lies inside 240.0.0.0/4.
 				ipBlockOf("0.0.0.0/0", "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-					"172.16.0.0/12", "192.168.0.0/16", "203.0.113.0/24", "224.0.0.0/4", "255.255.255.255/32"),
-				ipBlockOf("::/0", "::/128", "::1/128", "64:ff9b::/104", "64:ff9b::a00:0/104", "64:ff9b::6440:0/106",
-					"64:ff9b::7f00:0/104", "64:ff9b::a9fe:0/112", "64:ff9b::ac10:0/108", "64:ff9b::c0a8:0/112",
-					"64:ff9b::e000:0/100", "64:ff9b::ffff:ffff/128", "fc00::/7", "fe80::/10", "ff00::/8"),
+					"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4"),
+				// ::/96 (IPv4-compatible) holds ::/128 and ::1/128; 64:ff9b:1::/48 and
+				// 2002::/16 hold every local-use NAT64 and 6to4 form.
+				ipBlockOf("::/0", "::/96", "64:ff9b::/104", "64:ff9b::a00:0/104", "64:ff9b::6440:0/106",
+					"64:ff9b::7f00:0/104", "64:ff9b::a9fe:0/112", "64:ff9b::ac10:0/108", "64:ff9b::c000:0/120", "64:ff9b::c0a8:0/112",
+					"64:ff9b::c612:0/111", "64:ff9b::e000:0/100", "64:ff9b::f000:0/100", "64:ff9b:1::/48", "2002::/16",
+					"fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8"),
 			},
 			Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptrTo(corev1.ProtocolTCP)}},
 		}}},
@@ -142,6 +156,10 @@ func TestNetworkPolicyAgreesWithDecideDial(t *testing.T) {
 		"100.64.0.1", "100.100.100.200", "172.16.0.1", "192.168.1.1", "203.0.113.5", "224.0.0.251",
 		"255.255.255.255", "0.0.0.0", "::1", "2606:4700::1111", "fd00::1", "fd00:ec2::254", "fe80::1", "ff02::1",
 		"64:ff9b::808:808", "64:ff9b::a9fe:a9fe", "64:ff9b::a00:1", "::",
+		"198.18.0.1", "198.19.255.255", "198.20.0.1", "240.0.0.1", "192.0.0.8", "192.0.2.1",
+		"64:ff9b:1::808:808", "64:ff9b:1::a9fe:a9fe", "64:ff9b:1:a9fe:a9:fe00::", "64:ff9b:1:a9:fe:a9fe::",
+		"64:ff9b:1:0:a9:fea9:fe00:0", "2002:808:808::1", "2002:a9fe:a9fe::1", "::8.8.8.8", "::169.254.169.254",
+		"::2", "fec0::1", "2001:4860:4860::8888",
 	}
 	clusters := []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
 	sets := map[string]*PolicySet{

@@ -11,8 +11,12 @@ type DefaultPosture string
 
 const (
 	// PosturePublic allows public addresses only: loopback, private (RFC 1918), CGNAT
-	// (100.64.0.0/10), unique local (fc00::/7) and the cluster's own ranges are denied.
-	// It is the default.
+	// (100.64.0.0/10), IETF protocol assignments (192.0.0.0/24), benchmarking
+	// (198.18.0.0/15), reserved (240.0.0.0/4), unique local (fc00::/7), site-local
+	// (fec0::/10), the IPv6 ranges that embed IPv4 addresses (local-use NAT64
+	// 64:ff9b:1::/48, 6to4 2002::/16, IPv4-compatible ::/96, and the well-known NAT64
+	// forms of the IPv4 ranges listed) and the cluster's own ranges are denied. It is
+	// the default.
 	PosturePublic DefaultPosture = "public"
 	// PostureAll allows every address except the always-denied ones.
 	PostureAll DefaultPosture = "all"

@@ -189,12 +189,7 @@ func (b *Bridge) ready() bool {
 // (see Close) and stops the HTTP server. It returns nil after a shutdown that ctx asked
 // for.
 func (b *Bridge) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           b.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	srv := b.newHTTPServer(ctx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	b.log.Info("Serving MCP over Streamable HTTP", "address", ln.Addr().String(), "path", "/mcp",

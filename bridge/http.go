@@ -2,12 +2,15 @@ package bridge
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"mime"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,11 +19,43 @@ import (
 // sessionIDHeader carries the session ID of Streamable HTTP.
 const sessionIDHeader = "Mcp-Session-Id"
 
+// maxHeaderBytes bounds a request's header block; a client that sends more gets 431. An
+// MCP client sends a handful of short headers.
+const maxHeaderBytes = 64 << 10
+
+// How long a client may take to send a request. A slow client holds a connection, and a
+// slow body would hold the session it is addressed to, so the request line and headers,
+// and then a POST body, must each arrive within a bound. There is deliberately no
+// http.Server WriteTimeout or ReadTimeout: a response may be an SSE stream that lasts as
+// long as its session, and net/http's ReadTimeout would also end a running stream when
+// it expires. Variables so that tests can shorten them.
+var (
+	// readHeaderTimeout bounds the request line and headers (slowloris).
+	readHeaderTimeout = 10 * time.Second
+	// bodyReadTimeout bounds reading a POST body, once the headers are in.
+	bodyReadTimeout = 30 * time.Second
+	// idleConnTimeout closes a keep-alive connection that carries no request.
+	idleConnTimeout = 2 * time.Minute
+)
+
+// newHTTPServer returns the HTTP server Serve runs: Handler behind the limits above, with
+// request contexts that outlive ctx so that a shutdown can finish in-flight requests.
+func (b *Bridge) newHTTPServer(ctx context.Context) *http.Server {
+	return &http.Server{
+		Handler:           b.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleConnTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+}
+
 // Handler returns the bridge's HTTP handler: the MCP endpoint at /mcp, liveness at
 // /healthz and readiness at /readyz (which fails once the bridge is shutting down).
 func (b *Bridge) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/mcp", b.serveMCP)
+	bodyTimeout := bodyReadTimeout
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) { b.serveMCP(w, r, bodyTimeout) })
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -37,14 +72,14 @@ func (b *Bridge) Handler() http.Handler {
 // serveMCP routes a Streamable HTTP request to its session. The checks here are the ones
 // go-sdk's StreamableHTTPHandler makes before it hands a request to a session's transport;
 // the transport does the rest.
-func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request) {
+func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration) {
 	if !hostAllowed(r) {
 		http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
 		return
 	}
 	switch r.Method {
 	case http.MethodPost:
-		b.servePOST(w, r)
+		b.servePOST(w, r, bodyTimeout)
 	case http.MethodGet:
 		b.serveGET(w, r)
 	case http.MethodDelete:
@@ -56,8 +91,10 @@ func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request) {
 }
 
 // servePOST relays a client message to its session, or starts a session for an
-// initialize request that carries no session ID.
-func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request) {
+// initialize request that carries no session ID. The body is read in full, within
+// bodyTimeout, before a session is looked up or started: a client that trickles its body
+// holds neither.
+func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration) {
 	if mediaType(r.Header.Get("Content-Type")) != "application/json" {
 		http.Error(w, "Content-Type must be 'application/json'", http.StatusUnsupportedMediaType)
 		return
@@ -66,7 +103,11 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Accept must contain both 'application/json' and 'text/event-stream'", http.StatusBadRequest)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, int64(b.opts.MaxMessageBytes))
+	body, ok := b.readBody(w, r, bodyTimeout)
+	if !ok {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 
 	if id := r.Header.Get(sessionIDHeader); id != "" {
 		s, why := b.lookup(id)
@@ -79,15 +120,6 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "failed to read body", http.StatusBadRequest)
-		return
-	}
 	msg, err := jsonrpc.DecodeMessage(body)
 	if err != nil {
 		http.Error(w, "malformed JSON-RPC message: a session starts with one initialize request", http.StatusBadRequest)
@@ -113,7 +145,6 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, req.ID, jsonrpc.CodeInternalError, err.Error())
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	if !s.beginRequest() {
 		http.Error(w, notFound(""), http.StatusNotFound)
 		return
@@ -124,6 +155,35 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request) {
 		// The client went away, or the subprocess refused initialize: nobody can use it.
 		s.end(errors.New("session was not initialized"))
 	}
+}
+
+// readBody reads a POST body of at most MaxMessageBytes within timeout, or answers 413
+// (too large), 408 (too slow; the connection is closed) or 400 and returns false. Once
+// the body is in, the connection has no read deadline: the response may be a long SSE
+// stream, during which net/http keeps reading to notice a client that goes away.
+func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	// Not every ResponseWriter supports deadlines (a test recorder, a wrapping
+	// middleware); the body is then read without one.
+	_ = rc.SetReadDeadline(time.Now().Add(timeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(b.opts.MaxMessageBytes)))
+	switch {
+	case err == nil:
+		_ = rc.SetReadDeadline(time.Time{})
+		return body, true
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The deadline stays passed, so that net/http does not wait for the rest of the
+		// body before it closes the connection.
+		w.Header().Set("Connection", "close")
+		http.Error(w, "request body not received in time", http.StatusRequestTimeout)
+	default:
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "failed to read body", http.StatusBadRequest)
+		}
+	}
+	return nil, false
 }
 
 // refuseSessionless answers a message that carries no session ID and is not an

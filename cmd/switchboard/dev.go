@@ -278,6 +278,7 @@ func startDevManager(ctx context.Context, cfg *rest.Config, opts devOptions) (ch
 	}
 	managerOpts := managerOptions{
 		metricsAddr:             opts.metricsAddr,
+		metricsSecure:           false, // plain HTTP on loopback, like the catalogue in dev
 		probeAddr:               "0",
 		maxConcurrentReconciles: 8,
 		maxConcurrentConnects:   16,

@@ -39,9 +39,9 @@ func TestDevBringsUpTheDemoAndCtrlCLeavesNothingBehind(t *testing.T) {
 	}
 
 	stateDir := t.TempDir()
-	catalogAddr := freeAddr(t)
+	catalogAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	cmd := exec.CommandContext(context.Background(), bin, "dev", "--dir", stateDir,
-		"--catalog-bind-address", catalogAddr, "--metrics-bind-address", freeAddr(t))
+		"--catalog-bind-address", catalogAddr, "--metrics-bind-address", metricsAddr)
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+assets)
 	// Its own process group, so that the interrupt below reaches exactly what a terminal's
@@ -125,6 +125,14 @@ func TestDevBringsUpTheDemoAndCtrlCLeavesNothingBehind(t *testing.T) {
 	tools := httpGet(t, "http://"+catalogAddr+"/api/v1/tools?q=dice")
 	if !strings.Contains(tools, "roll_dice") {
 		t.Errorf("catalogue search for dice lacks roll_dice: %s", tools)
+	}
+
+	// dev serves metrics over plain HTTP without authentication, as it prints.
+	if !strings.Contains(output.String(), "Metrics:        http://"+metricsAddr+"/metrics") {
+		t.Errorf("dev does not print its metrics address http://%s/metrics:\n%s", metricsAddr, output)
+	}
+	if metrics := httpGet(t, "http://"+metricsAddr+"/metrics"); !strings.Contains(metrics, "switchboard_connector_sessions") {
+		t.Errorf("dev's metrics lack switchboard_connector_sessions:\n%.2000s", metrics)
 	}
 
 	// The notes token reaches the notes server and nothing a person reads.

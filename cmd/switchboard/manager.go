@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
@@ -32,9 +34,19 @@ import (
 // leaderElectionID names the Lease that manager replicas compete for.
 const leaderElectionID = "switchboard.mcp.switchboard.dev"
 
+// The metrics endpoint's authentication and authorization filter reviews every scraper's
+// token and access.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // managerOptions are the manager subcommand's flags.
 type managerOptions struct {
-	metricsAddr      string
+	metricsAddr string
+	// metricsSecure serves metrics over HTTPS to authenticated and authorized scrapers
+	// only; false serves plain HTTP to anyone, for `switchboard dev`.
+	metricsSecure  bool
+	metricsCertDir string
+
 	probeAddr        string
 	leaderElect      bool
 	leaderElectionNS string
@@ -57,8 +69,12 @@ type managerOptions struct {
 }
 
 func (o *managerOptions) bind(fs *flag.FlagSet) {
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080",
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443",
 		"Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS to scrapers whose bearer token passes a TokenReview and who may get the /metrics URL (SubjectAccessReview); false serves plain HTTP without authentication.")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "",
+		"Folder holding tls.crt and tls.key for the metrics endpoint; empty uses a self-signed certificate.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
 		"Address the /healthz and /readyz endpoints bind to.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
@@ -125,6 +141,24 @@ func (o *managerOptions) egressDefaults() (egress.Defaults, error) {
 		defaults.ClusterCIDRs = append(defaults.ClusterCIDRs, prefix)
 	}
 	return defaults, defaults.Validate()
+}
+
+// metricsOptions returns how the metrics endpoint is served: by default over HTTPS behind
+// controller-runtime's authentication and authorization filter, which admits a scraper
+// only when a TokenReview accepts its bearer token and a SubjectAccessReview allows it
+// `get` on the non-resource URL /metrics; with --metrics-secure=false over plain HTTP.
+func (o *managerOptions) metricsOptions() metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr}
+	if !o.metricsSecure {
+		return opts
+	}
+	opts.SecureServing = true
+	opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	opts.CertDir = o.metricsCertDir
+	// HTTP/1.1 only, as kubebuilder scaffolds it: HTTP/2 stream resets and rapid resets
+	// (CVE-2023-44487, CVE-2023-39325) cost the server more than they cost a client.
+	opts.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+	return opts
 }
 
 // newStdioRuntime returns the runtime --stdio-runtime names.
@@ -292,7 +326,7 @@ func startManager(ctx context.Context, cfg *rest.Config, opts managerOptions) er
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   opts.cacheOptions(),
-		Metrics:                 metricsserver.Options{BindAddress: opts.metricsAddr},
+		Metrics:                 opts.metricsOptions(),
 		HealthProbeBindAddress:  opts.probeAddr,
 		LeaderElection:          opts.leaderElect,
 		LeaderElectionID:        leaderElectionID,

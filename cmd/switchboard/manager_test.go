@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +19,11 @@ import (
 	"time"
 
 	"github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -148,6 +155,135 @@ func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(all, "\n"), "Manager stopped") {
 		t.Errorf("manager did not log a clean stop:\n%s", strings.Join(all, "\n"))
+	}
+}
+
+// TestManagerServesMetricsOnlyToAuthorizedScrapers runs the real binary with its default
+// metrics flags: metrics are served over HTTPS, a scrape without a token is refused with
+// 401, one whose ServiceAccount may not get /metrics with 403, and a ServiceAccount bound
+// to a metrics-reader role gets the metrics.
+func TestManagerServesMetricsOnlyToAuthorizedScrapers(t *testing.T) {
+	g := gomega.NewWithT(t)
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := writeKubeconfig(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// prometheus may get /metrics, as config/rbac/metrics_reader_role.yaml grants; nobody
+	// is a ServiceAccount without rights.
+	clientset, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}
+	if _, err := clientset.RbacV1().ClusterRoles().Create(ctx, reader, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: "default"}},
+	}
+	if _, err := clientset.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token := func(sa string) string {
+		t.Helper()
+		if _, err := clientset.CoreV1().ServiceAccounts("default").Create(ctx,
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := clientset.CoreV1().ServiceAccounts("default").CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	prometheusToken, nobodyToken := token("prometheus"), token("nobody")
+
+	bin := filepath.Join(t.TempDir(), "switchboard")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building switchboard: %v\n%s", err, out)
+	}
+	probeAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	cmd := exec.CommandContext(context.Background(), bin, "manager",
+		"--kubeconfig", kubeconfig,
+		"--catalog-bind-address", "0",
+		"--metrics-bind-address", metricsAddr,
+		"--health-probe-bind-address", probeAddr,
+	)
+	logs := &logLines{done: make(chan struct{})}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go logs.read(stderr)
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("manager log:\n%s", strings.Join(logs.snapshot(), "\n"))
+		}
+	})
+
+	// The certificate is self-signed; what is checked here is who gets the metrics.
+	scraper := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test certificate
+	scrape := func(url, token string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := scraper.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	metricsURL := "https://" + metricsAddr + "/metrics"
+	g.Eventually(func() (int, error) {
+		code, _, err := scrape(metricsURL, "")
+		return code, err
+	}, 30*time.Second, 200*time.Millisecond).Should(gomega.Equal(http.StatusUnauthorized), "scrape without a token")
+
+	for _, tt := range []struct {
+		name, url, token string
+		want             []int // any of these; none means the request fails
+	}{
+		{name: "ServiceAccount without rights", url: metricsURL, token: nobodyToken, want: []int{http.StatusForbidden}},
+		{name: "metrics reader", url: metricsURL, token: prometheusToken, want: []int{http.StatusOK}},
+		// controller-runtime's filter answers a token the TokenReview rejects with 500.
+		{name: "forged token", url: metricsURL, token: "not-a-token", want: []int{http.StatusUnauthorized, http.StatusInternalServerError}},
+		// The TLS server answers plain HTTP with 400 and closes, which may reset the read.
+		{name: "plain HTTP", url: "http://" + metricsAddr + "/metrics", token: prometheusToken, want: []int{http.StatusBadRequest}},
+	} {
+		code, body, err := scrape(tt.url, tt.token)
+		if err != nil && tt.name != "plain HTTP" {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if err == nil && !slices.Contains(tt.want, code) {
+			t.Errorf("%s: GET %s answered %d, want %v:\n%.500s", tt.name, tt.url, code, tt.want, body)
+		}
+		served := code == http.StatusOK
+		if hasMetrics := strings.Contains(body, "rest_client_requests_total"); hasMetrics != served || served != slices.Contains(tt.want, http.StatusOK) {
+			t.Errorf("%s: answered %d, metrics in the body: %v", tt.name, code, hasMetrics)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package chart_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -47,15 +49,17 @@ func TestChartLints(t *testing.T) {
 func TestDefaultsRenderTheWholeOperator(t *testing.T) {
 	r := render(t)
 	want := map[string]int{
-		"CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 1,
+		"CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 2,
 		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
 		"PodDisruptionBudget": 1, "NetworkPolicy": 1, "ServiceMonitor": 0,
+		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 	}
+	clusterScoped := []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	counts := map[string]int{}
 	for _, o := range r.objects {
 		counts[o.GetKind()]++
-		if o.GetKind() != "CustomResourceDefinition" && o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" &&
-			o.GetNamespace() != namespace {
+		if !slices.Contains(clusterScoped, o.GetKind()) && o.GetNamespace() != namespace {
 			t.Errorf("%s %s is in namespace %q, want the release namespace %s", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
 		}
 	}
@@ -409,7 +413,7 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		t.Errorf("replicas %v, want 3", d.Spec.Replicas)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	for _, want := range []string{"manager", "--leader-elect", "--default-egress=none",
+	for _, want := range []string{"manager", "--leader-elect", "--default-egress=none", "--metrics-secure=true",
 		"--denied-cidrs=10.96.0.0/12,10.244.0.0/16", "--max-concurrent-reconciles=16"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("manager args %v lack %s", c.Args, want)
@@ -428,6 +432,9 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 	single := deployment(t, render(t, valueSets["single replica"]...))
 	if slices.Contains(single.Spec.Template.Spec.Containers[0].Args, "--leader-elect") {
 		t.Error("leaderElection.enabled=false still passes --leader-elect")
+	}
+	if args := managerContainer(t, render(t, "--set", "metrics.secure=false")).Args; !slices.Contains(args, "--metrics-secure=false") {
+		t.Errorf("metrics.secure=false: manager args %v lack --metrics-secure=false", args)
 	}
 }
 
@@ -527,6 +534,16 @@ func TestServiceMonitorScrapesTheMetricsService(t *testing.T) {
 	if ep["port"] != "metrics" || ep["path"] != "/metrics" || ep["interval"] != "15s" {
 		t.Errorf("ServiceMonitor endpoint %v, want port metrics, path /metrics, interval 15s", ep)
 	}
+	// The manager serves metrics over HTTPS to scrapers with a bearer token, or plain
+	// HTTP with metrics.secure=false.
+	if ep["scheme"] != "https" || ep["bearerTokenFile"] == nil {
+		t.Errorf("ServiceMonitor endpoint %v, want scheme https with Prometheus' ServiceAccount token", ep)
+	}
+	plain := render(t, "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.secure=false").one(t, "ServiceMonitor")
+	plainEndpoints, _, _ := unstructured.NestedSlice(plain.Object, "spec", "endpoints")
+	if len(plainEndpoints) != 1 || plainEndpoints[0].(map[string]any)["scheme"] != "http" || plainEndpoints[0].(map[string]any)["bearerTokenFile"] != nil {
+		t.Errorf("metrics.secure=false: ServiceMonitor endpoints %v, want plain http without a token", plainEndpoints)
+	}
 }
 
 func TestNetworkPolicyAdmitsOnlyTheManagerPorts(t *testing.T) {
@@ -555,6 +572,13 @@ func TestNetworkPolicyAdmitsOnlyTheManagerPorts(t *testing.T) {
 	slices.Sort(ports)
 	if want := []string{"catalog", "metrics", "probes"}; !slices.Equal(ports, want) {
 		t.Errorf("ingress ports %v, want %v", ports, want)
+	}
+	// By default only namespaces labelled metrics=enabled reach the metrics port.
+	want := []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"metrics": "enabled"}}}}
+	for _, rule := range np.Spec.Ingress {
+		if len(rule.Ports) == 1 && rule.Ports[0].Port.String() == "metrics" && !reflect.DeepEqual(rule.From, want) {
+			t.Errorf("metrics ingress from %+v, want only namespaces labelled metrics=enabled", rule.From)
+		}
 	}
 	if r := render(t, "--set", "networkPolicy.enabled=false"); len(r.all("NetworkPolicy")) != 0 {
 		t.Error("networkPolicy.enabled=false still renders a NetworkPolicy")
@@ -649,4 +673,66 @@ func TestValuesSchemaDescribesEveryValue(t *testing.T) {
 		}
 	}
 	walk("", values, schema)
+}
+
+func TestMetricsReaderRoleGrantsOnlyMetrics(t *testing.T) {
+	r := render(t)
+	role := r.get("ClusterRole", "", fullname+"-metrics-reader")
+	if role == nil {
+		t.Fatal("no metrics-reader ClusterRole")
+	}
+	want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+	if got := rulesOf(t, role); !reflect.DeepEqual(got, want) {
+		t.Errorf("metrics-reader rules %+v, want %+v", got, want)
+	}
+	for _, binding := range r.all("ClusterRoleBinding") {
+		if name, _, _ := unstructured.NestedString(binding.Object, "roleRef", "name"); name == role.GetName() {
+			t.Errorf("ClusterRoleBinding %s binds the metrics reader; the user binds it to their Prometheus", binding.GetName())
+		}
+	}
+	if r := render(t, "--set", "rbac.metricsReader=false"); r.get("ClusterRole", "", fullname+"-metrics-reader") != nil {
+		t.Error("rbac.metricsReader=false still renders the metrics-reader ClusterRole")
+	}
+}
+
+// TestAdmissionPolicyEqualsConfig checks the chart installs the admission policy of
+// config/admission, under the release's names.
+func TestAdmissionPolicyEqualsConfig(t *testing.T) {
+	config, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "admission", "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := os.ReadFile(filepath.Join(chartDir, "files", "admission", "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(copied) != string(config) {
+		t.Fatal("charts/switchboard/files/admission/policy.yaml differs from config/admission/policy.yaml: copy it")
+	}
+	want, err := parseObjects(string(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := render(t)
+	for _, w := range want {
+		got := r.get(w.GetKind(), "", fullname+"-"+w.GetName())
+		if got == nil {
+			t.Errorf("chart does not render %s %s-%s", w.GetKind(), fullname, w.GetName())
+			continue
+		}
+		wantSpec, gotSpec := w.Object["spec"].(map[string]any), got.Object["spec"].(map[string]any)
+		if w.GetKind() == "ValidatingAdmissionPolicyBinding" {
+			if gotSpec["policyName"] != fullname+"-"+wantSpec["policyName"].(string) {
+				t.Errorf("binding %s refers to policy %v, not the release's", got.GetName(), gotSpec["policyName"])
+			}
+			wantSpec = maps.Clone(wantSpec)
+			wantSpec["policyName"] = gotSpec["policyName"]
+		}
+		if !reflect.DeepEqual(gotSpec, wantSpec) {
+			t.Errorf("%s %s spec differs from config/admission/policy.yaml", got.GetKind(), got.GetName())
+		}
+	}
+	if r := render(t, "--set", "admissionPolicy.enabled=false"); len(r.all("ValidatingAdmissionPolicy"))+len(r.all("ValidatingAdmissionPolicyBinding")) != 0 {
+		t.Error("admissionPolicy.enabled=false still renders the admission policy")
+	}
 }

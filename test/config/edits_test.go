@@ -73,8 +73,15 @@ func TestPrometheusComponent(t *testing.T) {
 	if len(endpoints) != 1 {
 		t.Fatalf("ServiceMonitor has %d endpoints, want 1", len(endpoints))
 	}
-	port, _, _ := unstructured.NestedString(endpoints[0].(map[string]any), "port")
+	endpoint := endpoints[0].(map[string]any)
+	port, _, _ := unstructured.NestedString(endpoint, "port")
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != port {
 		t.Errorf("ServiceMonitor scrapes port %q; the metrics Service has %+v", port, svc.Spec.Ports)
+	}
+	// The manager serves metrics over HTTPS to scrapers with a bearer token.
+	scheme, _, _ := unstructured.NestedString(endpoint, "scheme")
+	tokenFile, _, _ := unstructured.NestedString(endpoint, "bearerTokenFile")
+	if scheme != "https" || tokenFile == "" {
+		t.Errorf("ServiceMonitor scrapes with scheme %q and bearer token file %q, want https with the Prometheus ServiceAccount's token", scheme, tokenFile)
 	}
 }

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -19,7 +20,7 @@ func TestServicesReachTheManager(t *testing.T) {
 	// name (before the prefix) -> the container port each Service must expose as its
 	// service port name -> port number.
 	want := map[string]map[string]int32{
-		"metrics": {"metrics": 8080},
+		"metrics": {"metrics": 8443},
 		"catalog": {"http": 80},
 	}
 	if n := len(objs.ofKind("Service")); n != len(want) {
@@ -94,5 +95,30 @@ func TestNetworkPolicyOpensOnlyTheManagerPorts(t *testing.T) {
 	slices.Sort(opened)
 	if want := []string{"catalog", "metrics", "probes"}; !slices.Equal(opened, want) {
 		t.Errorf("NetworkPolicy opens ports %v, want exactly %v", opened, want)
+	}
+}
+
+// TestMetricsIngressOnlyFromLabelledNamespaces checks that only pods of namespaces
+// labelled metrics=enabled may reach the metrics port, and that rule opens no other port.
+func TestMetricsIngressOnlyFromLabelledNamespaces(t *testing.T) {
+	objs := renderDefault(t)
+	np := &networkingv1.NetworkPolicy{}
+	objs.one(t, "NetworkPolicy", "manager", np)
+	want := []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"metrics": "enabled"}}}}
+	rules := 0
+	for _, rule := range np.Spec.Ingress {
+		if !slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port != nil && p.Port.StrVal == "metrics" }) {
+			continue
+		}
+		rules++
+		if len(rule.Ports) != 1 {
+			t.Errorf("the metrics ingress rule also opens %+v", rule.Ports)
+		}
+		if !reflect.DeepEqual(rule.From, want) {
+			t.Errorf("metrics ingress is from %+v, want only namespaces labelled metrics=enabled", rule.From)
+		}
+	}
+	if rules != 1 {
+		t.Errorf("%d ingress rules open the metrics port, want 1", rules)
 	}
 }

@@ -1,11 +1,17 @@
 package config_test
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
+
+// metricsReader is the ClusterRole for scrapers of the manager's metrics: config/default
+// renders it for users to bind to their Prometheus, not to the manager.
+const metricsReader = "ClusterRole " + namePrefix + "metrics-reader"
 
 // rbacRules returns every Role and ClusterRole rule rendered, keyed by "Kind name".
 func rbacRules(t *testing.T, objs rendered) map[string][]rbacv1.PolicyRule {
@@ -42,7 +48,7 @@ func TestRBACHasNoWildcards(t *testing.T) {
 					t.Errorf("%s grants %s %v: a wildcard", role, field, values)
 				}
 			}
-			if len(r.NonResourceURLs) > 0 {
+			if len(r.NonResourceURLs) > 0 && role != metricsReader {
 				t.Errorf("%s grants non-resource URLs %v", role, r.NonResourceURLs)
 			}
 			for _, v := range escalating {
@@ -136,8 +142,38 @@ func TestBindingsGrantTheManagerServiceAccount(t *testing.T) {
 		check("RoleBinding", b.Name, b.RoleRef, b.Subjects)
 	}
 	for role := range rules {
-		if !bound[role] {
+		if !bound[role] && role != metricsReader {
 			t.Errorf("%s is bound to nothing", role)
+		}
+	}
+}
+
+// TestMetricsReaderRoleGrantsOnlyMetrics checks the ClusterRole a scraper needs: get on
+// /metrics and nothing else, bound to nobody until the user binds their Prometheus.
+func TestMetricsReaderRoleGrantsOnlyMetrics(t *testing.T) {
+	objs := renderDefault(t)
+	rules, ok := rbacRules(t, objs)[metricsReader]
+	if !ok {
+		t.Fatalf("config/default renders no %s", metricsReader)
+	}
+	want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+	if !reflect.DeepEqual(rules, want) {
+		t.Errorf("%s rules are %+v, want %+v", metricsReader, rules, want)
+	}
+	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+		for _, obj := range objs.ofKind(kind) {
+			if name, _, _ := unstructured.NestedString(obj.Object, "roleRef", "name"); "ClusterRole "+name == metricsReader {
+				t.Errorf("%s %s binds %s; the user binds it to their own scraper", kind, obj.GetName(), metricsReader)
+			}
+		}
+	}
+	// The manager reviews the scrapers' tokens and access.
+	manager := rbacRules(t, objs)["ClusterRole "+namePrefix+"manager-role"]
+	for _, want := range []struct{ group, resource string }{
+		{"authentication.k8s.io", "tokenreviews"}, {"authorization.k8s.io", "subjectaccessreviews"},
+	} {
+		if !allows(manager, want.group, want.resource, "create") {
+			t.Errorf("the manager may not create %s.%s, which its metrics filter needs", want.resource, want.group)
 		}
 	}
 }

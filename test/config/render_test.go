@@ -110,6 +110,7 @@ func (r rendered) one(t *testing.T, kind, name string, into any) {
 // clusterScoped are the kinds config/default renders without a namespace.
 var clusterScoped = map[string]bool{
 	"Namespace": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 }
 
 func TestDefaultObjectsLiveInSwitchboardSystem(t *testing.T) {

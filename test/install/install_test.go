@@ -50,9 +50,11 @@ func TestDefaultInstallApplies(t *testing.T) {
 	}
 
 	want := map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 1,
-		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
+		"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1,
+		// The manager's role and the metrics reader for scrapers.
+		"ClusterRole": 2, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
 		"NetworkPolicy": 1, "PodDisruptionBudget": 1,
+		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 	}
 	for kind, n := range want {
 		if got := len(byKind[kind]); got != n {

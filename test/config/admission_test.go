@@ -1,0 +1,312 @@
+package config_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
+)
+
+// admissionNamespace is where the admission test's users write MCPServers.
+const admissionNamespace = "team-a"
+
+// author is a user of the admission test with a client that authenticates as them.
+type author struct {
+	name string
+	c    client.Client
+}
+
+// newAuthor adds a user to the control plane, grants it rules in admissionNamespace and
+// returns a client that authenticates as it.
+func newAuthor(ctx context.Context, t *testing.T, env *testenv.Environment, admin client.Client, name string, rules []rbacv1.PolicyRule) author {
+	t.Helper()
+	user, err := env.ControlPlane.AddUser(envtest.User{Name: name}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: admissionNamespace}, Rules: rules}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: admissionNamespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := admin.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(user.Config(), client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return author{name: name, c: c}
+}
+
+// mcpServerRules let a user write MCPServers, and nothing else.
+var mcpServerRules = []rbacv1.PolicyRule{{
+	APIGroups: []string{mcpv1alpha1.GroupVersion.Group}, Resources: []string{"mcpservers"},
+	Verbs: []string{"get", "list", "create", "update", "patch"},
+}}
+
+// httpServer returns an http MCPServer whose headers read the named Secrets and whose CA
+// bundle reads caSecret (none when empty).
+func httpServer(name, caSecret string, headerSecrets ...string) *mcpv1alpha1.MCPServer {
+	spec := &mcpv1alpha1.HTTPServerSpec{URL: "https://mcp.example.com/mcp"}
+	for i, s := range headerSecrets {
+		spec.Headers = append(spec.Headers, mcpv1alpha1.HTTPHeader{
+			Name:      fmt.Sprintf("X-Secret-%d", i),
+			ValueFrom: &mcpv1alpha1.HeaderValueSource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: s, Key: "token"}},
+		})
+	}
+	spec.Headers = append(spec.Headers, mcpv1alpha1.HTTPHeader{Name: "X-Tenant", Value: "acme"})
+	if caSecret != "" {
+		spec.TLS = &mcpv1alpha1.TLSConfig{CABundle: &mcpv1alpha1.CABundleSource{
+			SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: caSecret, Key: "ca.crt"},
+		}}
+	}
+	return &mcpv1alpha1.MCPServer{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: admissionNamespace},
+		Spec:       mcpv1alpha1.MCPServerSpec{HTTP: spec},
+	}
+}
+
+// stdioServer returns a stdio MCPServer whose environment reads the named Secrets.
+func stdioServer(name string, envSecrets ...string) *mcpv1alpha1.MCPServer {
+	spec := &mcpv1alpha1.StdioServerSpec{
+		Image:   "ghcr.io/acme/server:1.2.3",
+		Command: []string{"node", "dist/index.js"},
+		Env: []corev1.EnvVar{
+			{Name: "PLAIN", Value: "v"},
+			{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		},
+	}
+	for i, s := range envSecrets {
+		spec.Env = append(spec.Env, corev1.EnvVar{Name: fmt.Sprintf("SECRET_%d", i), ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: s}, Key: "token"},
+		}})
+	}
+	return &mcpv1alpha1.MCPServer{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: admissionNamespace},
+		Spec:       mcpv1alpha1.MCPServerSpec{Stdio: spec},
+	}
+}
+
+// secretDenial is the start of the message that rejects user's reference to a Secret.
+func secretDenial(user, secret string) string {
+	return fmt.Sprintf(`user %q may not get secrets %q in namespace %q`, user, secret, admissionNamespace)
+}
+
+// deploymentDenial is the message that rejects user's stdio server.
+func deploymentDenial(user string) string {
+	return fmt.Sprintf(`user %q may not create deployments.apps in namespace %q`, user, admissionNamespace)
+}
+
+// TestAdmissionPolicyChecksTheAuthorsRights installs config/default's admission policy on
+// a real API server and writes MCPServers as users with different rights: an MCPServer
+// passes only when its author may read every Secret it references and, for a stdio
+// server, create Deployments; each rejection names the missing permission.
+func TestAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
+	g := gomega.NewWithT(t)
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	admin, err := client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	objs := renderDefault(t)
+	admission := append(objs.ofKind("ValidatingAdmissionPolicy"), objs.ofKind("ValidatingAdmissionPolicyBinding")...)
+	if len(admission) != 2 {
+		t.Fatalf("config/default renders %d admission policies and bindings, want one of each", len(admission))
+	}
+	for _, obj := range admission {
+		if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("config-test")); err != nil {
+			t.Fatalf("applying %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admissionNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// alice may read the Secrets gh-token, ca and env-token (by name) and create
+	// Deployments; carol may read every Secret but create no Deployment; bob may only
+	// write MCPServers.
+	alice := newAuthor(ctx, t, env, admin, "alice", append([]rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"gh-token", "ca", "env-token"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create"}},
+	}, mcpServerRules...))
+	carol := newAuthor(ctx, t, env, admin, "carol", append([]rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+	}, mcpServerRules...))
+	bob := newAuthor(ctx, t, env, admin, "bob", mcpServerRules)
+
+	// The API server loads a new policy within moments; wait until it rejects bob.
+	g.Eventually(func() error {
+		return bob.c.Create(ctx, httpServer("probe", "", "gh-token"), client.DryRunAll)
+	}, 30*time.Second, 200*time.Millisecond).Should(gomega.MatchError(gomega.ContainSubstring(secretDenial("bob", "gh-token"))))
+
+	type create struct {
+		name    string
+		by      author
+		obj     *mcpv1alpha1.MCPServer
+		wantErr string // empty: the create succeeds
+	}
+	for _, tt := range []create{
+		{name: "header and CA bundle Secrets the author may read", by: alice, obj: httpServer("alice-http", "ca", "gh-token", "gh-token")},
+		{name: "header Secret the author may not read", by: bob, obj: httpServer("bob-http", "", "gh-token"), wantErr: secretDenial("bob", "gh-token")},
+		{name: "CA bundle Secret the author may not read", by: bob, obj: httpServer("bob-ca", "ca"), wantErr: secretDenial("bob", "ca")},
+		{name: "one of two Secrets the author may not read", by: alice, obj: httpServer("alice-sa-token", "", "gh-token", "default-token"), wantErr: secretDenial("alice", "default-token")},
+		{name: "no Secret at all", by: bob, obj: httpServer("bob-plain", "")},
+		{name: "stdio server by an author who may create Deployments", by: alice, obj: stdioServer("alice-stdio", "env-token")},
+		{name: "stdio server by an author who may not create Deployments", by: carol, obj: stdioServer("carol-stdio"), wantErr: deploymentDenial("carol")},
+		{name: "stdio server with a Secret the author may not read", by: bob, obj: stdioServer("bob-stdio", "env-token"), wantErr: secretDenial("bob", "env-token")},
+		{name: "stdio server without Secrets by an author who may only write MCPServers", by: bob, obj: stdioServer("bob-stdio-plain"), wantErr: deploymentDenial("bob")},
+		{name: "16 distinct Secrets the author may read", by: carol, obj: httpServer("carol-16", "s15", secretNames(15)...)},
+		{name: "17 distinct Secrets", by: carol, obj: httpServer("carol-17", "s16", secretNames(16)...), wantErr: "an MCPServer may reference at most 16 distinct Secrets"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.by.c.Create(ctx, tt.obj)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("%s creating %s: %v, want success", tt.by.name, tt.obj.Name, err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("%s created %s, want a rejection saying %q", tt.by.name, tt.obj.Name, tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("%s creating %s: %v, want a rejection saying %q", tt.by.name, tt.obj.Name, err, tt.wantErr)
+			}
+		})
+	}
+
+	// On UPDATE, a spec change is checked as a create is; metadata is not.
+	t.Run("update", func(t *testing.T) {
+		var existing mcpv1alpha1.MCPServer
+		if err := bob.c.Get(ctx, client.ObjectKey{Namespace: admissionNamespace, Name: "alice-http"}, &existing); err != nil {
+			t.Fatal(err)
+		}
+		labelled := existing.DeepCopy()
+		labelled.Labels = map[string]string{"team": "search"}
+		if err := bob.c.Update(ctx, labelled); err != nil {
+			t.Errorf("bob labelling alice's server: %v, want success (the spec is unchanged)", err)
+		}
+		if err := bob.c.Get(ctx, client.ObjectKeyFromObject(&existing), &existing); err != nil {
+			t.Fatal(err)
+		}
+		edited := existing.DeepCopy()
+		edited.Spec.Description = "now bob's"
+		if err := bob.c.Update(ctx, edited); err == nil || !strings.Contains(err.Error(), secretDenial("bob", "gh-token")) {
+			t.Errorf("bob changing the spec of alice's server: %v, want a rejection naming gh-token", err)
+		}
+		var plain mcpv1alpha1.MCPServer
+		if err := bob.c.Get(ctx, client.ObjectKey{Namespace: admissionNamespace, Name: "bob-plain"}, &plain); err != nil {
+			t.Fatal(err)
+		}
+		plain.Spec.HTTP.Headers = append(plain.Spec.HTTP.Headers, mcpv1alpha1.HTTPHeader{
+			Name: "Authorization", ValueFrom: &mcpv1alpha1.HeaderValueSource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: "gh-token", Key: "token"}},
+		})
+		if err := bob.c.Update(ctx, &plain); err == nil || !strings.Contains(err.Error(), secretDenial("bob", "gh-token")) {
+			t.Errorf("bob adding a Secret header to his server: %v, want a rejection naming gh-token", err)
+		}
+	})
+}
+
+// secretNames returns the Secret names s0 ... s(n-1).
+func secretNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%d", i)
+	}
+	return names
+}
+
+// TestAdmissionPolicyCoversEverySecretReference walks the MCPServer API for every field
+// that names a Secret and checks that the admission policy reads it: a new Secret
+// reference in the API fails here until the policy checks it.
+func TestAdmissionPolicyCoversEverySecretReference(t *testing.T) {
+	objs := renderDefault(t)
+	policies := objs.ofKind("ValidatingAdmissionPolicy")
+	if len(policies) != 1 {
+		t.Fatalf("config/default renders %d ValidatingAdmissionPolicies, want 1", len(policies))
+	}
+	variables, _, _ := unstructured.NestedSlice(policies[0].Object, "spec", "variables")
+	var expressions []string
+	for _, v := range variables {
+		expr, _, _ := unstructured.NestedString(v.(map[string]any), "expression")
+		expressions = append(expressions, expr)
+	}
+	// reads reports whether one expression contains every one of parts.
+	reads := func(parts ...string) bool {
+		for _, expr := range expressions {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(expr, p) }) {
+				return true
+			}
+		}
+		return false
+	}
+
+	refs := secretReferences(reflect.TypeFor[mcpv1alpha1.MCPServerSpec](), "object.spec")
+	if len(refs) < 3 {
+		t.Fatalf("found the Secret references %v in the MCPServer API, want at least headers, CA bundle and stdio env", refs)
+	}
+	for _, ref := range refs {
+		// A reference inside a list is read through the list's element variable, as in
+		// object.spec.http.headers.filter(h, ...).map(h, h.valueFrom.secretKeyRef.name).
+		parts := []string{ref + ".name"}
+		if list, elem, inList := strings.Cut(ref, "[]"); inList {
+			parts = []string{list + ".filter(", elem + ".name"}
+		}
+		if !reads(parts...) {
+			t.Errorf("the admission policy does not check the Secret reference %s", ref)
+		}
+	}
+}
+
+// secretReferences returns the CEL paths of every field under typ that selects a Secret:
+// Switchboard's SecretKeyReference and core/v1's SecretKeySelector. A list element is
+// written as [].
+func secretReferences(typ reflect.Type, path string) []string {
+	secretTypes := []reflect.Type{reflect.TypeFor[mcpv1alpha1.SecretKeyReference](), reflect.TypeFor[corev1.SecretKeySelector]()}
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	if typ.Kind() == reflect.Slice {
+		return secretReferences(typ.Elem(), path+"[]")
+	}
+	if typ.Kind() != reflect.Struct {
+		return nil
+	}
+	for _, st := range secretTypes {
+		if typ == st {
+			return []string{path}
+		}
+	}
+	var refs []string
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		// Resources and other value types hold no references.
+		refs = append(refs, secretReferences(f.Type, path+"."+name)...)
+	}
+	return refs
+}

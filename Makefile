@@ -29,13 +29,14 @@ generate: ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml); copy both into the Helm chart.
+manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml); copy them and the admission policy into the Helm chart.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... paths=./catalog/... paths=./cmd/... output:rbac:artifacts:config=config/rbac
 	@# The Helm chart renders the CRDs and RBAC rules from copies of these files.
 	rm -f charts/switchboard/files/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/switchboard/files/crds/
 	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml charts/switchboard/files/rbac/
+	cp config/admission/policy.yaml charts/switchboard/files/admission/
 
 .PHONY: docs
 docs: ## Generate the API reference (docs/api.md) from the Go types in api/.

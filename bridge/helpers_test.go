@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/bridge"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -180,14 +181,13 @@ func serverEverything(t testing.TB) []string {
 	return []string{"node", path, "stdio"}
 }
 
-// eventually polls cond until it holds or the timeout passes.
+// eventually waits, with the tests' one polling loop, until cond holds.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	testutil.Eventually(t, timeout, what, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return errors.New("it does not hold yet")
+	})
 }

@@ -30,6 +30,7 @@ func toolNames(ms []match) []string {
 func everyTool(*toolEntry) bool { return true }
 
 func TestTokens(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want []string
@@ -47,6 +48,7 @@ func TestTokens(t *testing.T) {
 }
 
 func TestSearchRanksNameAboveTitleAboveDescription(t *testing.T) {
+	t.Parallel()
 	ix := newIndex()
 	ix.upsert(newServerEntry(testServer("a", "s1", "",
 		mcpv1alpha1.ToolInfo{Name: "list_files", Description: "Lists the weather of files"},
@@ -71,6 +73,7 @@ func TestSearchRanksNameAboveTitleAboveDescription(t *testing.T) {
 }
 
 func TestIndexFollowsUpdatesAndDeletes(t *testing.T) {
+	t.Parallel()
 	ix := newIndex()
 	ix.upsert(newServerEntry(testServer("b", "x", "", mcpv1alpha1.ToolInfo{Name: "alpha"})))
 	ix.upsert(newServerEntry(testServer("a", "x", "", mcpv1alpha1.ToolInfo{Name: "alpha"}, mcpv1alpha1.ToolInfo{Name: "beta"})))
@@ -96,6 +99,7 @@ func TestIndexFollowsUpdatesAndDeletes(t *testing.T) {
 }
 
 func TestSearchPagesWithCursor(t *testing.T) {
+	t.Parallel()
 	ix := newIndex()
 	for i := range 7 {
 		ix.upsert(newServerEntry(testServer("ns", fmt.Sprintf("s%d", i), "",
@@ -121,6 +125,7 @@ func TestSearchPagesWithCursor(t *testing.T) {
 }
 
 func TestRedactEndpoint(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"https://mcp.example.com/mcp":                    "https://mcp.example.com/mcp",
 		"https://user:pw@mcp.example.com/mcp?key=s3cr3t": "https://mcp.example.com/mcp",
@@ -138,6 +143,7 @@ func TestRedactEndpoint(t *testing.T) {
 // After any sequence of upserts and deletes, the incrementally maintained index answers
 // exactly like one built from scratch with the surviving servers.
 func TestIncrementalIndexMatchesRebuild(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 7))
 	words := []string{"alpha", "beta", "gamma", "delta", "alps", "betamax", "gam"}
 	randomServer := func(name string) *mcpv1alpha1.MCPServer {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestCompileReportsInvalidPoliciesPerPolicy(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		policy mcpv1alpha1.MCPEgressPolicy
@@ -91,6 +92,7 @@ func TestCompileReportsInvalidPoliciesPerPolicy(t *testing.T) {
 }
 
 func TestInvalidSelectorSelectsTheWholeNamespace(t *testing.T) {
+	t.Parallel()
 	bad := newPolicy("bad", selecting(map[string]string{"team": "no spaces allowed"}),
 		withRule(mcpv1alpha1.EgressRule{To: block("0.0.0.0/0")}))
 	ps, errs := Compile([]mcpv1alpha1.MCPEgressPolicy{bad}, Defaults{Posture: PostureAll})
@@ -109,6 +111,7 @@ func TestInvalidSelectorSelectsTheWholeNamespace(t *testing.T) {
 }
 
 func TestCompileOrderDoesNotMatter(t *testing.T) {
+	t.Parallel()
 	a := newPolicy("a", withRule(mcpv1alpha1.EgressRule{To: hosts("x.example.com")}))
 	b := newPolicy("b", withRule(mcpv1alpha1.EgressRule{To: hosts("x.example.com")}))
 	for _, order := range [][]mcpv1alpha1.MCPEgressPolicy{{a, b}, {b, a}} {
@@ -120,6 +123,7 @@ func TestCompileOrderDoesNotMatter(t *testing.T) {
 }
 
 func TestParseDefaultPosture(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		want    DefaultPosture
@@ -141,6 +145,7 @@ func TestParseDefaultPosture(t *testing.T) {
 }
 
 func TestDefaultsValidate(t *testing.T) {
+	t.Parallel()
 	if err := (Defaults{}).Validate(); err != nil {
 		t.Errorf("zero Defaults: %v", err)
 	}

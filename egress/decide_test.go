@@ -10,6 +10,7 @@ import (
 )
 
 func TestDecideDialDefaultPostures(t *testing.T) {
+	t.Parallel()
 	clusterCIDRs := []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("2001:db8:42::/48")}
 	tests := []struct {
 		name    string
@@ -130,6 +131,7 @@ var alwaysDeniedDests = []Destination{
 }
 
 func TestAlwaysDenied(t *testing.T) {
+	t.Parallel()
 	for _, d := range alwaysDeniedDests {
 		addr := d.Addr
 		if !addr.IsValid() {
@@ -157,6 +159,7 @@ func TestAlwaysDenied(t *testing.T) {
 }
 
 func TestDecideDialAlwaysDenied(t *testing.T) {
+	t.Parallel()
 	allowEverything := newPolicy("open",
 		withRule(mcpv1alpha1.EgressRule{To: append(append(block("0.0.0.0/0"), block("::/0")...), hosts("x", "metadata.google.internal")...)}))
 	sets := map[string]*PolicySet{
@@ -177,6 +180,7 @@ func TestDecideDialAlwaysDenied(t *testing.T) {
 }
 
 func TestDecideDialSelectedServers(t *testing.T) {
+	t.Parallel()
 	defaults := Defaults{Posture: PostureAll}
 	policies := []mcpv1alpha1.MCPEgressPolicy{
 		newPolicy("search-hosts", selecting(map[string]string{"team": "search"}),
@@ -243,6 +247,7 @@ func TestDecideDialSelectedServers(t *testing.T) {
 }
 
 func TestDecideDialSingleSelectingPolicyNamedInDenial(t *testing.T) {
+	t.Parallel()
 	ps := mustCompile(t, Defaults{}, newPolicy("only", withRule(mcpv1alpha1.EgressRule{To: hosts("a.example.com")})))
 	got := ps.ForServer("team", nil).DecideDial(dial("b.example.com", "8.8.8.8", 443))
 	want := Decision{Policy: "team/only", Reason: "no egress rule of MCPEgressPolicy team/only allows b.example.com:443 (8.8.8.8)"}
@@ -252,6 +257,7 @@ func TestDecideDialSingleSelectingPolicyNamedInDenial(t *testing.T) {
 }
 
 func TestServerRulesPolicies(t *testing.T) {
+	t.Parallel()
 	ps := mustCompile(t, Defaults{},
 		newPolicy("b"), newPolicy("a"), newPolicy("c", selecting(map[string]string{"x": "y"})))
 	rules := ps.ForServer("team", map[string]string{"app": "web"})
@@ -264,6 +270,7 @@ func TestServerRulesPolicies(t *testing.T) {
 }
 
 func TestNilRulesFailSafe(t *testing.T) {
+	t.Parallel()
 	var ps *PolicySet
 	if got := ps.ForServer("team", nil).DecideDial(dial("x", "10.0.0.1", 443)); got.Allowed {
 		t.Errorf("a nil PolicySet allowed a private address: %+v", got)

@@ -3,6 +3,7 @@ package egress
 import "testing"
 
 func TestHostPatternMatches(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		pattern, host string
 		want          bool

@@ -20,6 +20,7 @@ var testNPOptions = NetworkPolicyOptions{
 }
 
 func TestNetworkPolicySelected(t *testing.T) {
+	t.Parallel()
 	ps := mustCompile(t, Defaults{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}},
 		newPolicy("a",
 			withRule(mcpv1alpha1.EgressRule{To: append(hosts("api.example.com"), block("0.0.0.0/0")...), Ports: ports(443, 443)}),
@@ -63,6 +64,7 @@ func TestNetworkPolicySelected(t *testing.T) {
 }
 
 func TestNetworkPolicyWithoutHostPeers(t *testing.T) {
+	t.Parallel()
 	ps := mustCompile(t, Defaults{}, newPolicy("a", withRule(mcpv1alpha1.EgressRule{To: block("203.0.113.0/24")})))
 	if got := ps.ForServer("team", nil).NetworkPolicy(testNPOptions); got.HostPeersNotEnforced {
 		t.Error("HostPeersNotEnforced = true without host peers")
@@ -70,6 +72,7 @@ func TestNetworkPolicyWithoutHostPeers(t *testing.T) {
 }
 
 func TestNetworkPolicyDefaultPostures(t *testing.T) {
+	t.Parallel()
 	v4AlwaysDenied := []string{"0.0.0.0/8", "100.100.100.200/32", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32"}
 	v6AlwaysDenied := []string{"::/128",
 		// IPv4-compatible, well-known NAT64, local-use NAT64 (read as /96, /64, /56 and
@@ -125,6 +128,7 @@ func TestNetworkPolicyDefaultPostures(t *testing.T) {
 }
 
 func TestNetworkPolicyDNS(t *testing.T) {
+	t.Parallel()
 	var rules *ServerRules // nil renders the none posture: DNS only
 	got := rules.NetworkPolicy(NetworkPolicyOptions{DNS: ClusterDNS{Namespace: "dns", PodLabels: map[string]string{"app": "coredns"}}})
 	port := intstr.FromInt32(53)
@@ -151,6 +155,7 @@ func TestNetworkPolicyDNS(t *testing.T) {
 // NetworkPolicy admits an address on a TCP port exactly when DecideDial allows it by
 // address (no host name), for every posture and for a selected server.
 func TestNetworkPolicyAgreesWithDecideDial(t *testing.T) {
+	t.Parallel()
 	addrs := []string{
 		"8.8.8.8", "1.1.1.1", "10.0.0.1", "10.1.2.3", "10.1.3.1", "127.0.0.1", "169.254.169.254", "169.254.0.1",
 		"100.64.0.1", "100.100.100.200", "172.16.0.1", "192.168.1.1", "203.0.113.5", "224.0.0.251",

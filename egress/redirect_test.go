@@ -8,6 +8,7 @@ import (
 )
 
 func TestDecideRedirect(t *testing.T) {
+	t.Parallel()
 	allowAPI := withRule(mcpv1alpha1.EgressRule{To: hosts("mcp.example.com", "*.cdn.example.com"), Ports: ports(443, 8443)})
 	policies := []mcpv1alpha1.MCPEgressPolicy{
 		newPolicy("deny", selecting(map[string]string{"r": "deny"}), allowAPI, withRedirects(mcpv1alpha1.RedirectDeny, nil)),
@@ -85,6 +86,7 @@ func TestDecideRedirect(t *testing.T) {
 // TestRedirectReasonsCarryNoSecrets checks that reasons print URLs as scheme://host:port
 // only: no userinfo, path, query string or fragment.
 func TestRedirectReasonsCarryNoSecrets(t *testing.T) {
+	t.Parallel()
 	ps := mustCompile(t, Defaults{},
 		newPolicy("same", selecting(map[string]string{"r": "same"}), withRedirects(mcpv1alpha1.RedirectSameOrigin, hops(1))),
 		newPolicy("allowed", selecting(map[string]string{"r": "allowed"}), withRedirects(mcpv1alpha1.RedirectAllowedDestinations, hops(1))))
@@ -119,6 +121,7 @@ func TestRedirectReasonsCarryNoSecrets(t *testing.T) {
 }
 
 func TestRedirectReasonPrintsOrigins(t *testing.T) {
+	t.Parallel()
 	ps := mustCompile(t, Defaults{}, newPolicy("same", withRedirects(mcpv1alpha1.RedirectSameOrigin, nil)))
 	got := ps.ForServer("team", nil).DecideRedirect(Redirect{
 		From: mustURL(t, "https://mcp.example.com/mcp?token=x"), To: mustURL(t, "https://other.example.com/cb?code=y"),
@@ -131,6 +134,7 @@ func TestRedirectReasonPrintsOrigins(t *testing.T) {
 }
 
 func TestSameOrigin(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		a, b string
 		want bool

@@ -10,6 +10,7 @@ import (
 )
 
 func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
+	t.Parallel()
 	calls := 0
 	Eventually(t, time.Minute, "the third call", func() error {
 		calls++
@@ -24,6 +25,7 @@ func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
 }
 
 func TestEventuallyFailsWithTheLastReason(t *testing.T) {
+	t.Parallel()
 	rec := &recordingTB{TB: t}
 	done := make(chan struct{})
 	go func() { // Fatalf ends the goroutine, as it ends a test

@@ -37,6 +37,8 @@ type session struct {
 	snap     Snapshot
 	settled  bool
 	onSettle func(*session)
+	// settledCh is closed once the first connect attempt has settled (after onSettle).
+	settledCh chan struct{}
 }
 
 func newSession(p *Pool, key Key, cfg Config) *session {
@@ -49,6 +51,8 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		log:     p.log.WithValues("server", key.String()),
 		done:    make(chan struct{}),
 		recheck: make(chan struct{}, 1),
+
+		settledCh: make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(p.ctx)
 	s.snap = Snapshot{State: StateConnecting, Endpoint: DisplayURL(cfg.URL)}
@@ -102,6 +106,7 @@ func (s *session) settle() {
 	if onSettle != nil {
 		onSettle(s)
 	}
+	close(s.settledCh)
 }
 
 // setEgress swaps the egress decider in place and asks the session to re-judge the

@@ -24,7 +24,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/egress"
 )
 
-// mcpServerFinalizer makes deletion wait until the operator has closed the server's session.
+// mcpServerFinalizer makes deletion wait until the operator has closed the server's
+// session and removed its stdio workload. It is added once either exists.
 const mcpServerFinalizer = "mcp.switchboard.dev/session"
 
 // Event reasons, emitted only on transitions.
@@ -36,6 +37,10 @@ const (
 	eventSecretNotFound = "SecretNotFound"
 	eventEgressDenied   = "EgressDenied"
 )
+
+// defaultFirstConnectWait is how long a reconcile waits, by default, for a new
+// session's first connect before it publishes status.
+const defaultFirstConnectWait = time.Second
 
 // MCPServerReconciler turns MCPServers into connector sessions and what the connector
 // observes into status. It never talks MCP itself: the connector pool owns every session
@@ -58,9 +63,15 @@ type MCPServerReconciler struct {
 	EgressDefaults egress.Defaults
 	// Stdio runs stdio servers; nil rejects them with InvalidSpec.
 	Stdio StdioRuntime
-	// StdioRequeue is how soon a stdio server whose bridge is not yet available is looked
-	// at again. Zero relies on the workload's watch alone (the pod runtime).
+	// StdioRequeue, when not zero, overrides how soon the stdio runtime asks to look
+	// again at a server whose bridge is not yet available (WorkloadStatus.RequeueAfter).
 	StdioRequeue time.Duration
+	// FirstConnectWait bounds how long a reconcile that has just started a session
+	// waits for its first connect, so that a server that answers quickly goes from
+	// nothing to Ready with its tools in one status write. A slower server is published
+	// as connecting (Reconciling) and its session reports the outcome through the
+	// channel source. Zero means one second; a negative value never waits.
+	FirstConnectWait time.Duration
 
 	// announced holds, per server, the status whose transitions were last announced as
 	// Events (connector.Key -> *mcpv1alpha1.MCPServerStatus). The cache can lag behind
@@ -69,87 +80,92 @@ type MCPServerReconciler struct {
 	announced sync.Map
 }
 
-// Reconcile brings one MCPServer's session and status in line with its spec. It owns
-// every condition of the object except WorkloadAvailable.
-func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	log := ctrl.LoggerFrom(ctx)
+// Reconcile brings one MCPServer's session, workload and status in line with its spec.
+// The steps record what they observe; computeStatus then derives every condition from
+// that in one place, and one patch writes the status when a user would see a change.
+func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := connector.Key{Namespace: req.Namespace, Name: req.Name}
 
 	obj := &mcpv1alpha1.MCPServer{}
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.stop(key) // deleted without our finalizer, e.g. after a forced removal
+			// Deleted (with or without our finalizer having run): nothing may keep
+			// running for it.
 			r.announced.Delete(key)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.stop(ctx, key)
 		}
 		return ctrl.Result{}, err
 	}
-
 	if !obj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, obj, key)
 	}
-	// Every step below changes obj.Status in memory; one patch writes it, and only
-	// when something a user would see changed.
-	before := obj.DeepCopy()
-	defer func() {
-		summarize(obj)
-		r.recordTransitions(r.lastAnnounced(key, before), obj)
-		r.announced.Store(key, eventStatus(obj))
-		if equality.Semantic.DeepEqual(before.Status, obj.Status) {
-			return
-		}
-		if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
-			retErr = errors.Join(retErr, fmt.Errorf("patching status: %w", err))
-		}
-	}()
 
+	before := obj.DeepCopy()
+	obs := &observation{}
+	result, err := r.observe(ctx, obj, key, obs)
+	if obs.session == nil && obs.blocker(obj) == nil {
+		// Nothing was observed: a step failed before it could look (the error says
+		// why), or the pool is shutting down. The status stays as it is.
+		return result, err
+	}
+	computeStatus(obj, obs)
+	r.recordTransitions(r.lastAnnounced(key, before), obj)
+	r.announced.Store(key, eventStatus(obj))
+	if !equality.Semantic.DeepEqual(before.Status, obj.Status) {
+		if perr := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); perr != nil && !apierrors.IsNotFound(perr) {
+			err = errors.Join(err, fmt.Errorf("patching status: %w", perr))
+		}
+	}
+	return result, err
+}
+
+// observe runs the reconcile steps in order, recording in obs what each observed, and
+// stops at the first one that keeps the server from being connected.
+func (r *MCPServerReconciler) observe(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key, obs *observation) (ctrl.Result, error) {
 	if obj.Spec.Suspend {
-		r.stop(key)
-		setNotReady(obj, mcpv1alpha1.ReasonSuspended, "Suspended: spec.suspend is true, no session is held")
-		log.V(1).Info("Server suspended")
-		return ctrl.Result{}, nil
+		ctrl.LoggerFrom(ctx).V(1).Info("Server suspended")
+		return ctrl.Result{}, r.stop(ctx, key)
 	}
 	rules, err := egressRules(ctx, r.Client, r.EgressDefaults, obj)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	var cfg connector.Config
-	var egressMessage string
 	if obj.Spec.Stdio != nil {
 		var available bool
-		cfg, egressMessage, available, err = r.reconcileWorkload(ctx, obj, rules)
+		var result ctrl.Result
+		cfg, available, result, err = r.reconcileWorkload(ctx, obj, rules, obs)
+		if obs.workload != nil {
+			err = errors.Join(err, r.ensureFinalizer(ctx, obj))
+		}
 		if err != nil || !available {
-			// No session until the bridge can take one. The Deployment watch (or, for
-			// local processes, a short requeue) brings the server back here.
+			// No session until the bridge can take one. The runtime's watches, or its
+			// requeue, bring the server back here.
 			r.Pool.Remove(key)
-			return ctrl.Result{RequeueAfter: r.StdioRequeue}, err
+			return result, err
 		}
 	} else {
 		if r.Stdio != nil {
-			r.Stdio.Remove(key) // the server may have been a stdio one before
-		}
-		cfg, err = r.reconcileSecrets(ctx, obj)
-		if err != nil {
-			var missing *missingSecretError
-			if errors.As(err, &missing) {
-				// No connection attempt without the credentials; the Secret watch
-				// wakes the server when the Secret appears.
-				r.Pool.Remove(key)
-				setNotReady(obj, mcpv1alpha1.ReasonSecretNotFound, capitalize(missing.Error()))
-				return ctrl.Result{}, nil
+			// The server may have been a stdio one before.
+			if err := r.Stdio.Remove(ctx, key); err != nil {
+				return ctrl.Result{}, fmt.Errorf("removing the stdio workload: %w", err)
 			}
+		}
+		if cfg, err = r.reconcileSecrets(ctx, obj, obs); err != nil || obs.missingSecret != nil {
+			// No connection attempt without the credentials; the Secret watch wakes
+			// the server when the Secret appears.
+			r.Pool.Remove(key)
 			return ctrl.Result{}, err
 		}
 		cfg.Egress = rules
-		egressMessage = "Egress to " + connector.DisplayURL(cfg.URL) + " is allowed by " + egressSource(rules)
+		obs.egressAllowedBy = "Egress to " + connector.DisplayURL(cfg.URL) + " is allowed by " + egressSource(rules)
 	}
-	r.reconcileConnection(obj, key, cfg, egressMessage)
-	// The session is already connecting; the finalizer that will close it follows.
-	return ctrl.Result{}, r.ensureFinalizer(ctx, obj)
+	return ctrl.Result{}, r.reconcileConnection(ctx, obj, key, cfg, obs)
 }
 
-// ensureFinalizer adds the finalizer that makes deletion close the session. It patches
-// a copy, so the status changes made in memory stay for the status patch.
+// ensureFinalizer adds the finalizer that makes deletion close the session and remove
+// the workload, once either runs. It patches a copy, so the status computed in memory
+// is left to the status patch.
 func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, obj *mcpv1alpha1.MCPServer) error {
 	if controllerutil.ContainsFinalizer(obj, mcpServerFinalizer) {
 		return nil
@@ -158,6 +174,9 @@ func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, obj *mcpv1alp
 	controllerutil.AddFinalizer(patched, mcpServerFinalizer)
 	// The optimistic lock keeps finalizers another writer adds meanwhile.
 	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return fmt.Errorf("adding finalizer: %w", err)
 	}
 	obj.Finalizers = patched.Finalizers
@@ -165,12 +184,22 @@ func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, obj *mcpv1alp
 }
 
 // reconcileSecrets builds the connector config of an http server, with headers and CA
-// bundle read from the Secrets the spec references.
-func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1alpha1.MCPServer) (connector.Config, error) {
+// bundle read from the Secrets the spec references. A missing Secret or key is recorded
+// in obs.missingSecret; other errors are returned.
+func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1alpha1.MCPServer, obs *observation) (connector.Config, error) {
 	spec := obj.Spec.HTTP
+	if spec == nil {
+		obs.invalidSpec = "The spec sets neither http nor stdio"
+		return connector.Config{}, nil
+	}
 	resolver := &secretResolver{reader: r.SecretReader, namespace: obj.Namespace}
 	headers, caBundle, err := resolver.resolveHTTP(ctx, spec)
 	if err != nil {
+		var missing *missingSecretError
+		if errors.As(err, &missing) {
+			obs.missingSecret = missing
+			return connector.Config{}, nil
+		}
 		return connector.Config{}, err
 	}
 	cfg := r.connectionConfig(obj, spec.URL, connector.Protocol(spec.Protocol))
@@ -205,62 +234,81 @@ func (r *MCPServerReconciler) connectionConfig(obj *mcpv1alpha1.MCPServer, url s
 var bridgeEgress, _ = egress.Compile(nil, egress.Defaults{Posture: egress.PostureAll})
 
 // reconcileWorkload runs a stdio server through the stdio runtime and returns the config
-// to reach its bridge, the EgressAllowed message, and whether the bridge is available.
-// It owns WorkloadAvailable and, for stdio servers, EgressAllowed.
-func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1alpha1.MCPServer, rules *egress.ServerRules) (connector.Config, string, bool, error) {
+// to reach its bridge and whether the bridge is available. It records the workload, and
+// what governs the pod's egress, in obs.
+func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1alpha1.MCPServer, rules *egress.ServerRules, obs *observation) (connector.Config, bool, ctrl.Result, error) {
 	if r.Stdio == nil {
-		setNotReady(obj, mcpv1alpha1.ReasonInvalidSpec, "This manager runs no stdio runtime: start it with --bridge-image (pod runtime) or --stdio-runtime=local")
-		return connector.Config{}, "", false, nil
+		obs.invalidSpec = "This manager runs no stdio runtime: start it with --bridge-image (pod runtime) or --stdio-runtime=local"
+		return connector.Config{}, false, ctrl.Result{}, nil
 	}
 	ws, err := r.Stdio.Ensure(ctx, obj, rules)
 	if err != nil {
-		setCondition(obj, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable,
-			"Cannot run the server: "+err.Error())
-		return connector.Config{}, "", false, err
-	}
-	obj.Status.Transport = mcpv1alpha1.TransportStdio
-	obj.Status.Endpoint = ws.Endpoint
-
-	egressMessage := "The server pod's egress is governed by " + egressSource(rules)
-	if ws.HostPeersNotEnforced {
-		egressMessage += "; " + egress.HostPeersNote
-	}
-	setCondition(obj, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, egressMessage)
-
-	if !ws.Available {
-		setCondition(obj, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable, ws.Message)
-		waiting := "Waiting for the bridge: " + ws.Message
-		for _, t := range []string{mcpv1alpha1.ConditionConnected, mcpv1alpha1.ConditionToolsDiscovered} {
-			setCondition(obj, t, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable, waiting)
+		var missing *missingSecretError
+		if errors.As(err, &missing) {
+			// The local runtime resolves env Secrets itself; the Secret watch wakes
+			// the server when the Secret appears.
+			obs.missingSecret = err
+			return connector.Config{}, false, ctrl.Result{}, nil
 		}
-		return connector.Config{}, "", false, nil
+		obs.workload = &workloadObservation{err: err}
+		return connector.Config{}, false, ctrl.Result{}, err
 	}
-	setCondition(obj, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, ws.Message)
+	obs.workload = &workloadObservation{status: ws}
+	obs.egressAllowedBy = "The server pod's egress is governed by " + egressSource(rules)
+	if ws.HostPeersNotEnforced {
+		obs.egressAllowedBy += "; " + egress.HostPeersNote
+	}
+	if !ws.Available {
+		requeue := ws.RequeueAfter
+		if r.StdioRequeue > 0 {
+			requeue = r.StdioRequeue
+		}
+		return connector.Config{}, false, ctrl.Result{RequeueAfter: requeue}, nil
+	}
 	cfg := r.connectionConfig(obj, ws.Endpoint, connector.ProtocolStreamableHTTP)
 	cfg.Egress = bridgeEgress.ForServer(obj.Namespace, obj.Labels)
-	return cfg, egressMessage, true, nil
+	return cfg, true, ctrl.Result{}, nil
 }
 
-// reconcileConnection makes the pool hold a session with cfg and copies what the
-// connector observed into status. It owns Connected, ToolsDiscovered and EgressAllowed
-// (egressMessage says what allowed the connection). It never waits on the network: a
-// new session reports through the channel source.
-func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, egressMessage string) {
+// reconcileConnection makes the pool hold a session with cfg and records what the
+// connector knows about it in obs. A session it has just started gets a short, bounded
+// wait for its first connect (see FirstConnectWait), unless the server is already Ready
+// for this generation and nothing a user waits for would change; past that, the session
+// reports through the channel source. The finalizer is added while the session
+// connects, so its round trip costs the user no time.
+func (r *MCPServerReconciler) reconcileConnection(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, obs *observation) error {
 	r.Pool.Ensure(key, cfg)
-	snap, ok := r.Pool.Snapshot(key)
-	if !ok {
-		return // the pool is shutting down
-	}
-	transport, endpoint := obj.Status.Transport, obj.Status.Endpoint
-	applySnapshot(obj, snap, egressMessage)
-	if obj.Spec.Stdio != nil {
-		// The connector speaks Streamable HTTP to the bridge; the user runs stdio.
-		obj.Status.Transport, obj.Status.Endpoint = transport, endpoint
-		if snap.State == connector.StateReady {
-			setCondition(obj, mcpv1alpha1.ConditionConnected, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
-				"Connected to the stdio server through its bridge, protocol "+snap.ProtocolVersion)
+	err := r.ensureFinalizer(ctx, obj)
+	if wait := r.firstConnectWait(); wait > 0 && !readyForGeneration(obj) {
+		if settled := r.Pool.Settled(key); settled != nil {
+			timer := time.NewTimer(wait)
+			select {
+			case <-settled:
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
 		}
 	}
+	if snap, ok := r.Pool.Snapshot(key); ok {
+		obs.session = &snap
+	}
+	return err
+}
+
+// firstConnectWait returns the bound on waiting for a new session's first connect.
+func (r *MCPServerReconciler) firstConnectWait() time.Duration {
+	if r.FirstConnectWait == 0 {
+		return defaultFirstConnectWait
+	}
+	return r.FirstConnectWait
+}
+
+// readyForGeneration reports whether the object's status already says Ready for its
+// current generation.
+func readyForGeneration(obj *mcpv1alpha1.MCPServer) bool {
+	c := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == obj.Generation
 }
 
 // egressSource says what governs a server's egress, for the EgressAllowed message.
@@ -271,11 +319,13 @@ func egressSource(rules *egress.ServerRules) string {
 	return "the default egress posture"
 }
 
-// reconcileDelete closes the session and releases the object. Closing never waits on
-// the server, so deletion cannot hang when the server is gone.
+// reconcileDelete closes the session, removes the workload and releases the object.
+// Closing never waits on the server, so deletion cannot hang when the server is gone.
 func (r *MCPServerReconciler) reconcileDelete(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key) error {
-	r.stop(key)
 	r.announced.Delete(key)
+	if err := r.stop(ctx, key); err != nil {
+		return err
+	}
 	if !controllerutil.ContainsFinalizer(obj, mcpServerFinalizer) {
 		return nil
 	}
@@ -287,12 +337,16 @@ func (r *MCPServerReconciler) reconcileDelete(ctx context.Context, obj *mcpv1alp
 	return nil
 }
 
-// stop closes the server's session and stops whatever the stdio runtime runs for it.
-func (r *MCPServerReconciler) stop(key connector.Key) {
+// stop closes the server's session and removes whatever the stdio runtime runs for it.
+func (r *MCPServerReconciler) stop(ctx context.Context, key connector.Key) error {
 	r.Pool.Remove(key)
-	if r.Stdio != nil {
-		r.Stdio.Remove(key)
+	if r.Stdio == nil {
+		return nil
 	}
+	if err := r.Stdio.Remove(ctx, key); err != nil {
+		return fmt.Errorf("removing the stdio workload: %w", err)
+	}
+	return nil
 }
 
 // lastAnnounced returns the status whose transitions this manager announced last for

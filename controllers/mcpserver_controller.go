@@ -73,6 +73,11 @@ type MCPServerReconciler struct {
 	// channel source. Zero means one second; a negative value never waits.
 	FirstConnectWait time.Duration
 
+	// written holds, per server, what this manager's own last writes left on the
+	// object (connector.Key -> *ownWrites), so that a reconcile reading a cache that has
+	// not caught up with them yet does not write the same again.
+	written sync.Map
+
 	// announced holds, per server, the status whose transitions were last announced as
 	// Events (connector.Key -> *mcpv1alpha1.MCPServerStatus). The cache can lag behind
 	// this manager's own status patch, and a reconcile that read the older copy would
@@ -92,15 +97,19 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			// Deleted (with or without our finalizer having run): nothing may keep
 			// running for it.
 			r.announced.Delete(key)
+			r.written.Delete(key)
 			return ctrl.Result{}, r.stop(ctx, key)
 		}
 		return ctrl.Result{}, err
 	}
 	if !obj.DeletionTimestamp.IsZero() {
+		r.written.Delete(key)
 		return ctrl.Result{}, r.reconcileDelete(ctx, obj, key)
 	}
+	r.catchUp(key, obj)
 
 	before := obj.DeepCopy()
+	writes := &ownWrites{replaced: []string{obj.ResourceVersion}}
 	obs := &observation{}
 	result, err := r.observe(ctx, obj, key, obs)
 	if obs.session == nil && obs.blocker(obj) == nil {
@@ -109,14 +118,73 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return result, err
 	}
 	computeStatus(obj, obs)
-	r.recordTransitions(r.lastAnnounced(key, before), obj)
-	r.announced.Store(key, eventStatus(obj))
+	// Events go out after the status they announce, so they do not compete with it.
+	announced := r.lastAnnounced(key, before)
+	defer func() {
+		r.recordTransitions(announced, obj)
+		r.announced.Store(key, eventStatus(obj))
+	}()
 	if !equality.Semantic.DeepEqual(before.Status, obj.Status) {
-		if perr := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); perr != nil && !apierrors.IsNotFound(perr) {
-			err = errors.Join(err, fmt.Errorf("patching status: %w", perr))
+		if perr := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); perr != nil {
+			if !apierrors.IsNotFound(perr) {
+				err = errors.Join(err, fmt.Errorf("patching status: %w", perr))
+			}
+			return result, err
+		}
+		writes.add(obj)
+	}
+	// The finalizer follows the status, so a user waiting for Ready does not wait for
+	// its round trip too. It is needed only once something runs that deletion must
+	// stop; until it is there, a deletion still stops it through the NotFound above.
+	if obs.session != nil || obs.workload != nil {
+		added, ferr := r.ensureFinalizer(ctx, obj)
+		err = errors.Join(err, ferr)
+		if added {
+			writes.add(obj)
 		}
 	}
+	if len(writes.replaced) > 1 {
+		r.written.Store(key, writes)
+	}
 	return result, err
+}
+
+// ownWrites is what this manager's writes in one reconcile left on an object: the
+// resourceVersions they replaced, and the status and finalizers of the last one.
+type ownWrites struct {
+	replaced        []string
+	resourceVersion string
+	status          *mcpv1alpha1.MCPServerStatus
+	finalizers      []string
+}
+
+// add records a write whose result is obj.
+func (w *ownWrites) add(obj *mcpv1alpha1.MCPServer) {
+	if w.resourceVersion != "" {
+		w.replaced = append(w.replaced, w.resourceVersion)
+	}
+	w.resourceVersion = obj.ResourceVersion
+	w.status = obj.Status.DeepCopy()
+	w.finalizers = slices.Clone(obj.Finalizers)
+}
+
+// catchUp brings a cached object that this manager's own last writes have already
+// replaced up to what they wrote. The connector's events can bring a server back before
+// the cache has seen the status patch that announced them; without this, that reconcile
+// would patch the same status, and the finalizer, again.
+func (r *MCPServerReconciler) catchUp(key connector.Key, obj *mcpv1alpha1.MCPServer) {
+	v, ok := r.written.Load(key)
+	if !ok {
+		return
+	}
+	w := v.(*ownWrites)
+	if !slices.Contains(w.replaced, obj.ResourceVersion) {
+		r.written.Delete(key) // the cache has caught up, or someone else wrote since
+		return
+	}
+	obj.ResourceVersion = w.resourceVersion
+	obj.Status = *w.status.DeepCopy()
+	obj.Finalizers = slices.Clone(w.finalizers)
 }
 
 // observe runs the reconcile steps in order, recording in obs what each observed, and
@@ -135,9 +203,6 @@ func (r *MCPServerReconciler) observe(ctx context.Context, obj *mcpv1alpha1.MCPS
 		var available bool
 		var result ctrl.Result
 		cfg, available, result, err = r.reconcileWorkload(ctx, obj, rules, obs)
-		if obs.workload != nil {
-			err = errors.Join(err, r.ensureFinalizer(ctx, obj))
-		}
 		if err != nil || !available {
 			// No session until the bridge can take one. The runtime's watches, or its
 			// requeue, bring the server back here.
@@ -160,27 +225,28 @@ func (r *MCPServerReconciler) observe(ctx context.Context, obj *mcpv1alpha1.MCPS
 		cfg.Egress = rules
 		obs.egressAllowedBy = "Egress to " + connector.DisplayURL(cfg.URL) + " is allowed by " + egressSource(rules)
 	}
-	return ctrl.Result{}, r.reconcileConnection(ctx, obj, key, cfg, obs)
+	r.reconcileConnection(ctx, obj, key, cfg, obs)
+	return ctrl.Result{}, nil
 }
 
 // ensureFinalizer adds the finalizer that makes deletion close the session and remove
-// the workload, once either runs. It patches a copy, so the status computed in memory
-// is left to the status patch.
-func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, obj *mcpv1alpha1.MCPServer) error {
+// the workload, and reports whether it patched the object. It patches a copy, so only
+// the finalizer is written; obj then holds the patched metadata.
+func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, obj *mcpv1alpha1.MCPServer) (bool, error) {
 	if controllerutil.ContainsFinalizer(obj, mcpServerFinalizer) {
-		return nil
+		return false, nil
 	}
 	patched := obj.DeepCopy()
 	controllerutil.AddFinalizer(patched, mcpServerFinalizer)
 	// The optimistic lock keeps finalizers another writer adds meanwhile.
 	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("adding finalizer: %w", err)
+		return false, fmt.Errorf("adding finalizer: %w", err)
 	}
-	obj.Finalizers = patched.Finalizers
-	return nil
+	obj.ObjectMeta = patched.ObjectMeta
+	return true, nil
 }
 
 // reconcileSecrets builds the connector config of an http server, with headers and CA
@@ -274,11 +340,9 @@ func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1a
 // connector knows about it in obs. A session it has just started gets a short, bounded
 // wait for its first connect (see FirstConnectWait), unless the server is already Ready
 // for this generation and nothing a user waits for would change; past that, the session
-// reports through the channel source. The finalizer is added while the session
-// connects, so its round trip costs the user no time.
-func (r *MCPServerReconciler) reconcileConnection(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, obs *observation) error {
+// reports through the channel source.
+func (r *MCPServerReconciler) reconcileConnection(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, obs *observation) {
 	r.Pool.Ensure(key, cfg)
-	err := r.ensureFinalizer(ctx, obj)
 	if wait := r.firstConnectWait(); wait > 0 && !readyForGeneration(obj) {
 		if settled := r.Pool.Settled(key); settled != nil {
 			timer := time.NewTimer(wait)
@@ -293,7 +357,6 @@ func (r *MCPServerReconciler) reconcileConnection(ctx context.Context, obj *mcpv
 	if snap, ok := r.Pool.Snapshot(key); ok {
 		obs.session = &snap
 	}
-	return err
 }
 
 // firstConnectWait returns the bound on waiting for a new session's first connect.

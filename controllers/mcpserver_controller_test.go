@@ -207,7 +207,8 @@ func TestApplyBecomesReadyWithTools(t *testing.T) {
 		g.Expect(meta.FindStatusCondition(st.Conditions, c)).To(BeNil(), "%s must be absent when Ready", c)
 	}
 	g.Expect(kstatusOf(t, ready)).To(Equal(status.CurrentStatus))
-	g.Expect(ready.Finalizers).To(ContainElement("mcp.switchboard.dev/session"))
+	// The finalizer that closes the session on deletion follows the Ready status.
+	g.Eventually(func(g Gomega) []string { return get(g, obj).Finalizers }, eventually, poll).Should(ContainElement("mcp.switchboard.dev/session"))
 	g.Eventually(func() []string { return eventReasons(t, ns, "fixture") }, eventually, poll).Should(ContainElement("Connected"))
 }
 

@@ -45,10 +45,10 @@ func stdioObject() *mcpv1alpha1.MCPServer {
 }
 
 // withConditions returns obj with the conditions of an earlier reconcile, observed at
-// generation gen.
-func withConditions(obj *mcpv1alpha1.MCPServer, gen int64, conds ...metav1.Condition) *mcpv1alpha1.MCPServer {
+// generation 1.
+func withConditions(obj *mcpv1alpha1.MCPServer, conds ...metav1.Condition) *mcpv1alpha1.MCPServer {
 	for _, c := range conds {
-		c.ObservedGeneration = gen
+		c.ObservedGeneration = 1
 		if c.Message == "" {
 			c.Message = "earlier"
 		}
@@ -148,7 +148,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		{
 			name: "suspended",
-			obj:  withConditions(func() *mcpv1alpha1.MCPServer { o := httpObject(); o.Spec.Suspend = true; return o }(), 1, readyBefore...),
+			obj:  withConditions(func() *mcpv1alpha1.MCPServer { o := httpObject(); o.Spec.Suspend = true; return o }(), readyBefore...),
 			want: map[string]string{
 				mcpv1alpha1.ConditionReady:           "False/Suspended",
 				mcpv1alpha1.ConditionConnected:       "False/Suspended",
@@ -162,7 +162,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		{
 			name: "suspended stdio server whose workload was removed",
-			obj: withConditions(func() *mcpv1alpha1.MCPServer { o := stdioObject(); o.Spec.Suspend = true; return o }(), 1,
+			obj: withConditions(func() *mcpv1alpha1.MCPServer { o := stdioObject(); o.Spec.Suspend = true; return o }(),
 				append(readyBefore, condition(mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded))...),
 			want: map[string]string{
 				mcpv1alpha1.ConditionReady:             "False/Suspended",
@@ -189,7 +189,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		{
 			name: "missing Secret",
-			obj:  withConditions(httpObject(), 1, readyBefore...),
+			obj:  withConditions(httpObject(), readyBefore...),
 			obs:  observation{missingSecret: &missingSecretError{secret: "api-token", key: "token"}},
 			want: map[string]string{
 				mcpv1alpha1.ConditionReady:           "False/SecretNotFound",
@@ -317,7 +317,7 @@ func TestComputeStatus(t *testing.T) {
 			// Defect: a clean end was ProtocolError, not in transientReasons: Stalled
 			// flashed before the reconnect.
 			name: "session the server ended cleanly",
-			obj:  withConditions(httpObject(), 1, readyBefore...),
+			obj:  withConditions(httpObject(), readyBefore...),
 			obs: observation{egressAllowedBy: allowed, session: downSession(&connector.Error{
 				Reason: mcpv1alpha1.ReasonSessionEnded, Message: "server ended the session", Transient: true,
 			})},
@@ -334,7 +334,7 @@ func TestComputeStatus(t *testing.T) {
 			// Defect: WorkloadAvailable stayed, and Ready with it.
 			name: "stdio server switched to http",
 			obj: func() *mcpv1alpha1.MCPServer {
-				o := withConditions(httpObject(), 1,
+				o := withConditions(httpObject(),
 					condition(mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable),
 					condition(mcpv1alpha1.ConditionReady, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable))
 				o.Generation = 2
@@ -356,7 +356,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		{
 			name: "restarted manager setting up a Ready server again",
-			obj:  withConditions(httpObject(), 1, readyBefore...),
+			obj:  withConditions(httpObject(), readyBefore...),
 			obs:  observation{egressAllowedBy: allowed, session: connectingSession()},
 			want: map[string]string{
 				mcpv1alpha1.ConditionReady:           "True/Succeeded",
@@ -369,7 +369,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name: "new generation connecting",
 			obj: func() *mcpv1alpha1.MCPServer {
-				o := withConditions(httpObject(), 1, readyBefore...)
+				o := withConditions(httpObject(), readyBefore...)
 				o.Generation = 2
 				return o
 			}(),
@@ -383,7 +383,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		{
 			name: "Secret created, first connect under way",
-			obj: withConditions(httpObject(), 1,
+			obj: withConditions(httpObject(),
 				condition(mcpv1alpha1.ConditionConnected, metav1.ConditionFalse, mcpv1alpha1.ReasonSecretNotFound),
 				condition(mcpv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, mcpv1alpha1.ReasonSecretNotFound),
 				condition(mcpv1alpha1.ConditionStalled, metav1.ConditionTrue, mcpv1alpha1.ReasonSecretNotFound)),
@@ -398,7 +398,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		{
 			name: "probe failing below the threshold",
-			obj:  withConditions(httpObject(), 1, readyBefore...),
+			obj:  withConditions(httpObject(), readyBefore...),
 			obs: observation{egressAllowedBy: allowed, session: func() *connector.Snapshot {
 				s := readySession("https://mcp.example.com:443/mcp")
 				s.LastError = &connector.Error{Reason: mcpv1alpha1.ReasonTimeout, Message: "server did not answer in time", Transient: true}

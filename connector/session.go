@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -37,8 +38,10 @@ type session struct {
 	snap     Snapshot
 	settled  bool
 	onSettle func(*session)
-	// settledCh is closed once the first connect attempt has settled (after onSettle).
-	settledCh chan struct{}
+	// settledCh is closed once the first connect attempt has settled (after onSettle);
+	// settleWatched says Pool.Settled handed it out.
+	settledCh     chan struct{}
+	settleWatched atomic.Bool
 }
 
 func newSession(p *Pool, key Key, cfg Config) *session {
@@ -107,6 +110,11 @@ func (s *session) settle() {
 		onSettle(s)
 	}
 	close(s.settledCh)
+	if s.settleWatched.Load() {
+		// Whoever saw the attempt unsettled (Pool.Settled) hears about it now: the
+		// event that announced the outcome may have come before the close.
+		s.pool.events.add(s.key)
+	}
 }
 
 // setEgress swaps the egress decider in place and asks the session to re-judge the

@@ -38,9 +38,9 @@ const (
 	eventEgressDenied   = "EgressDenied"
 )
 
-// defaultFirstConnectWait is how long a reconcile waits, by default, for a new
-// session's first connect before it publishes status.
-const defaultFirstConnectWait = time.Second
+// defaultFirstConnectWait is how long, by default, the status waits for a new session's
+// first connect before it is published as connecting.
+const defaultFirstConnectWait = 500 * time.Millisecond
 
 // MCPServerReconciler turns MCPServers into connector sessions and what the connector
 // observes into status. It never talks MCP itself: the connector pool owns every session
@@ -66,12 +66,18 @@ type MCPServerReconciler struct {
 	// StdioRequeue, when not zero, overrides how soon the stdio runtime asks to look
 	// again at a server whose bridge is not yet available (WorkloadStatus.RequeueAfter).
 	StdioRequeue time.Duration
-	// FirstConnectWait bounds how long a reconcile that has just started a session
-	// waits for its first connect, so that a server that answers quickly goes from
-	// nothing to Ready with its tools in one status write. A slower server is published
-	// as connecting (Reconciling) and its session reports the outcome through the
-	// channel source. Zero means one second; a negative value never waits.
+	// FirstConnectWait bounds how long the status of a server whose new session has
+	// not finished its first connect is left as it is, so that a server that answers
+	// quickly goes straight to Ready with its tools in one status write instead of
+	// Connecting first. No reconcile blocks on it: the session's event brings the
+	// server back once the connect settles, and a requeue after FirstConnectWait
+	// publishes a slower server as connecting (Reconciling). Zero means 500ms; a
+	// negative value publishes at once.
 	FirstConnectWait time.Duration
+
+	// firstConnects holds, per server whose new session has not settled its first
+	// connect, when this manager first saw it unsettled (connector.Key -> time.Time).
+	firstConnects sync.Map
 
 	// written holds, per server, what this manager's own last writes left on the
 	// object (connector.Key -> *ownWrites), so that a reconcile reading a cache that has
@@ -98,20 +104,26 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			// running for it.
 			r.announced.Delete(key)
 			r.written.Delete(key)
+			r.firstConnects.Delete(key)
 			return ctrl.Result{}, r.stop(ctx, key)
 		}
 		return ctrl.Result{}, err
 	}
 	if !obj.DeletionTimestamp.IsZero() {
 		r.written.Delete(key)
+		r.firstConnects.Delete(key)
 		return ctrl.Result{}, r.reconcileDelete(ctx, obj, key)
 	}
-	r.catchUp(key, obj)
+	writes := r.catchUp(key, obj)
 
 	before := obj.DeepCopy()
-	writes := &ownWrites{replaced: []string{obj.ResourceVersion}}
 	obs := &observation{}
 	result, err := r.observe(ctx, obj, key, obs)
+	if obs.settleWithin > 0 {
+		// A new session is still on its first connect: publish its outcome, not
+		// Connecting first. Its event, or this requeue at the latest, brings it back.
+		return ctrl.Result{RequeueAfter: obs.settleWithin}, err
+	}
 	if obs.session == nil && obs.blocker(obj) == nil {
 		// Nothing was observed: a step failed before it could look (the error says
 		// why), or the pool is shutting down. The status stays as it is.
@@ -143,7 +155,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			writes.add(obj)
 		}
 	}
-	if len(writes.replaced) > 1 {
+	if writes.resourceVersion != "" {
 		r.written.Store(key, writes)
 	}
 	return result, err
@@ -169,22 +181,25 @@ func (w *ownWrites) add(obj *mcpv1alpha1.MCPServer) {
 }
 
 // catchUp brings a cached object that this manager's own last writes have already
-// replaced up to what they wrote. The connector's events can bring a server back before
-// the cache has seen the status patch that announced them; without this, that reconcile
-// would patch the same status, and the finalizer, again.
-func (r *MCPServerReconciler) catchUp(key connector.Key, obj *mcpv1alpha1.MCPServer) {
+// replaced up to what they wrote, and returns the record this reconcile's writes add
+// to. The connector's events can bring a server back before the cache has seen the
+// status patch that announced them; without this, that reconcile would patch the same
+// status, and the finalizer, again.
+func (r *MCPServerReconciler) catchUp(key connector.Key, obj *mcpv1alpha1.MCPServer) *ownWrites {
 	v, ok := r.written.Load(key)
 	if !ok {
-		return
+		return &ownWrites{replaced: []string{obj.ResourceVersion}}
 	}
 	w := v.(*ownWrites)
 	if !slices.Contains(w.replaced, obj.ResourceVersion) {
 		r.written.Delete(key) // the cache has caught up, or someone else wrote since
-		return
+		return &ownWrites{replaced: []string{obj.ResourceVersion}}
 	}
 	obj.ResourceVersion = w.resourceVersion
 	obj.Status = *w.status.DeepCopy()
 	obj.Finalizers = slices.Clone(w.finalizers)
+	// The cache may still be at any of the versions replaced so far.
+	return &ownWrites{replaced: append(slices.Clone(w.replaced), w.resourceVersion)}
 }
 
 // observe runs the reconcile steps in order, recording in obs what each observed, and
@@ -206,7 +221,7 @@ func (r *MCPServerReconciler) observe(ctx context.Context, obj *mcpv1alpha1.MCPS
 		if err != nil || !available {
 			// No session until the bridge can take one. The runtime's watches, or its
 			// requeue, bring the server back here.
-			r.Pool.Remove(key)
+			r.dropSession(key)
 			return result, err
 		}
 	} else {
@@ -219,13 +234,13 @@ func (r *MCPServerReconciler) observe(ctx context.Context, obj *mcpv1alpha1.MCPS
 		if cfg, err = r.reconcileSecrets(ctx, obj, obs); err != nil || obs.missingSecret != nil {
 			// No connection attempt without the credentials; the Secret watch wakes
 			// the server when the Secret appears.
-			r.Pool.Remove(key)
+			r.dropSession(key)
 			return ctrl.Result{}, err
 		}
 		cfg.Egress = rules
 		obs.egressAllowedBy = "Egress to " + connector.DisplayURL(cfg.URL) + " is allowed by " + egressSource(rules)
 	}
-	r.reconcileConnection(ctx, obj, key, cfg, obs)
+	r.reconcileConnection(obj, key, cfg, obs)
 	return ctrl.Result{}, nil
 }
 
@@ -337,26 +352,43 @@ func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1a
 }
 
 // reconcileConnection makes the pool hold a session with cfg and records what the
-// connector knows about it in obs. A session it has just started gets a short, bounded
-// wait for its first connect (see FirstConnectWait), unless the server is already Ready
-// for this generation and nothing a user waits for would change; past that, the session
-// reports through the channel source.
-func (r *MCPServerReconciler) reconcileConnection(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, obs *observation) {
+// connector knows about it in obs. While a session this reconcile or an earlier one
+// started is on its first connect, and for at most FirstConnectWait, it sets
+// obs.settleWithin instead: the status then waits for the outcome rather than saying
+// Connecting first. A server already Ready for this generation has nothing to wait for.
+func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, obs *observation) {
 	r.Pool.Ensure(key, cfg)
-	if wait := r.firstConnectWait(); wait > 0 && !readyForGeneration(obj) {
-		if settled := r.Pool.Settled(key); settled != nil {
-			timer := time.NewTimer(wait)
-			select {
-			case <-settled:
-			case <-timer.C:
-			case <-ctx.Done():
-			}
-			timer.Stop()
+	if wait := r.firstConnectWait(); wait > 0 && !readyForGeneration(obj) && !settled(r.Pool.Settled(key)) {
+		since, _ := r.firstConnects.LoadOrStore(key, time.Now())
+		if left := wait - time.Since(since.(time.Time)); left > 0 {
+			obs.settleWithin = left
+			return
 		}
+	} else {
+		r.firstConnects.Delete(key)
 	}
 	if snap, ok := r.Pool.Snapshot(key); ok {
 		obs.session = &snap
 	}
+}
+
+// settled reports whether a Pool.Settled channel is closed; a nil one (no session) is.
+func settled(ch <-chan struct{}) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// dropSession closes the server's session, if the pool holds one.
+func (r *MCPServerReconciler) dropSession(key connector.Key) {
+	r.Pool.Remove(key)
+	r.firstConnects.Delete(key)
 }
 
 // firstConnectWait returns the bound on waiting for a new session's first connect.
@@ -402,7 +434,7 @@ func (r *MCPServerReconciler) reconcileDelete(ctx context.Context, obj *mcpv1alp
 
 // stop closes the server's session and removes whatever the stdio runtime runs for it.
 func (r *MCPServerReconciler) stop(ctx context.Context, key connector.Key) error {
-	r.Pool.Remove(key)
+	r.dropSession(key)
 	if r.Stdio == nil {
 		return nil
 	}

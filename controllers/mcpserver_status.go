@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"path"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,8 +42,11 @@ type observation struct {
 	// workload was asked for.
 	workload *workloadObservation
 	// session is what the connector knows about the server's session; nil when no
-	// session is held.
+	// session is held, or while settleWithin is set.
 	session *connector.Snapshot
+	// settleWithin is set while a new session is on its first connect and the status
+	// waits for the outcome, for at most that long; the status is then left as it is.
+	settleWithin time.Duration
 }
 
 // workloadObservation is what the stdio runtime reported about a server's workload.

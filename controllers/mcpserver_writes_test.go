@@ -31,9 +31,12 @@ func TestCatchUpWithOwnWrites(t *testing.T) {
 	for _, rv := range []string{"10", "11"} {
 		stale := cached.DeepCopy()
 		stale.ResourceVersion = rv
-		r.catchUp(key, stale)
+		next := r.catchUp(key, stale)
 		if stale.ResourceVersion != "12" || stale.Status.ToolCount != 3 || len(stale.Finalizers) != 1 {
 			t.Errorf("cache at %s: got resourceVersion %s, status %+v, finalizers %v", rv, stale.ResourceVersion, stale.Status, stale.Finalizers)
+		}
+		if len(next.replaced) != 3 {
+			t.Errorf("the next writes forget versions the cache may still be at: %v", next.replaced)
 		}
 	}
 

@@ -30,6 +30,7 @@ const (
 	ReasonEgressDenied      = mcpv1alpha1.ReasonEgressDenied
 	ReasonRedirectDenied    = mcpv1alpha1.ReasonRedirectDenied
 	ReasonLimitExceeded     = mcpv1alpha1.ReasonLimitExceeded
+	ReasonSessionEnded      = mcpv1alpha1.ReasonSessionEnded
 	// ReasonInvalidSpec means the Config cannot be acted on (for example a CA bundle
 	// without a certificate); retrying will not help until the config changes.
 	ReasonInvalidSpec = mcpv1alpha1.ReasonInvalidSpec
@@ -46,6 +47,13 @@ type Error struct {
 	Reason string
 	// Message says what happened, in words fit for a condition message.
 	Message string
+	// Transient is true when the failure may heal without anyone changing anything: a
+	// server restarting, a name not yet in DNS, a session the server ended. False means a
+	// person has to act (a credential, a policy, a server fix). The connector retries
+	// either way; the controller reports a transient failure as Reconciling and any
+	// other as Stalled. It is decided where the error is made: by its reason (see
+	// transientReason), or by the code that knows better.
+	Transient bool
 
 	// sessionMissing marks a server that dropped the session (404 with a session id):
 	// reconnect at once rather than backing off.
@@ -64,8 +72,26 @@ func withLegacyHint(e *Error) *Error {
 // Error returns the message prefixed with the reason.
 func (e *Error) Error() string { return e.Reason + ": " + e.Message }
 
+// newError returns an Error whose retryability is the default of its reason. Where a
+// particular failure heals by itself although its reason usually does not (or the other
+// way round), the caller sets Transient on the result.
 func newError(reason, format string, args ...any) *Error {
-	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...)}
+	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...), Transient: transientReason(reason)}
+}
+
+// transientReason reports whether failures of a reason heal by themselves unless the
+// code that makes one says otherwise. Refused connections, timeouts, names that do not
+// resolve yet and 404s are what a server that is starting or restarting (a new
+// Deployment, a Service without endpoints) looks like; an ended session is reconnected.
+// A TLS failure, a rejected credential, a denied destination, a broken limit, a
+// protocol violation or an unusable config stay until someone changes something.
+func transientReason(reason string) bool {
+	switch reason {
+	case ReasonDNSFailure, ReasonConnectionRefused, ReasonTimeout, ReasonNotFound, ReasonSessionEnded:
+		return true
+	default:
+		return false
+	}
 }
 
 // classify turns any error from a connect, call or probe into an *Error. incident is a
@@ -81,7 +107,8 @@ func classify(err error, incident *Error) *Error {
 		return ce
 	}
 	if errors.Is(err, mcp.ErrSessionMissing) {
-		return &Error{Reason: ReasonProtocolError, Message: "server dropped the session", sessionMissing: true}
+		// The server forgot the session (a restart, an idle timeout): reconnecting heals it.
+		return &Error{Reason: ReasonSessionEnded, Message: "server dropped the session", Transient: true, sessionMissing: true}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return newError(ReasonTimeout, "server did not answer in time")

@@ -63,11 +63,13 @@ func TestFailuresAreClassified(t *testing.T) {
 		cfg        func() Config
 		wantReason string
 		wantText   string
+		// transient says whether the failure heals by itself: Reconciling, not Stalled.
+		transient bool
 	}{
 		{
 			name:       "DNS failure",
 			cfg:        func() Config { c := fastConfig("http://no-such-host.invalid/mcp"); return c },
-			wantReason: ReasonDNSFailure,
+			wantReason: ReasonDNSFailure, transient: true,
 		},
 		{
 			name: "DNS failure from the injected resolver",
@@ -76,12 +78,12 @@ func TestFailuresAreClassified(t *testing.T) {
 				c.Resolver = fakeResolver{err: &net.DNSError{Err: "no such host", Name: "mcp.example.test", IsNotFound: true}}
 				return c
 			},
-			wantReason: ReasonDNSFailure, wantText: "mcp.example.test not found",
+			wantReason: ReasonDNSFailure, wantText: "mcp.example.test not found", transient: true,
 		},
 		{
 			name:       "connection refused",
 			cfg:        func() Config { return fastConfig(closedPortURL(t)) },
-			wantReason: ReasonConnectionRefused,
+			wantReason: ReasonConnectionRefused, transient: true,
 		},
 		{
 			name:       "untrusted certificate",
@@ -140,7 +142,35 @@ func TestFailuresAreClassified(t *testing.T) {
 			if !strings.Contains(snap.LastError.Message, tc.wantText) {
 				t.Errorf("message %q does not contain %q", snap.LastError.Message, tc.wantText)
 			}
+			if snap.LastError.Transient != tc.transient {
+				t.Errorf("%s: Transient = %v, want %v", snap.LastError, snap.LastError.Transient, tc.transient)
+			}
 		})
+	}
+}
+
+// TestCleanSessionEndIsTransient ends a live session from the server side, as a
+// restarting server does: that is a session to reconnect, not a protocol violation a
+// person has to fix.
+func TestCleanSessionEndIsTransient(t *testing.T) {
+	server := newServer(1, nil)
+	ts := serveSSE(t, server)
+	p := testPool(t, func(o *Options) { o.InitialBackoff = time.Minute })
+	key := Key{"ns", "ending"}
+	cfg := fastConfig(ts.URL)
+	cfg.Protocol = ProtocolSSE
+	p.Ensure(key, cfg)
+	waitReady(t, p, key)
+
+	for ss := range server.Sessions() {
+		if err := ss.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	down := waitFor(t, p, key, "the session to end", func(s Snapshot) bool { return s.LastError != nil })
+	if down.LastError.Reason != ReasonSessionEnded || !down.LastError.Transient {
+		t.Errorf("a session the server ended is reported as %s (transient %v), want %s, transient",
+			down.LastError, down.LastError.Transient, ReasonSessionEnded)
 	}
 }
 

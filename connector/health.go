@@ -46,7 +46,9 @@ func (s *session) serve(l *live) *Error {
 		case err := <-ended:
 			e := classify(err, s.stack.obs.last())
 			if err == nil {
-				e = newError(ReasonProtocolError, "server closed the session")
+				// A clean end is no protocol violation: the server restarted or let the
+				// session go, and a reconnect heals it.
+				e = newError(ReasonSessionEnded, "server ended the session")
 			}
 			if !e.sessionMissing {
 				s.fail(e, true)

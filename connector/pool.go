@@ -210,6 +210,22 @@ func (p *Pool) Snapshot(key Key) (Snapshot, bool) {
 	return current.snapshot(), true
 }
 
+// Settled returns a channel that is closed once the session built from the newest
+// config for key has settled its first connect attempt, successful or not (Snapshot then
+// tells which); nil when the pool holds no session for key. A caller that finds it open
+// gets an Event for key once it closes, so it can report a quick server's outcome
+// instead of reporting it as connecting first.
+func (p *Pool) Settled(key Key) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.servers[key]; e != nil {
+		s := e.latest()
+		s.settleWatched.Store(true) // before the caller looks: settle then sends an event
+		return s.settledCh
+	}
+	return nil
+}
+
 // Keys returns the keys the pool holds sessions for, in no particular order.
 func (p *Pool) Keys() []Key {
 	p.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -37,6 +38,10 @@ type session struct {
 	snap     Snapshot
 	settled  bool
 	onSettle func(*session)
+	// settledCh is closed once the first connect attempt has settled (after onSettle);
+	// settleWatched says Pool.Settled handed it out.
+	settledCh     chan struct{}
+	settleWatched atomic.Bool
 }
 
 func newSession(p *Pool, key Key, cfg Config) *session {
@@ -49,6 +54,8 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		log:     p.log.WithValues("server", key.String()),
 		done:    make(chan struct{}),
 		recheck: make(chan struct{}, 1),
+
+		settledCh: make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(p.ctx)
 	s.snap = Snapshot{State: StateConnecting, Endpoint: DisplayURL(cfg.URL)}
@@ -101,6 +108,12 @@ func (s *session) settle() {
 	s.mu.Unlock()
 	if onSettle != nil {
 		onSettle(s)
+	}
+	close(s.settledCh)
+	if s.settleWatched.Load() {
+		// Whoever saw the attempt unsettled (Pool.Settled) hears about it now: the
+		// event that announced the outcome may have come before the close.
+		s.pool.events.add(s.key)
 	}
 }
 

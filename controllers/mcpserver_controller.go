@@ -24,7 +24,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/egress"
 )
 
-// mcpServerFinalizer makes deletion wait until the operator has closed the server's session.
+// mcpServerFinalizer makes deletion wait until the operator has closed the server's
+// session and removed its stdio workload. It is added once either exists.
 const mcpServerFinalizer = "mcp.switchboard.dev/session"
 
 // Event reasons, emitted only on transitions.
@@ -36,6 +37,10 @@ const (
 	eventSecretNotFound = "SecretNotFound"
 	eventEgressDenied   = "EgressDenied"
 )
+
+// defaultFirstConnectWait is how long, by default, the status waits for a new session's
+// first connect before it is published as connecting.
+const defaultFirstConnectWait = 500 * time.Millisecond
 
 // MCPServerReconciler turns MCPServers into connector sessions and what the connector
 // observes into status. It never talks MCP itself: the connector pool owns every session
@@ -58,9 +63,26 @@ type MCPServerReconciler struct {
 	EgressDefaults egress.Defaults
 	// Stdio runs stdio servers; nil rejects them with InvalidSpec.
 	Stdio StdioRuntime
-	// StdioRequeue is how soon a stdio server whose bridge is not yet available is looked
-	// at again. Zero relies on the workload's watch alone (the pod runtime).
+	// StdioRequeue, when not zero, overrides how soon the stdio runtime asks to look
+	// again at a server whose bridge is not yet available (WorkloadStatus.RequeueAfter).
 	StdioRequeue time.Duration
+	// FirstConnectWait bounds how long the status of a server whose new session has
+	// not finished its first connect is left as it is, so that a server that answers
+	// quickly goes straight to Ready with its tools in one status write instead of
+	// Connecting first. No reconcile blocks on it: the session's event brings the
+	// server back once the connect settles, and a requeue after FirstConnectWait
+	// publishes a slower server as connecting (Reconciling). Zero means 500ms; a
+	// negative value publishes at once.
+	FirstConnectWait time.Duration
+
+	// firstConnects holds, per server whose new session has not settled its first
+	// connect, when this manager first saw it unsettled (connector.Key -> time.Time).
+	firstConnects sync.Map
+
+	// written holds, per server, what this manager's own last writes left on the
+	// object (connector.Key -> *ownWrites), so that a reconcile reading a cache that has
+	// not caught up with them yet does not write the same again.
+	written sync.Map
 
 	// announced holds, per server, the status whose transitions were last announced as
 	// Events (connector.Key -> *mcpv1alpha1.MCPServerStatus). The cache can lag behind
@@ -69,108 +91,196 @@ type MCPServerReconciler struct {
 	announced sync.Map
 }
 
-// Reconcile brings one MCPServer's session and status in line with its spec. It owns
-// every condition of the object except WorkloadAvailable.
-func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	log := ctrl.LoggerFrom(ctx)
+// Reconcile brings one MCPServer's session, workload and status in line with its spec.
+// The steps record what they observe; computeStatus then derives every condition from
+// that in one place, and one patch writes the status when a user would see a change.
+func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := connector.Key{Namespace: req.Namespace, Name: req.Name}
 
 	obj := &mcpv1alpha1.MCPServer{}
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.stop(key) // deleted without our finalizer, e.g. after a forced removal
+			// Deleted (with or without our finalizer having run): nothing may keep
+			// running for it.
 			r.announced.Delete(key)
-			return ctrl.Result{}, nil
+			r.written.Delete(key)
+			r.firstConnects.Delete(key)
+			return ctrl.Result{}, r.stop(ctx, key)
 		}
 		return ctrl.Result{}, err
 	}
-
 	if !obj.DeletionTimestamp.IsZero() {
+		r.written.Delete(key)
+		r.firstConnects.Delete(key)
 		return ctrl.Result{}, r.reconcileDelete(ctx, obj, key)
 	}
-	// Every step below changes obj.Status in memory; one patch writes it, and only
-	// when something a user would see changed.
-	before := obj.DeepCopy()
-	defer func() {
-		summarize(obj)
-		r.recordTransitions(r.lastAnnounced(key, before), obj)
-		r.announced.Store(key, eventStatus(obj))
-		if equality.Semantic.DeepEqual(before.Status, obj.Status) {
-			return
-		}
-		if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
-			retErr = errors.Join(retErr, fmt.Errorf("patching status: %w", err))
-		}
-	}()
+	writes := r.catchUp(key, obj)
 
+	before := obj.DeepCopy()
+	obs := &observation{}
+	result, err := r.observe(ctx, obj, key, obs)
+	if obs.settleWithin > 0 {
+		// A new session is still on its first connect: publish its outcome, not
+		// Connecting first. Its event, or this requeue at the latest, brings it back.
+		return ctrl.Result{RequeueAfter: obs.settleWithin}, err
+	}
+	if obs.session == nil && obs.blocker(obj) == nil {
+		// Nothing was observed: a step failed before it could look (the error says
+		// why), or the pool is shutting down. The status stays as it is.
+		return result, err
+	}
+	computeStatus(obj, obs)
+	// Events go out after the status they announce, so they do not compete with it.
+	announced := r.lastAnnounced(key, before)
+	defer func() {
+		r.recordTransitions(announced, obj)
+		r.announced.Store(key, eventStatus(obj))
+	}()
+	if !equality.Semantic.DeepEqual(before.Status, obj.Status) {
+		if perr := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); perr != nil {
+			if !apierrors.IsNotFound(perr) {
+				err = errors.Join(err, fmt.Errorf("patching status: %w", perr))
+			}
+			return result, err
+		}
+		writes.add(obj)
+	}
+	// The finalizer follows the status, so a user waiting for Ready does not wait for
+	// its round trip too. It is needed only once something runs that deletion must
+	// stop; until it is there, a deletion still stops it through the NotFound above.
+	if obs.session != nil || obs.workload != nil {
+		added, ferr := r.ensureFinalizer(ctx, obj)
+		err = errors.Join(err, ferr)
+		if added {
+			writes.add(obj)
+		}
+	}
+	if writes.resourceVersion != "" {
+		r.written.Store(key, writes)
+	}
+	return result, err
+}
+
+// ownWrites is what this manager's writes in one reconcile left on an object: the
+// resourceVersions they replaced, and the status and finalizers of the last one.
+type ownWrites struct {
+	replaced        []string
+	resourceVersion string
+	status          *mcpv1alpha1.MCPServerStatus
+	finalizers      []string
+}
+
+// add records a write whose result is obj.
+func (w *ownWrites) add(obj *mcpv1alpha1.MCPServer) {
+	if w.resourceVersion != "" {
+		w.replaced = append(w.replaced, w.resourceVersion)
+	}
+	w.resourceVersion = obj.ResourceVersion
+	w.status = obj.Status.DeepCopy()
+	w.finalizers = slices.Clone(obj.Finalizers)
+}
+
+// catchUp brings a cached object that this manager's own last writes have already
+// replaced up to what they wrote, and returns the record this reconcile's writes add
+// to. The connector's events can bring a server back before the cache has seen the
+// status patch that announced them; without this, that reconcile would patch the same
+// status, and the finalizer, again.
+func (r *MCPServerReconciler) catchUp(key connector.Key, obj *mcpv1alpha1.MCPServer) *ownWrites {
+	v, ok := r.written.Load(key)
+	if !ok {
+		return &ownWrites{replaced: []string{obj.ResourceVersion}}
+	}
+	w := v.(*ownWrites)
+	if !slices.Contains(w.replaced, obj.ResourceVersion) {
+		r.written.Delete(key) // the cache has caught up, or someone else wrote since
+		return &ownWrites{replaced: []string{obj.ResourceVersion}}
+	}
+	obj.ResourceVersion = w.resourceVersion
+	obj.Status = *w.status.DeepCopy()
+	obj.Finalizers = slices.Clone(w.finalizers)
+	// The cache may still be at any of the versions replaced so far.
+	return &ownWrites{replaced: append(slices.Clone(w.replaced), w.resourceVersion)}
+}
+
+// observe runs the reconcile steps in order, recording in obs what each observed, and
+// stops at the first one that keeps the server from being connected.
+func (r *MCPServerReconciler) observe(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key, obs *observation) (ctrl.Result, error) {
 	if obj.Spec.Suspend {
-		r.stop(key)
-		setNotReady(obj, mcpv1alpha1.ReasonSuspended, "Suspended: spec.suspend is true, no session is held")
-		log.V(1).Info("Server suspended")
-		return ctrl.Result{}, nil
+		ctrl.LoggerFrom(ctx).V(1).Info("Server suspended")
+		return ctrl.Result{}, r.stop(ctx, key)
 	}
 	rules, err := egressRules(ctx, r.Client, r.EgressDefaults, obj)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	var cfg connector.Config
-	var egressMessage string
 	if obj.Spec.Stdio != nil {
 		var available bool
-		cfg, egressMessage, available, err = r.reconcileWorkload(ctx, obj, rules)
+		var result ctrl.Result
+		cfg, available, result, err = r.reconcileWorkload(ctx, obj, rules, obs)
 		if err != nil || !available {
-			// No session until the bridge can take one. The Deployment watch (or, for
-			// local processes, a short requeue) brings the server back here.
-			r.Pool.Remove(key)
-			return ctrl.Result{RequeueAfter: r.StdioRequeue}, err
+			// No session until the bridge can take one. The runtime's watches, or its
+			// requeue, bring the server back here.
+			r.dropSession(key)
+			return result, err
 		}
 	} else {
 		if r.Stdio != nil {
-			r.Stdio.Remove(key) // the server may have been a stdio one before
-		}
-		cfg, err = r.reconcileSecrets(ctx, obj)
-		if err != nil {
-			var missing *missingSecretError
-			if errors.As(err, &missing) {
-				// No connection attempt without the credentials; the Secret watch
-				// wakes the server when the Secret appears.
-				r.Pool.Remove(key)
-				setNotReady(obj, mcpv1alpha1.ReasonSecretNotFound, capitalize(missing.Error()))
-				return ctrl.Result{}, nil
+			// The server may have been a stdio one before.
+			if err := r.Stdio.Remove(ctx, key); err != nil {
+				return ctrl.Result{}, fmt.Errorf("removing the stdio workload: %w", err)
 			}
+		}
+		if cfg, err = r.reconcileSecrets(ctx, obj, obs); err != nil || obs.missingSecret != nil {
+			// No connection attempt without the credentials; the Secret watch wakes
+			// the server when the Secret appears.
+			r.dropSession(key)
 			return ctrl.Result{}, err
 		}
 		cfg.Egress = rules
-		egressMessage = "Egress to " + connector.DisplayURL(cfg.URL) + " is allowed by " + egressSource(rules)
+		obs.egressAllowedBy = "Egress to " + connector.DisplayURL(cfg.URL) + " is allowed by " + egressSource(rules)
 	}
-	r.reconcileConnection(obj, key, cfg, egressMessage)
-	// The session is already connecting; the finalizer that will close it follows.
-	return ctrl.Result{}, r.ensureFinalizer(ctx, obj)
+	r.reconcileConnection(obj, key, cfg, obs)
+	return ctrl.Result{}, nil
 }
 
-// ensureFinalizer adds the finalizer that makes deletion close the session. It patches
-// a copy, so the status changes made in memory stay for the status patch.
-func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, obj *mcpv1alpha1.MCPServer) error {
+// ensureFinalizer adds the finalizer that makes deletion close the session and remove
+// the workload, and reports whether it patched the object. It patches a copy, so only
+// the finalizer is written; obj then holds the patched metadata.
+func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, obj *mcpv1alpha1.MCPServer) (bool, error) {
 	if controllerutil.ContainsFinalizer(obj, mcpServerFinalizer) {
-		return nil
+		return false, nil
 	}
 	patched := obj.DeepCopy()
 	controllerutil.AddFinalizer(patched, mcpServerFinalizer)
 	// The optimistic lock keeps finalizers another writer adds meanwhile.
 	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("adding finalizer: %w", err)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("adding finalizer: %w", err)
 	}
-	obj.Finalizers = patched.Finalizers
-	return nil
+	obj.ObjectMeta = patched.ObjectMeta
+	return true, nil
 }
 
 // reconcileSecrets builds the connector config of an http server, with headers and CA
-// bundle read from the Secrets the spec references.
-func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1alpha1.MCPServer) (connector.Config, error) {
+// bundle read from the Secrets the spec references. A missing Secret or key is recorded
+// in obs.missingSecret; other errors are returned.
+func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1alpha1.MCPServer, obs *observation) (connector.Config, error) {
 	spec := obj.Spec.HTTP
+	if spec == nil {
+		obs.invalidSpec = "The spec sets neither http nor stdio"
+		return connector.Config{}, nil
+	}
 	resolver := &secretResolver{reader: r.SecretReader, namespace: obj.Namespace}
 	headers, caBundle, err := resolver.resolveHTTP(ctx, spec)
 	if err != nil {
+		var missing *missingSecretError
+		if errors.As(err, &missing) {
+			obs.missingSecret = missing
+			return connector.Config{}, nil
+		}
 		return connector.Config{}, err
 	}
 	cfg := r.connectionConfig(obj, spec.URL, connector.Protocol(spec.Protocol))
@@ -205,62 +315,95 @@ func (r *MCPServerReconciler) connectionConfig(obj *mcpv1alpha1.MCPServer, url s
 var bridgeEgress, _ = egress.Compile(nil, egress.Defaults{Posture: egress.PostureAll})
 
 // reconcileWorkload runs a stdio server through the stdio runtime and returns the config
-// to reach its bridge, the EgressAllowed message, and whether the bridge is available.
-// It owns WorkloadAvailable and, for stdio servers, EgressAllowed.
-func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1alpha1.MCPServer, rules *egress.ServerRules) (connector.Config, string, bool, error) {
+// to reach its bridge and whether the bridge is available. It records the workload, and
+// what governs the pod's egress, in obs.
+func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1alpha1.MCPServer, rules *egress.ServerRules, obs *observation) (connector.Config, bool, ctrl.Result, error) {
 	if r.Stdio == nil {
-		setNotReady(obj, mcpv1alpha1.ReasonInvalidSpec, "This manager runs no stdio runtime: start it with --bridge-image (pod runtime) or --stdio-runtime=local")
-		return connector.Config{}, "", false, nil
+		obs.invalidSpec = "This manager runs no stdio runtime: start it with --bridge-image (pod runtime) or --stdio-runtime=local"
+		return connector.Config{}, false, ctrl.Result{}, nil
 	}
 	ws, err := r.Stdio.Ensure(ctx, obj, rules)
 	if err != nil {
-		setCondition(obj, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable,
-			"Cannot run the server: "+err.Error())
-		return connector.Config{}, "", false, err
-	}
-	obj.Status.Transport = mcpv1alpha1.TransportStdio
-	obj.Status.Endpoint = ws.Endpoint
-
-	egressMessage := "The server pod's egress is governed by " + egressSource(rules)
-	if ws.HostPeersNotEnforced {
-		egressMessage += "; " + egress.HostPeersNote
-	}
-	setCondition(obj, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, egressMessage)
-
-	if !ws.Available {
-		setCondition(obj, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable, ws.Message)
-		waiting := "Waiting for the bridge: " + ws.Message
-		for _, t := range []string{mcpv1alpha1.ConditionConnected, mcpv1alpha1.ConditionToolsDiscovered} {
-			setCondition(obj, t, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable, waiting)
+		var missing *missingSecretError
+		if errors.As(err, &missing) {
+			// The local runtime resolves env Secrets itself; the Secret watch wakes
+			// the server when the Secret appears.
+			obs.missingSecret = err
+			return connector.Config{}, false, ctrl.Result{}, nil
 		}
-		return connector.Config{}, "", false, nil
+		obs.workload = &workloadObservation{err: err}
+		return connector.Config{}, false, ctrl.Result{}, err
 	}
-	setCondition(obj, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, ws.Message)
+	obs.workload = &workloadObservation{status: ws}
+	obs.egressAllowedBy = "The server pod's egress is governed by " + egressSource(rules)
+	if ws.HostPeersNotEnforced {
+		obs.egressAllowedBy += "; " + egress.HostPeersNote
+	}
+	if !ws.Available {
+		requeue := ws.RequeueAfter
+		if r.StdioRequeue > 0 {
+			requeue = r.StdioRequeue
+		}
+		return connector.Config{}, false, ctrl.Result{RequeueAfter: requeue}, nil
+	}
 	cfg := r.connectionConfig(obj, ws.Endpoint, connector.ProtocolStreamableHTTP)
 	cfg.Egress = bridgeEgress.ForServer(obj.Namespace, obj.Labels)
-	return cfg, egressMessage, true, nil
+	return cfg, true, ctrl.Result{}, nil
 }
 
-// reconcileConnection makes the pool hold a session with cfg and copies what the
-// connector observed into status. It owns Connected, ToolsDiscovered and EgressAllowed
-// (egressMessage says what allowed the connection). It never waits on the network: a
-// new session reports through the channel source.
-func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, egressMessage string) {
+// reconcileConnection makes the pool hold a session with cfg and records what the
+// connector knows about it in obs. While a session this reconcile or an earlier one
+// started is on its first connect, and for at most FirstConnectWait, it sets
+// obs.settleWithin instead: the status then waits for the outcome rather than saying
+// Connecting first. A server already Ready for this generation has nothing to wait for.
+func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, obs *observation) {
 	r.Pool.Ensure(key, cfg)
-	snap, ok := r.Pool.Snapshot(key)
-	if !ok {
-		return // the pool is shutting down
-	}
-	transport, endpoint := obj.Status.Transport, obj.Status.Endpoint
-	applySnapshot(obj, snap, egressMessage)
-	if obj.Spec.Stdio != nil {
-		// The connector speaks Streamable HTTP to the bridge; the user runs stdio.
-		obj.Status.Transport, obj.Status.Endpoint = transport, endpoint
-		if snap.State == connector.StateReady {
-			setCondition(obj, mcpv1alpha1.ConditionConnected, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
-				"Connected to the stdio server through its bridge, protocol "+snap.ProtocolVersion)
+	if wait := r.firstConnectWait(); wait > 0 && !readyForGeneration(obj) && !settled(r.Pool.Settled(key)) {
+		since, _ := r.firstConnects.LoadOrStore(key, time.Now())
+		if left := wait - time.Since(since.(time.Time)); left > 0 {
+			obs.settleWithin = left
+			return
 		}
+	} else {
+		r.firstConnects.Delete(key)
 	}
+	if snap, ok := r.Pool.Snapshot(key); ok {
+		obs.session = &snap
+	}
+}
+
+// settled reports whether a Pool.Settled channel is closed; a nil one (no session) is.
+func settled(ch <-chan struct{}) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// dropSession closes the server's session, if the pool holds one.
+func (r *MCPServerReconciler) dropSession(key connector.Key) {
+	r.Pool.Remove(key)
+	r.firstConnects.Delete(key)
+}
+
+// firstConnectWait returns the bound on waiting for a new session's first connect.
+func (r *MCPServerReconciler) firstConnectWait() time.Duration {
+	if r.FirstConnectWait == 0 {
+		return defaultFirstConnectWait
+	}
+	return r.FirstConnectWait
+}
+
+// readyForGeneration reports whether the object's status already says Ready for its
+// current generation.
+func readyForGeneration(obj *mcpv1alpha1.MCPServer) bool {
+	c := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == obj.Generation
 }
 
 // egressSource says what governs a server's egress, for the EgressAllowed message.
@@ -271,11 +414,13 @@ func egressSource(rules *egress.ServerRules) string {
 	return "the default egress posture"
 }
 
-// reconcileDelete closes the session and releases the object. Closing never waits on
-// the server, so deletion cannot hang when the server is gone.
+// reconcileDelete closes the session, removes the workload and releases the object.
+// Closing never waits on the server, so deletion cannot hang when the server is gone.
 func (r *MCPServerReconciler) reconcileDelete(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key) error {
-	r.stop(key)
 	r.announced.Delete(key)
+	if err := r.stop(ctx, key); err != nil {
+		return err
+	}
 	if !controllerutil.ContainsFinalizer(obj, mcpServerFinalizer) {
 		return nil
 	}
@@ -287,12 +432,16 @@ func (r *MCPServerReconciler) reconcileDelete(ctx context.Context, obj *mcpv1alp
 	return nil
 }
 
-// stop closes the server's session and stops whatever the stdio runtime runs for it.
-func (r *MCPServerReconciler) stop(key connector.Key) {
-	r.Pool.Remove(key)
-	if r.Stdio != nil {
-		r.Stdio.Remove(key)
+// stop closes the server's session and removes whatever the stdio runtime runs for it.
+func (r *MCPServerReconciler) stop(ctx context.Context, key connector.Key) error {
+	r.dropSession(key)
+	if r.Stdio == nil {
+		return nil
 	}
+	if err := r.Stdio.Remove(ctx, key); err != nil {
+		return fmt.Errorf("removing the stdio workload: %w", err)
+	}
+	return nil
 }
 
 // lastAnnounced returns the status whose transitions this manager announced last for

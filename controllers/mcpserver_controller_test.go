@@ -207,7 +207,8 @@ func TestApplyBecomesReadyWithTools(t *testing.T) {
 		g.Expect(meta.FindStatusCondition(st.Conditions, c)).To(BeNil(), "%s must be absent when Ready", c)
 	}
 	g.Expect(kstatusOf(t, ready)).To(Equal(status.CurrentStatus))
-	g.Expect(ready.Finalizers).To(ContainElement("mcp.switchboard.dev/session"))
+	// The finalizer that closes the session on deletion follows the Ready status.
+	g.Eventually(func(g Gomega) []string { return get(g, obj).Finalizers }, eventually, poll).Should(ContainElement("mcp.switchboard.dev/session"))
 	g.Eventually(func() []string { return eventReasons(t, ns, "fixture") }, eventually, poll).Should(ContainElement("Connected"))
 }
 
@@ -467,4 +468,48 @@ func eventReasons(t *testing.T, namespace, name string) []string {
 		reasons = append(reasons, e.Reason)
 	}
 	return reasons
+}
+
+// TestSlowServerIsInProgressUntilReady holds the server's answers back for longer than
+// the reconciler waits for a first connect: a GitOps tool must see the server in
+// progress, not missing a status, until it is Ready.
+func TestSlowServerIsInProgressUntilReady(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	startOperator(t, ns)
+	srv := newMCPServer(t, 2)
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.server }, nil)
+	release := make(chan struct{})
+	gate := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+			mcpHandler.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gate.Serve(l) }()
+	t.Cleanup(func() { _ = gate.Close() })
+
+	obj := httpServer(ns, "slow", "http://"+l.Addr().String()+"/mcp")
+	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonConnecting)
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionReconciling)).To(BeTrue())
+		g.Expect(kstatusOf(t, got)).To(Equal(status.InProgressStatus))
+	}, eventually, poll).Should(Succeed())
+
+	close(release)
+	g.Eventually(func(g Gomega) {
+		got := readyIs(g, obj, metav1.ConditionTrue, "")
+		g.Expect(got.Status.ToolCount).To(BeEquivalentTo(2))
+		g.Expect(kstatusOf(t, got)).To(Equal(status.CurrentStatus))
+	}, eventually, poll).Should(Succeed())
 }

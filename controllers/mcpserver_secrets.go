@@ -32,6 +32,15 @@ func referencedSecrets(obj *mcpv1alpha1.MCPServer) []string {
 			seen[h.TLS.CABundle.SecretKeyRef.Name] = true
 		}
 	}
+	if stdio := obj.Spec.Stdio; stdio != nil {
+		// The local runtime resolves these itself; the pod runtime leaves them to the
+		// kubelet, and a rotation is a reconcile that changes nothing.
+		for _, e := range stdio.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				seen[e.ValueFrom.SecretKeyRef.Name] = true
+			}
+		}
+	}
 	names := make([]string, 0, len(seen))
 	for name := range seen {
 		names = append(names, name)

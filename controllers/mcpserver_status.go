@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"path"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,139 +24,217 @@ const (
 	maxMessageLength     = 1024
 )
 
-// transientReasons are failures the connector retries and that may heal without anyone
-// changing anything: the object is Reconciling. Every other failure needs a person (a
-// Secret, a policy, a credential, a server fix): the object is Stalled.
-var transientReasons = map[string]bool{
-	mcpv1alpha1.ReasonConnecting:        true,
-	mcpv1alpha1.ReasonDNSFailure:        true,
-	mcpv1alpha1.ReasonConnectionRefused: true,
-	mcpv1alpha1.ReasonTimeout:           true,
-	mcpv1alpha1.ReasonNotFound:          true,
-	// A stdio server's pod starting, or rolling out after a change.
-	mcpv1alpha1.ReasonWorkloadUnavailable: true,
+// observation is what one reconcile saw of an MCPServer and of everything it depends
+// on. The reconcile steps fill it in, in order, and stop at the first thing that keeps
+// the server from being connected; computeStatus then derives every condition and status
+// field the MCPServer reconciler owns from it, and from nothing else but the status
+// already there (to keep what the last discovery found while the server is away).
+type observation struct {
+	// invalidSpec says why a spec that passed admission cannot be acted on; empty when
+	// it can.
+	invalidSpec string
+	// missingSecret is the Secret or key the spec references that does not exist.
+	missingSecret error
+	// egressAllowedBy says what allows the server's egress (the EgressAllowed message
+	// while nothing denies it); empty when egress was not looked at.
+	egressAllowedBy string
+	// workload is what the stdio runtime reported; nil for http servers and when no
+	// workload was asked for.
+	workload *workloadObservation
+	// session is what the connector knows about the server's session; nil when no
+	// session is held, or while settleWithin is set.
+	session *connector.Snapshot
+	// settleWithin is set while a new session is on its first connect and the status
+	// waits for the outcome, for at most that long; the status is then left as it is.
+	settleWithin time.Duration
 }
 
-// setCondition sets one condition for the object's current generation.
-func setCondition(obj *mcpv1alpha1.MCPServer, condType string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
-		Type:               condType,
-		Status:             status,
-		Reason:             reason,
-		Message:            connector.TruncateUTF8(message, maxMessageLength),
-		ObservedGeneration: obj.Generation,
-	})
+// workloadObservation is what the stdio runtime reported about a server's workload.
+type workloadObservation struct {
+	// status is the runtime's report when Ensure succeeded.
+	status WorkloadStatus
+	// err is why Ensure failed; nil when it succeeded.
+	err error
 }
 
-// setNotReady marks the object not ready for a reason that is not the connection's
-// doing (suspended, a missing Secret): no session exists, so every connection condition
-// says the same.
-func setNotReady(obj *mcpv1alpha1.MCPServer, reason, message string) {
-	for _, t := range []string{mcpv1alpha1.ConditionConnected, mcpv1alpha1.ConditionToolsDiscovered} {
-		setCondition(obj, t, metav1.ConditionFalse, reason, message)
-	}
-	setCondition(obj, mcpv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
+// progress is what kstatus should make of a server that is not Ready.
+type progress int
+
+const (
+	// progressIdle means nothing is being worked on and nothing is wrong (suspended).
+	progressIdle progress = iota
+	// progressReconciling means the failure heals by itself: Reconciling=True.
+	progressReconciling
+	// progressStalled means a person has to change something: Stalled=True.
+	progressStalled
+)
+
+// notReady is the outcome of the first failing readiness check.
+type notReady struct {
+	reason, message string
+	progress        progress
 }
 
-// summarize sets Ready from the other conditions and keeps Reconciling and Stalled
-// present only while True, as kstatus expects. Ready is True when every condition that
-// matters is True; otherwise it repeats the first one that is not.
-func summarize(obj *mcpv1alpha1.MCPServer) {
-	obj.Status.ObservedGeneration = obj.Generation
-	ready := true
-	readyReason, readyMessage := mcpv1alpha1.ReasonSucceeded, "Connected and tools discovered"
-	for _, t := range []string{
-		mcpv1alpha1.ConditionEgressAllowed,
-		mcpv1alpha1.ConditionWorkloadAvailable,
-		mcpv1alpha1.ConditionConnected,
-		mcpv1alpha1.ConditionToolsDiscovered,
-	} {
-		c := meta.FindStatusCondition(obj.Status.Conditions, t)
-		if c == nil {
-			if t == mcpv1alpha1.ConditionWorkloadAvailable {
-				continue // only stdio servers carry it
-			}
-			ready, readyReason, readyMessage = false, mcpv1alpha1.ReasonProgressing, "Waiting for "+t
-			break
-		}
-		if c.Status != metav1.ConditionTrue {
-			ready, readyReason, readyMessage = false, c.Reason, c.Message
-			break
-		}
-	}
-	if ready {
-		setCondition(obj, mcpv1alpha1.ConditionReady, metav1.ConditionTrue, readyReason, readyMessage)
-	} else if r := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionReady); r == nil ||
-		r.Reason != mcpv1alpha1.ReasonSuspended && r.Reason != mcpv1alpha1.ReasonSecretNotFound {
-		setCondition(obj, mcpv1alpha1.ConditionReady, metav1.ConditionFalse, readyReason, readyMessage)
-	}
+// readyCheck is one entry of the readiness chain: it returns why the server is not
+// Ready, or nil when its part holds. It reads the observation and the conditions
+// computeStatus has already set for this reconcile.
+type readyCheck func(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady
 
-	ready = meta.IsStatusConditionTrue(obj.Status.Conditions, mcpv1alpha1.ConditionReady)
-	readyCond := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionReady)
+// readyChecks is the readiness chain, in order: the first failure is Ready's reason.
+// Earlier entries are what keeps a session from being attempted at all, later ones what
+// the session found.
+var readyChecks = []readyCheck{
+	checkSuspended,
+	checkSpecValid,
+	checkSecretsPresent,
+	checkEgressAllowed,
+	checkWorkloadAvailable,
+	checkConnected,
+	checkToolsDiscovered,
+	// checkToolsPinned goes here once spec.tools.pinnedDigest exists (the gateway issue):
+	// a server whose published tools do not match the pinned digest is not Ready.
+}
+
+// blocker is why no session is attempted, in readiness order, or nil when one is.
+type blocker struct {
+	reason, message string
+}
+
+// blocker returns the first thing the observation says keeps a session from being
+// attempted: the server is suspended, its spec cannot be acted on, a Secret is missing,
+// or its stdio workload is not available.
+func (o *observation) blocker(obj *mcpv1alpha1.MCPServer) *blocker {
 	switch {
-	case ready || readyCond.Reason == mcpv1alpha1.ReasonSuspended:
-		meta.RemoveStatusCondition(&obj.Status.Conditions, mcpv1alpha1.ConditionReconciling)
-		meta.RemoveStatusCondition(&obj.Status.Conditions, mcpv1alpha1.ConditionStalled)
-	case transientReasons[readyCond.Reason] || readyCond.Reason == mcpv1alpha1.ReasonProgressing:
-		meta.RemoveStatusCondition(&obj.Status.Conditions, mcpv1alpha1.ConditionStalled)
-		setCondition(obj, mcpv1alpha1.ConditionReconciling, metav1.ConditionTrue, readyCond.Reason, readyCond.Message)
+	case obj.Spec.Suspend:
+		return &blocker{mcpv1alpha1.ReasonSuspended, "Suspended: spec.suspend is true, no session is held"}
+	case o.invalidSpec != "":
+		return &blocker{mcpv1alpha1.ReasonInvalidSpec, o.invalidSpec}
+	case o.missingSecret != nil:
+		return &blocker{mcpv1alpha1.ReasonSecretNotFound, capitalize(o.missingSecret.Error())}
+	case o.workload != nil && o.workload.err != nil:
+		return &blocker{mcpv1alpha1.ReasonWorkloadUnavailable, "Cannot run the server: " + o.workload.err.Error()}
+	case o.workload != nil && !o.workload.status.Available:
+		return &blocker{mcpv1alpha1.ReasonWorkloadUnavailable, "Waiting for the bridge: " + o.workload.status.Message}
 	default:
-		meta.RemoveStatusCondition(&obj.Status.Conditions, mcpv1alpha1.ConditionReconciling)
-		setCondition(obj, mcpv1alpha1.ConditionStalled, metav1.ConditionTrue, readyCond.Reason, readyCond.Message)
+		return nil
 	}
 }
 
-// applySnapshot writes what the connector observed into the object's status: the
-// connection conditions and, once discovered, what the server offers. egressMessage is
-// the EgressAllowed message while nothing denies the connection.
-func applySnapshot(obj *mcpv1alpha1.MCPServer, snap connector.Snapshot, egressMessage string) {
+// sessionError is the connector's last error, or nil.
+func (o *observation) sessionError() *connector.Error {
+	if o.session == nil {
+		return nil
+	}
+	return o.session.LastError
+}
+
+// retryProgress is what a failure of the session means for kstatus: the connector
+// decides whether its error heals by itself; a session still connecting is in progress.
+func (o *observation) retryProgress() progress {
+	if e := o.sessionError(); e != nil && !e.Transient {
+		return progressStalled
+	}
+	return progressReconciling
+}
+
+// computeStatus sets every condition and status field the MCPServer reconciler owns
+// from what the reconcile observed. It is a pure function of the observation and the
+// status already there; each condition is set, or removed, on every call.
+func computeStatus(obj *mcpv1alpha1.MCPServer, obs *observation) {
 	st := &obj.Status
-	st.Endpoint = connector.TruncateUTF8(snap.Endpoint, 2048)
-	if snap.Transport != "" {
-		st.Transport = mcpv1alpha1.Transport(snap.Transport)
-	}
+	st.ObservedGeneration = obj.Generation
+	setEndpoint(obj, obs)
+	setDiscovered(obj, obs)
 
-	failureReason, failureMessage := mcpv1alpha1.ReasonConnecting, "Connecting to "+snap.Endpoint
-	if snap.LastError != nil {
-		failureReason, failureMessage = snap.LastError.Reason, snap.LastError.Message
-	}
+	setOrRemove(obj, mcpv1alpha1.ConditionWorkloadAvailable, workloadCondition(obj, obs))
+	setOrRemove(obj, mcpv1alpha1.ConditionEgressAllowed, egressCondition(obj, obs))
+	setOrRemove(obj, mcpv1alpha1.ConditionConnected, connectedCondition(obj, obs))
+	setOrRemove(obj, mcpv1alpha1.ConditionToolsDiscovered, toolsDiscoveredCondition(obj, obs))
 
-	egressDenied := snap.LastError != nil && (snap.LastError.Reason == mcpv1alpha1.ReasonEgressDenied ||
-		snap.LastError.Reason == mcpv1alpha1.ReasonRedirectDenied)
-	if egressDenied {
-		setCondition(obj, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionFalse, failureReason, failureMessage)
-	} else {
-		setCondition(obj, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, egressMessage)
-	}
-
-	switch snap.State {
-	case connector.StateReady:
-		setCondition(obj, mcpv1alpha1.ConditionConnected, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
-			fmt.Sprintf("Connected over %s, protocol %s", snap.Transport, snap.ProtocolVersion))
-	case connector.StateDown:
-		setCondition(obj, mcpv1alpha1.ConditionConnected, metav1.ConditionFalse, failureReason, failureMessage)
-	default:
-		// Still connecting. What was observed for this generation stays until the
-		// outcome is known, so the condition does not flap: a False is a failed attempt
-		// being retried, a True is a session a restarted manager (or a rotated Secret) is
-		// setting up again. A new generation is a new connection: Unknown until it is up.
-		if c := meta.FindStatusCondition(st.Conditions, mcpv1alpha1.ConditionConnected); c == nil || c.ObservedGeneration != obj.Generation {
-			setCondition(obj, mcpv1alpha1.ConditionConnected, metav1.ConditionUnknown, mcpv1alpha1.ReasonConnecting,
-				"Connecting to "+snap.Endpoint)
+	var failed *notReady
+	for _, check := range readyChecks {
+		if failed = check(obj, obs); failed != nil {
+			break
 		}
 	}
+	if failed == nil {
+		setCondition(obj, mcpv1alpha1.ConditionReady, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, "Connected and tools discovered")
+		failed = &notReady{progress: progressIdle}
+	} else {
+		setCondition(obj, mcpv1alpha1.ConditionReady, metav1.ConditionFalse, failed.reason, failed.message)
+	}
+	// kstatus: Reconciling and Stalled are present only while True.
+	reconciling, stalled := (*conditionState)(nil), (*conditionState)(nil)
+	switch failed.progress {
+	case progressReconciling:
+		reconciling = &conditionState{metav1.ConditionTrue, failed.reason, failed.message}
+	case progressStalled:
+		stalled = &conditionState{metav1.ConditionTrue, failed.reason, failed.message}
+	}
+	setOrRemove(obj, mcpv1alpha1.ConditionReconciling, reconciling)
+	setOrRemove(obj, mcpv1alpha1.ConditionStalled, stalled)
+}
 
-	if !snap.Discovered {
-		if c := meta.FindStatusCondition(st.Conditions, mcpv1alpha1.ConditionToolsDiscovered); c == nil || c.Status != metav1.ConditionTrue {
-			status := metav1.ConditionUnknown
-			if snap.State == connector.StateDown {
-				status = metav1.ConditionFalse
-			}
-			setCondition(obj, mcpv1alpha1.ConditionToolsDiscovered, status, failureReason, failureMessage)
+// conditionState is a condition's status, reason and message; nil means the condition
+// is absent.
+type conditionState struct {
+	status          metav1.ConditionStatus
+	reason, message string
+}
+
+// setOrRemove sets the condition to c, or removes it when c is nil.
+func setOrRemove(obj *mcpv1alpha1.MCPServer, condType string, c *conditionState) {
+	if c == nil {
+		meta.RemoveStatusCondition(&obj.Status.Conditions, condType)
+		return
+	}
+	setCondition(obj, condType, c.status, c.reason, c.message)
+}
+
+// keep returns the condition as it is, or nil when it is absent.
+func keep(obj *mcpv1alpha1.MCPServer, condType string) *conditionState {
+	c := meta.FindStatusCondition(obj.Status.Conditions, condType)
+	if c == nil {
+		return nil
+	}
+	return &conditionState{c.Status, c.Reason, c.Message}
+}
+
+// setEndpoint sets the transport and endpoint the server is reached over. A stdio
+// server is reached over Stdio at its bridge, whatever the connector speaks to the
+// bridge; an http server over the transport the connector uses or last used.
+func setEndpoint(obj *mcpv1alpha1.MCPServer, obs *observation) {
+	st := &obj.Status
+	if obj.Spec.Stdio != nil {
+		if st.Transport != mcpv1alpha1.TransportStdio {
+			st.Endpoint = ""
+		}
+		st.Transport = mcpv1alpha1.TransportStdio
+		if obs.workload != nil && obs.workload.err == nil {
+			st.Endpoint = connector.TruncateUTF8(obs.workload.status.Endpoint, 2048)
 		}
 		return
 	}
+	if st.Transport == mcpv1alpha1.TransportStdio {
+		st.Transport = "" // it was a stdio server; nothing is known yet of the new one
+	}
+	if obj.Spec.HTTP == nil {
+		return
+	}
+	st.Endpoint = connector.TruncateUTF8(connector.DisplayURL(obj.Spec.HTTP.URL), 2048)
+	if s := obs.session; s != nil && s.Transport != "" {
+		st.Transport = mcpv1alpha1.Transport(s.Transport)
+	}
+}
 
+// setDiscovered publishes what the last discovery found. While the session is away the
+// last published lists stay, so a brief outage does not empty the catalogue.
+func setDiscovered(obj *mcpv1alpha1.MCPServer, obs *observation) {
+	snap := obs.session
+	if snap == nil || !snap.Discovered {
+		return
+	}
+	st := &obj.Status
 	st.ProtocolVersion = connector.TruncateUTF8(snap.ProtocolVersion, maxProtocolLength)
 	st.ServerInfo = &mcpv1alpha1.ServerInfo{
 		Name:    connector.TruncateUTF8(snap.ServerInfo.Name, maxServerInfoLength),
@@ -170,14 +249,203 @@ func applySnapshot(obj *mcpv1alpha1.MCPServer, snap connector.Snapshot, egressMe
 	}
 	st.ResourceCount = int32(len(snap.Resources) + len(snap.ResourceTemplates)) //nolint:gosec // bounded by the connector's item limit
 	st.PromptCount = int32(len(snap.Prompts))                                   //nolint:gosec // bounded by the connector's item limit
-
 	published := filterTools(snap.Tools, obj.Spec.Tools)
 	st.ToolCount = int32(len(published)) //nolint:gosec // bounded by the connector's item limit
 	st.ToolsDigest = connector.ToolsDigest(published)
 	st.Tools, st.ToolsTruncated = statusTools(published)
-	setCondition(obj, mcpv1alpha1.ConditionToolsDiscovered, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
-		fmt.Sprintf("%d of %d tools published, %d resources, %d prompts",
-			len(published), len(snap.Tools), st.ResourceCount, st.PromptCount))
+}
+
+// workloadCondition is WorkloadAvailable: what the stdio runtime reports about the
+// server's workload. Only stdio servers carry it; a server that was a stdio one before
+// loses it.
+func workloadCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *conditionState {
+	if obj.Spec.Stdio == nil {
+		return nil
+	}
+	if b := obs.blocker(obj); b != nil && b.reason != mcpv1alpha1.ReasonWorkloadUnavailable {
+		return &conditionState{metav1.ConditionFalse, b.reason, b.message}
+	}
+	w := obs.workload
+	switch {
+	case w == nil:
+		return keep(obj, mcpv1alpha1.ConditionWorkloadAvailable)
+	case w.err != nil:
+		return &conditionState{metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable, "Cannot run the server: " + w.err.Error()}
+	case !w.status.Available:
+		return &conditionState{metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable, w.status.Message}
+	default:
+		return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, w.status.Message}
+	}
+}
+
+// isEgressDenial reports whether a connector failure is a denied destination, which
+// EgressAllowed reports rather than Connected alone.
+func isEgressDenial(e *connector.Error) bool {
+	return e != nil && (e.Reason == mcpv1alpha1.ReasonEgressDenied || e.Reason == mcpv1alpha1.ReasonRedirectDenied)
+}
+
+// egressCondition is EgressAllowed: False when the connector's dialer or redirect
+// policy denied the connection, True with what allows it once egress was looked at,
+// Unknown while something keeps the reconcile from looking.
+func egressCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *conditionState {
+	if e := obs.sessionError(); isEgressDenial(e) && obs.blocker(obj) == nil {
+		return &conditionState{metav1.ConditionFalse, e.Reason, e.Message}
+	}
+	if obs.egressAllowedBy != "" && !obj.Spec.Suspend {
+		return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, obs.egressAllowedBy}
+	}
+	if b := obs.blocker(obj); b != nil {
+		return &conditionState{metav1.ConditionUnknown, b.reason, "Egress is not evaluated: " + b.message}
+	}
+	return keep(obj, mcpv1alpha1.ConditionEgressAllowed)
+}
+
+// sessionFailure is the reason and message of a session that is not up: its last
+// error, or that it is connecting.
+func sessionFailure(snap *connector.Snapshot) (string, string) {
+	if snap.LastError != nil {
+		return snap.LastError.Reason, snap.LastError.Message
+	}
+	return mcpv1alpha1.ReasonConnecting, "Connecting to " + snap.Endpoint
+}
+
+// connectedCondition is Connected: True while the connector holds a live session.
+func connectedCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *conditionState {
+	if b := obs.blocker(obj); b != nil {
+		return &conditionState{metav1.ConditionFalse, b.reason, b.message}
+	}
+	snap := obs.session
+	if snap == nil {
+		return keep(obj, mcpv1alpha1.ConditionConnected)
+	}
+	switch snap.State {
+	case connector.StateReady:
+		if obj.Spec.Stdio != nil {
+			// The connector speaks Streamable HTTP to the bridge; the user runs stdio.
+			return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
+				"Connected to the stdio server through its bridge, protocol " + snap.ProtocolVersion}
+		}
+		return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
+			fmt.Sprintf("Connected over %s, protocol %s", snap.Transport, snap.ProtocolVersion)}
+	case connector.StateDown:
+		reason, message := sessionFailure(snap)
+		return &conditionState{metav1.ConditionFalse, reason, message}
+	default:
+		// A new session's first attempt. What the connector observed for this
+		// generation stays until the outcome is known, so the condition does not flap:
+		// a True is a session a restarted manager is setting up again, a False a
+		// failure it is retrying. What a blocker (a missing Secret, a bridge not yet
+		// up) wrote is no observation of the connection and gives way.
+		if c := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionConnected); c != nil &&
+			c.ObservedGeneration == obj.Generation && !notAttempted[c.Reason] {
+			return &conditionState{c.Status, c.Reason, c.Message}
+		}
+		reason, message := sessionFailure(snap)
+		return &conditionState{metav1.ConditionUnknown, reason, message}
+	}
+}
+
+// toolsDiscoveredCondition is ToolsDiscovered: True once a discovery published the
+// server's tools, and True still while the session is away (the lists stay published).
+func toolsDiscoveredCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *conditionState {
+	if b := obs.blocker(obj); b != nil {
+		return &conditionState{metav1.ConditionFalse, b.reason, b.message}
+	}
+	snap := obs.session
+	if snap == nil {
+		return keep(obj, mcpv1alpha1.ConditionToolsDiscovered)
+	}
+	if snap.Discovered {
+		st := obj.Status
+		return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
+			fmt.Sprintf("%d of %d tools published, %d resources, %d prompts",
+				st.ToolCount, len(snap.Tools), st.ResourceCount, st.PromptCount)}
+	}
+	if c := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionToolsDiscovered); c != nil && c.Status == metav1.ConditionTrue {
+		return &conditionState{c.Status, c.Reason, c.Message}
+	}
+	status := metav1.ConditionUnknown
+	if snap.State == connector.StateDown {
+		status = metav1.ConditionFalse
+	}
+	reason, message := sessionFailure(snap)
+	return &conditionState{status, reason, message}
+}
+
+// checkSuspended: a suspended server is not Ready and has nothing to work on.
+func checkSuspended(obj *mcpv1alpha1.MCPServer, _ *observation) *notReady {
+	if !obj.Spec.Suspend {
+		return nil
+	}
+	return &notReady{mcpv1alpha1.ReasonSuspended, "Suspended: spec.suspend is true, no session is held", progressIdle}
+}
+
+// checkSpecValid: a spec that cannot be acted on needs a change.
+func checkSpecValid(_ *mcpv1alpha1.MCPServer, obs *observation) *notReady {
+	if obs.invalidSpec == "" {
+		return nil
+	}
+	return &notReady{mcpv1alpha1.ReasonInvalidSpec, obs.invalidSpec, progressStalled}
+}
+
+// checkSecretsPresent: no connection without the credentials; the Secret watch brings
+// the server back once someone creates it.
+func checkSecretsPresent(_ *mcpv1alpha1.MCPServer, obs *observation) *notReady {
+	if obs.missingSecret == nil {
+		return nil
+	}
+	return &notReady{mcpv1alpha1.ReasonSecretNotFound, capitalize(obs.missingSecret.Error()), progressStalled}
+}
+
+// checkEgressAllowed: a denied destination needs a policy or URL change.
+func checkEgressAllowed(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady {
+	return conditionCheck(obj, mcpv1alpha1.ConditionEgressAllowed, obs.retryProgress())
+}
+
+// checkWorkloadAvailable: a stdio server's bridge starting or rolling out heals by
+// itself.
+func checkWorkloadAvailable(obj *mcpv1alpha1.MCPServer, _ *observation) *notReady {
+	if obj.Spec.Stdio == nil {
+		return nil
+	}
+	return conditionCheck(obj, mcpv1alpha1.ConditionWorkloadAvailable, progressReconciling)
+}
+
+// checkConnected: whether a failed session heals by itself is the connector's call.
+func checkConnected(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady {
+	return conditionCheck(obj, mcpv1alpha1.ConditionConnected, obs.retryProgress())
+}
+
+// checkToolsDiscovered: a discovery that failed is retried with the session.
+func checkToolsDiscovered(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady {
+	return conditionCheck(obj, mcpv1alpha1.ConditionToolsDiscovered, obs.retryProgress())
+}
+
+// conditionCheck fails with the condition's reason and message unless it is True. An
+// absent condition is one not yet known: in progress.
+func conditionCheck(obj *mcpv1alpha1.MCPServer, condType string, p progress) *notReady {
+	c := meta.FindStatusCondition(obj.Status.Conditions, condType)
+	switch {
+	case c == nil:
+		return &notReady{mcpv1alpha1.ReasonProgressing, "Waiting for " + condType, progressReconciling}
+	case c.Status == metav1.ConditionTrue:
+		return nil
+	case c.Status == metav1.ConditionUnknown:
+		return &notReady{c.Reason, c.Message, progressReconciling}
+	default:
+		return &notReady{c.Reason, c.Message, p}
+	}
+}
+
+// setCondition sets one condition for the object's current generation.
+func setCondition(obj *mcpv1alpha1.MCPServer, condType string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
+		Type:               condType,
+		Status:             status,
+		Reason:             reason,
+		Message:            connector.TruncateUTF8(message, maxMessageLength),
+		ObservedGeneration: obj.Generation,
+	})
 }
 
 // filterTools returns the tools spec.tools publishes: those matching an allow glob (or

@@ -48,10 +48,9 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 
 	b := ctrl.NewControllerManagedBy(mgr)
-	if _, inCluster := r.Stdio.(*PodRuntime); inCluster {
-		// A stdio server's workload changing (a pod becoming available, someone
-		// editing the Deployment) is reconciled like a spec change.
-		b = b.Owns(&appsv1.Deployment{}).Owns(&corev1.Service{}).Owns(&networkingv1.NetworkPolicy{})
+	if r.Stdio != nil {
+		// The runtime watches what it runs.
+		b = r.Stdio.Watch(b)
 	}
 	return b.
 		For(&mcpv1alpha1.MCPServer{}, builder.WithPredicates(predicate.Or(

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -25,9 +27,9 @@ import (
 	"github.com/switchboard-mcp/switchboard/egress"
 )
 
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 
 // Workload labels and field ownership.
 const (
@@ -64,16 +66,25 @@ type WorkloadStatus struct {
 	// HostPeersNotEnforced is true when the pod's NetworkPolicy had to leave out host
 	// peers of the selecting egress policies.
 	HostPeersNotEnforced bool
+	// RequeueAfter is how soon to look at a server that is not Available again. Zero
+	// means the runtime's watches bring the server back when its workload changes.
+	RequeueAfter time.Duration
 }
 
 // StdioRuntime runs stdio servers behind the Switchboard bridge: as a Deployment in the
-// cluster, or as local processes for `switchboard dev` and tests.
+// cluster, or as local processes for `switchboard dev` and tests. A runtime owns what it
+// runs: it starts it, watches it and removes it.
 type StdioRuntime interface {
 	// Ensure makes the server's workload match its spec, with its own egress governed
 	// by rules, and reports where the bridge listens and whether it is available.
 	Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rules *egress.ServerRules) (WorkloadStatus, error)
-	// Remove stops the server's workload, if the runtime must do that itself.
-	Remove(key connector.Key)
+	// Remove stops and removes whatever the runtime runs for the server: when the
+	// server is suspended, deleted, or no longer a stdio server. It is cheap and does
+	// nothing when nothing runs.
+	Remove(ctx context.Context, key connector.Key) error
+	// Watch adds the watches that bring a server back to the reconciler when its
+	// workload changes, to the controller being built.
+	Watch(b *builder.Builder) *builder.Builder
 }
 
 // PodRuntime runs each stdio server as a Deployment, a Service and a NetworkPolicy,
@@ -92,14 +103,15 @@ type PodRuntime struct {
 	DNS egress.ClusterDNS
 }
 
-// workloadName returns the name of a server's Deployment, Service and NetworkPolicy: a
-// DNS label (Service names must be), stable, and unique within the namespace.
-func workloadName(obj *mcpv1alpha1.MCPServer) string {
-	name := "mcp-" + obj.Name
+// workloadName returns the name of the Deployment, Service and NetworkPolicy of the
+// server called server: a DNS label (Service names must be), stable, and unique within
+// the namespace.
+func workloadName(server string) string {
+	name := "mcp-" + server
 	if len(name) <= 63 {
 		return name
 	}
-	sum := sha256.Sum256([]byte(obj.Name))
+	sum := sha256.Sum256([]byte(server))
 	return name[:54] + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
@@ -116,7 +128,7 @@ func bridgeCommand(stdio *mcpv1alpha1.StdioServerSpec, binary, listen string) []
 // Ensure applies the server's Deployment, Service and NetworkPolicy with server-side
 // apply and reports the Deployment's availability.
 func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rules *egress.ServerRules) (WorkloadStatus, error) {
-	name := workloadName(obj)
+	name := workloadName(obj.Name)
 	labels := map[string]string{
 		ManagedByLabel:               ManagedByValue,
 		serverLabel:                  name,
@@ -155,8 +167,41 @@ func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rul
 	return status, nil
 }
 
-// Remove does nothing: owner references garbage-collect the workload.
-func (p *PodRuntime) Remove(connector.Key) {}
+// Remove deletes the server's Deployment, Service and NetworkPolicy. It looks in the
+// cache first, so a server that runs no workload costs no API request, and it deletes
+// only objects the server controls. (Owner references would garbage-collect them once
+// the MCPServer is deleted, but a server switched to http or suspended keeps existing.)
+func (p *PodRuntime) Remove(ctx context.Context, key connector.Key) error {
+	name := workloadName(key.Name)
+	for _, w := range []struct {
+		kind string
+		obj  client.Object
+	}{{"Deployment", &appsv1.Deployment{}}, {"Service", &corev1.Service{}}, {"NetworkPolicy", &networkingv1.NetworkPolicy{}}} {
+		if err := p.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, w.obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("reading %s %s: %w", w.kind, name, err)
+		}
+		if owner := metav1.GetControllerOf(w.obj); owner == nil || owner.Kind != "MCPServer" || owner.Name != key.Name {
+			continue // not ours to delete
+		}
+		err := p.Client.Delete(ctx, w.obj,
+			client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: ptr.To(w.obj.GetUID())})
+		// NotFound: already gone. Conflict: a newer object of that name, not this one.
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting %s %s: %w", w.kind, name, err)
+		}
+	}
+	return nil
+}
+
+// Watch makes a change to a server's Deployment (a pod becoming available, someone
+// editing it), Service or NetworkPolicy reconcile the server like a spec change.
+func (p *PodRuntime) Watch(b *builder.Builder) *builder.Builder {
+	return b.Owns(&appsv1.Deployment{}).Owns(&corev1.Service{}).Owns(&networkingv1.NetworkPolicy{})
+}
 
 // deploymentAvailable reports whether the Deployment's current generation has an
 // available replica, and says why not.

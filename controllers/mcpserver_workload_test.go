@@ -173,3 +173,60 @@ func TestDeletingAStdioServerCollectsItsWorkload(t *testing.T) {
 		}
 	}, 60*time.Second, 200*time.Millisecond).Should(Succeed(), "the garbage collector removes what the MCPServer owned")
 }
+
+// TestStdioWorkloadGoesWithTheStdioSpec switches a stdio server to http and back, then
+// suspends it: the Deployment, Service and NetworkPolicy exist exactly while the server
+// runs as a stdio server, without waiting for the MCPServer to be deleted.
+func TestStdioWorkloadGoesWithTheStdioSpec(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, ns, withPodRuntime())
+	srv := newMCPServer(t, 1)
+
+	obj := stdioServer(ns, "switching")
+	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	key := client.ObjectKey{Namespace: ns, Name: "mcp-switching"}
+	workload := []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}}
+	exists := func(g Gomega) {
+		for _, o := range workload {
+			g.Expect(k8sClient.Get(ctx, key, o)).To(Succeed())
+		}
+	}
+	gone := func(g Gomega) {
+		for _, o := range workload {
+			err := k8sClient.Get(ctx, key, o)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T still exists (err %v)", o, err)
+		}
+	}
+	g.Eventually(exists, eventually, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable) }, eventually, poll).Should(Succeed())
+
+	// To http: the workload goes, and so does WorkloadAvailable with its reason.
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) {
+		o.Spec.Stdio = nil
+		o.Spec.HTTP = &mcpv1alpha1.HTTPServerSpec{URL: srv.url(), AllowInsecureHTTP: true}
+	})
+	g.Eventually(gone, eventually, poll).Should(Succeed(), "no garbage collector runs here: the operator deletes them")
+	g.Eventually(func(g Gomega) {
+		got := readyIs(g, obj, metav1.ConditionTrue, "")
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)).To(BeNil())
+		g.Expect(got.Status.Transport).To(Equal(mcpv1alpha1.TransportStreamableHTTP))
+		g.Expect(got.Status.Endpoint).To(Equal(srv.url()))
+	}, eventually, poll).Should(Succeed())
+
+	// Back to stdio, then suspended: the workload comes back, then goes again.
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) {
+		o.Spec.HTTP = nil
+		o.Spec.Stdio = stdioServer(ns, "switching").Spec.Stdio
+	})
+	g.Eventually(exists, eventually, poll).Should(Succeed())
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = true })
+	g.Eventually(gone, eventually, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonSuspended)
+		st, reason := condition(got, mcpv1alpha1.ConditionWorkloadAvailable)
+		g.Expect(st).To(Equal(metav1.ConditionFalse))
+		g.Expect(reason).To(Equal(mcpv1alpha1.ReasonSuspended))
+	}, eventually, poll).Should(Succeed())
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
@@ -32,6 +33,9 @@ const (
 	// localReadyWait bounds how long Ensure waits for a freshly started bridge to answer
 	// /readyz, so that the common case needs no requeue and Reconcile never waits long.
 	localReadyWait = 2 * time.Second
+	// defaultLocalPollInterval is how often a bridge that is not ready yet is looked at
+	// again when LocalRuntime.PollInterval is zero.
+	defaultLocalPollInterval = 500 * time.Millisecond
 	// localStopGrace is how long a stopped bridge gets to wind its servers down after
 	// SIGTERM before its process group is killed.
 	localStopGrace = 5 * time.Second
@@ -50,6 +54,9 @@ type LocalRuntime struct {
 	Reader client.Reader
 	// Logger receives process starts, exits and the bridge's own log lines.
 	Logger logr.Logger
+	// PollInterval is how soon a server whose bridge is not ready yet is looked at
+	// again: no watch tells when a local process becomes ready. Zero means 500ms.
+	PollInterval time.Duration
 
 	mu    sync.Mutex
 	procs map[connector.Key]*localProcess
@@ -108,12 +115,17 @@ func (l *LocalRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, _
 		status.Message = fmt.Sprintf("Local bridge process %d serves %s (the local runtime does not confine egress)", p.cmd.Process.Pid, p.endpoint)
 	} else {
 		status.Message = fmt.Sprintf("Local bridge process %d is not ready yet", p.cmd.Process.Pid)
+		status.RequeueAfter = l.PollInterval
+		if status.RequeueAfter <= 0 {
+			status.RequeueAfter = defaultLocalPollInterval
+		}
 	}
 	return status, nil
 }
 
-// Remove stops the server's bridge.
-func (l *LocalRuntime) Remove(key connector.Key) {
+// Remove stops the server's bridge. It returns at once; the process winds down in the
+// background.
+func (l *LocalRuntime) Remove(_ context.Context, key connector.Key) error {
 	l.mu.Lock()
 	p := l.procs[key]
 	delete(l.procs, key)
@@ -121,7 +133,12 @@ func (l *LocalRuntime) Remove(key connector.Key) {
 	if p != nil {
 		go p.stop()
 	}
+	return nil
 }
+
+// Watch adds nothing: no watch sees a local process, so a bridge that is not ready is
+// polled (WorkloadStatus.RequeueAfter).
+func (l *LocalRuntime) Watch(b *builder.Builder) *builder.Builder { return b }
 
 // Start blocks until ctx ends, then stops every bridge and waits for them.
 func (l *LocalRuntime) Start(ctx context.Context) error {

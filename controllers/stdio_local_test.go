@@ -57,7 +57,7 @@ func withLocalRuntime(t testing.TB) operatorOption {
 			t.Fatal(err)
 		}
 		r.Stdio = local
-		r.StdioRequeue = probeInterval
+		local.PollInterval = probeInterval
 	}
 }
 

@@ -85,6 +85,11 @@ const (
 	// ReasonProtocolError means the server does not speak MCP as expected.
 	ReasonProtocolError = "ProtocolError"
 
+	// ReasonSessionEnded means the server ended a live session (it closed the stream or
+	// forgot the session, as a restarting server does); the operator reconnects with
+	// backoff.
+	ReasonSessionEnded = "SessionEnded"
+
 	// ReasonTimeout means the server did not answer within spec.timeout.
 	ReasonTimeout = "Timeout"
 

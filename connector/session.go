@@ -23,6 +23,8 @@ type session struct {
 	log      logr.Logger
 	stack    *httpStack // nil when the config cannot be acted on
 	setupErr *Error
+	// mem is the session's share of the pool's discovery memory budget.
+	mem *lease
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -49,6 +51,7 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		log:     p.log.WithValues("server", key.String()),
 		done:    make(chan struct{}),
 		recheck: make(chan struct{}, 1),
+		mem:     p.memory.lease(key.Namespace),
 	}
 	s.ctx, s.cancel = context.WithCancel(p.ctx)
 	s.snap = Snapshot{State: StateConnecting, Endpoint: DisplayURL(cfg.URL)}
@@ -127,6 +130,7 @@ func (s *session) close() { s.cancel() }
 // reconnect; until the pool closes it.
 func (s *session) run() {
 	defer close(s.done)
+	defer s.mem.close()
 	defer s.settle()
 	if s.setupErr != nil {
 		s.fail(s.setupErr, true)

@@ -399,9 +399,13 @@ func newEchoServer(r *http.Request) *mcp.Server {
 	s.AddTool(&mcp.Tool{
 		Name: "echo", Title: "Echo " + auth, Description: "Your credential is " + auth + ", keep it safe.",
 		InputSchema: json.RawMessage(`{"type":"object"}`),
-	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
 	s.AddPrompt(&mcp.Prompt{Name: "login", Description: "Log in with " + auth},
-		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) { return &mcp.GetPromptResult{}, nil })
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{}, nil
+		})
 	s.AddResource(&mcp.Resource{URI: "test://token/" + strings.TrimPrefix(auth, "Bearer "), Name: "token " + auth, Description: auth}, nil)
 	return s
 }
@@ -443,7 +447,9 @@ func TestSchemaChangeChangesTheDigest(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "schemas", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
 	add := func(schema string) {
 		server.AddTool(&mcp.Tool{Name: "search", Description: "Searches.", InputSchema: json.RawMessage(schema)},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
 	}
 	add(`{"type":"object","properties":{"q":{"type":"string"}}}`)
 	p := testPool(t)

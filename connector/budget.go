@@ -14,16 +14,18 @@ const DefaultDiscoveryMemoryBudget = 256 << 20
 // servers never starve the rest.
 const NamespaceShareDivisor = 4
 
-// memoryBudget accounts the heap bytes that discoveries keep, and the bytes their pages
-// occupy while being decoded, across every server of a pool. A namespace may hold at
-// most a share of the limit.
+// memoryBudget accounts the heap that discoveries keep, and the heap their pages occupy
+// while being decoded, across every server of a pool. A namespace may hold at most a
+// share of the limit. The two are told apart so that what a server keeps is judged
+// alone: it fits or it does not, whatever pages other servers happen to be decoding at
+// the moment, while a page waits until the bytes it may take are free.
 type memoryBudget struct {
 	limit   int64
 	nsLimit int64
 
-	mu   sync.Mutex
-	used int64
-	byNS map[string]int64
+	mu             sync.Mutex
+	kept, pages    int64
+	keptNS, pageNS map[string]int64
 	// freed is closed and replaced whenever bytes are released, waking waiters.
 	freed chan struct{}
 }
@@ -35,77 +37,98 @@ func newMemoryBudget(limit int64) *memoryBudget {
 	return &memoryBudget{
 		limit:   limit,
 		nsLimit: max(limit/NamespaceShareDivisor, 1),
-		byNS:    make(map[string]int64),
+		keptNS:  make(map[string]int64),
+		pageNS:  make(map[string]int64),
 		freed:   make(chan struct{}),
 	}
 }
 
-// tryReserve takes n bytes for namespace ns, or fails with LimitExceeded naming the
-// budget that would be broken.
-func (b *memoryBudget) tryReserve(ns string, n int64) *Error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.reserveLocked(ns, n)
+func (b *memoryBudget) nsExceeded(ns string) *Error {
+	return newError(ReasonLimitExceeded,
+		"discovery memory budget exceeded: namespace %s would keep more than its share of %d bytes (1/%d of --discovery-memory-budget %d)",
+		ns, b.nsLimit, NamespaceShareDivisor, b.limit)
 }
 
-func (b *memoryBudget) reserveLocked(ns string, n int64) *Error {
-	if b.byNS[ns]+n > b.nsLimit {
-		return newError(ReasonLimitExceeded,
-			"discovery memory budget exceeded: namespace %s would keep more than its share of %d bytes (1/%d of --discovery-memory-budget %d)",
-			ns, b.nsLimit, NamespaceShareDivisor, b.limit)
+func (b *memoryBudget) exceeded() *Error {
+	return newError(ReasonLimitExceeded,
+		"discovery memory budget exceeded: the manager would keep more than --discovery-memory-budget %d bytes", b.limit)
+}
+
+// keep adds n kept bytes for ns, fromPages of them moved over from what ns holds for
+// pages, or fails with LimitExceeded naming the budget that would be broken.
+func (b *memoryBudget) keep(ns string, fromPages, n int64) *Error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.keptNS[ns]+n > b.nsLimit {
+		return b.nsExceeded(ns)
 	}
-	if b.used+n > b.limit {
-		return newError(ReasonLimitExceeded,
-			"discovery memory budget exceeded: the manager would keep more than --discovery-memory-budget %d bytes", b.limit)
+	if b.kept+n > b.limit {
+		return b.exceeded()
 	}
-	b.used += n
-	b.byNS[ns] += n
+	b.pages -= fromPages
+	b.pageNS[ns] -= fromPages
+	b.kept += n
+	b.keptNS[ns] += n
 	return nil
 }
 
-// reserve takes n bytes for ns, waiting while other discoveries hold them, until ctx is
-// done. What can never fit (more than the namespace share on its own, given what ns
-// already keeps) fails at once.
-func (b *memoryBudget) reserve(ctx context.Context, ns string, n int64, kept int64) *Error {
+// hold takes up to n bytes for a page of ns and returns how many: no more than kept
+// bytes leave free, since those are not about to be released. It then waits while other
+// pages fill the budget, until ctx is done. When kept bytes leave nothing, it fails at
+// once with LimitExceeded naming the budget.
+func (b *memoryBudget) hold(ctx context.Context, ns string, n int64) (int64, *Error) {
 	for {
 		b.mu.Lock()
-		e := b.reserveLocked(ns, n)
+		var e *Error
+		nsRoom, room := b.nsLimit-b.keptNS[ns], b.limit-b.kept
+		switch {
+		case nsRoom <= 0:
+			b.mu.Unlock()
+			return 0, b.nsExceeded(ns)
+		case room <= 0:
+			b.mu.Unlock()
+			return 0, b.exceeded()
+		}
+		n = min(n, nsRoom, room)
+		switch {
+		case b.keptNS[ns]+b.pageNS[ns]+n > b.nsLimit:
+			e = b.nsExceeded(ns)
+		case b.kept+b.pages+n > b.limit:
+			e = b.exceeded()
+		default:
+			b.pages += n
+			b.pageNS[ns] += n
+		}
 		freed := b.freed
 		b.mu.Unlock()
 		if e == nil {
-			return nil
-		}
-		if kept+n > b.nsLimit {
-			return e
+			return n, nil
 		}
 		select {
 		case <-freed:
 		case <-ctx.Done():
-			return e
+			return 0, e
 		}
 	}
 }
 
-// release returns n bytes of ns.
-func (b *memoryBudget) release(ns string, n int64) {
-	if n <= 0 {
+// release returns kept and page bytes of ns.
+func (b *memoryBudget) release(ns string, kept, pages int64) {
+	if kept <= 0 && pages <= 0 {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.used -= n
-	if b.byNS[ns] -= n; b.byNS[ns] <= 0 {
-		delete(b.byNS, ns)
+	b.kept -= kept
+	b.pages -= pages
+	if b.keptNS[ns] -= kept; b.keptNS[ns] <= 0 {
+		delete(b.keptNS, ns)
+	}
+	if b.pageNS[ns] -= pages; b.pageNS[ns] <= 0 {
+		delete(b.pageNS, ns)
 	}
 	close(b.freed)
 	b.freed = make(chan struct{})
-}
-
-// inUse returns the bytes held overall and by ns.
-func (b *memoryBudget) inUse(ns string) (total, namespace int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used, b.byNS[ns]
 }
 
 // lease is one session's part of the budget: the bytes its published discovery keeps
@@ -126,33 +149,25 @@ type lease struct {
 
 func (b *memoryBudget) lease(ns string) *lease { return &lease{budget: b, ns: ns} }
 
-// grow adds held+n bytes to the discovery under way: held bytes already reserved (for
-// a page, by hold) and n more, taken from what the published discovery holds and then
-// from the budget, failing when they do not fit.
-func (l *lease) grow(held, n int64) *Error {
+// grow adds n kept bytes to the discovery under way: first out of what the published
+// discovery holds, then out of fromPage bytes held for the page being converted, then
+// from the budget. It returns how many of fromPage it used.
+func (l *lease) grow(fromPage, n int64) (int64, *Error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		l.budget.release(l.ns, held)
-		return newError(ReasonLimitExceeded, "session closed during discovery")
+		return 0, newError(ReasonLimitExceeded, "session closed during discovery")
 	}
-	l.pending += held
 	reuse := min(n, l.held-l.reused)
 	l.reused += reuse
 	l.pending += reuse
 	n -= reuse
-	if e := l.budget.tryReserve(l.ns, n); e != nil {
-		return e
+	fromPage = min(fromPage, n)
+	if e := l.budget.keep(l.ns, fromPage, n); e != nil {
+		return 0, e
 	}
 	l.pending += n
-	return nil
-}
-
-// kept returns what the lease has reserved for kept lists.
-func (l *lease) kept() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.held + l.pending - l.reused
+	return fromPage, nil
 }
 
 // commit makes the discovery under way the published one, returning what the previous
@@ -163,7 +178,7 @@ func (l *lease) commit() {
 	if l.closed {
 		return
 	}
-	l.budget.release(l.ns, l.held-l.reused)
+	l.budget.release(l.ns, l.held-l.reused, 0)
 	l.held, l.pending, l.reused = l.pending, 0, 0
 }
 
@@ -174,26 +189,22 @@ func (l *lease) abort() {
 	if l.closed {
 		return
 	}
-	l.budget.release(l.ns, l.pending-l.reused)
+	l.budget.release(l.ns, l.pending-l.reused, 0)
 	l.pending, l.reused = 0, 0
 }
 
-// hold charges up to n bytes of a page being fetched and decoded, no more than what the
-// namespace share leaves beside what the lease keeps, and returns the charge. It waits
-// while the budget is full until ctx is done; what can never fit fails at once.
+// hold charges up to n bytes of a page being fetched and decoded, and returns the
+// charge (see memoryBudget.hold).
 func (l *lease) hold(ctx context.Context, n int64) (int64, error) {
-	kept := l.kept()
-	if room := l.budget.nsLimit - kept; room > 0 {
-		n = min(n, room)
-	}
-	if err := l.budget.reserve(ctx, l.ns, n, kept); err != nil {
+	n, err := l.budget.hold(ctx, l.ns, n)
+	if err != nil {
 		return 0, err
 	}
 	return n, nil
 }
 
-// unhold returns what hold charged.
-func (l *lease) unhold(n int64) { l.budget.release(l.ns, n) }
+// unhold returns what hold charged and grow did not use.
+func (l *lease) unhold(n int64) { l.budget.release(l.ns, 0, n) }
 
 // close returns everything the lease holds.
 func (l *lease) close() {
@@ -203,6 +214,6 @@ func (l *lease) close() {
 		return
 	}
 	l.closed = true
-	l.budget.release(l.ns, l.held+l.pending-l.reused)
+	l.budget.release(l.ns, l.held+l.pending-l.reused, 0)
 	l.held, l.pending, l.reused = 0, 0, 0
 }

@@ -235,38 +235,43 @@ func TestHostileServersStayWithinTheDiscoveryMemoryBudget(t *testing.T) {
 	t.Logf("%d of %d hostile servers discovered", ready, len(bad))
 }
 
-// newHeavyServer returns a go-sdk server with n resources whose URIs are 8 KiB each:
-// what a snapshot must keep of it is about n*8 KiB.
-func newHeavyServer(n int) *mcp.Server {
+// newHeavyServer returns a go-sdk server with 40 resources whose URIs are 8 KiB each:
+// a snapshot of it keeps about 330 KiB.
+func newHeavyServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "heavy", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
 	addTool(s, "tool-000")
-	for i := range n {
+	for i := range 40 {
 		s.AddResource(&mcp.Resource{URI: fmt.Sprintf("test://heavy/%04d/%s", i, strings.Repeat("u", 8<<10)), Name: fmt.Sprint("r", i)}, nil)
 	}
 	return s
 }
 
 func TestDiscoveryMemoryBudgetPerNamespace(t *testing.T) {
-	// An 8 MiB budget: 2 MiB a namespace. One heavy server keeps about 1.2 MiB.
+	// A 2 MiB budget: 512 KiB a namespace, room for one heavy server.
 	p := testPool(t, func(o *Options) {
-		o.DiscoveryMemoryBudget = 8 << 20
-		o.InitialBackoff, o.MaxBackoff = 100*time.Millisecond, 200*time.Millisecond
+		o.DiscoveryMemoryBudget = 2 << 20
+		o.InitialBackoff, o.MaxBackoff = 200*time.Millisecond, 500*time.Millisecond
 	})
-	first := newHeavyServer(150)
+	config := func(s *mcp.Server) Config {
+		cfg := fastConfig(serveStreamable(t, s, nil).URL)
+		cfg.Timeout = 10 * time.Second
+		return cfg
+	}
+	first := newHeavyServer()
 	a, b := Key{"tenant-a", "heavy-1"}, Key{"tenant-a", "heavy-2"}
 	other := Key{"tenant-b", "heavy"}
-	p.Ensure(a, fastConfig(serveStreamable(t, first, nil).URL))
+	p.Ensure(a, config(first))
 	waitReady(t, p, a)
 
 	// A second heavy server breaks tenant-a's share and fails, naming the budget.
-	p.Ensure(b, fastConfig(serveStreamable(t, newHeavyServer(150), nil).URL))
+	p.Ensure(b, config(newHeavyServer()))
 	snap := waitDown(t, p, b, ReasonLimitExceeded)
 	if msg := snap.LastError.Message; !strings.Contains(msg, "discovery memory budget") || !strings.Contains(msg, "tenant-a") {
 		t.Errorf("message %q does not name the namespace's budget", msg)
 	}
 
 	// Another namespace has a share of its own.
-	p.Ensure(other, fastConfig(serveStreamable(t, newHeavyServer(150), nil).URL))
+	p.Ensure(other, config(newHeavyServer()))
 	waitReady(t, p, other)
 
 	// Rediscoveries replace what the first server keeps rather than adding to it.

@@ -7,10 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,8 +29,6 @@ type discovered struct {
 	resourceTemplates []ResourceTemplate
 	prompts           []Prompt
 	at                time.Time
-	// kept is the heap the above keeps, as charged to the session's lease.
-	kept int64
 }
 
 // discover lists everything the server offers: tools always, resources, resource
@@ -129,7 +127,6 @@ func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config, mem *lease
 		}
 	}
 	out.at = time.Now()
-	out.kept = l.kept
 	mem.commit()
 	return out, nil
 }
@@ -198,7 +195,6 @@ type lister struct {
 	budget int64 // bytes the lists may still carry, across all lists
 	mem    *lease
 	keeper keeper
-	kept   int64 // bytes charged to mem so far
 	// pageCharge is what the next page is expected to cost while decoded; zero before
 	// the first page of a list.
 	pageCharge int64
@@ -238,15 +234,14 @@ func (l *lister) learn(sent int64) {
 	l.pageCharge = min(sent*decodeFactor, l.mem.budget.nsLimit)
 }
 
-// keep charges n kept bytes to the session's lease, first out of what is held for the
-// page being converted (its items become what is kept), then from the budget.
+// keep charges n kept bytes to the session's lease, partly out of what is held for the
+// page being converted: its items become what is kept.
 func (l *lister) keep(n int64) error {
-	from := min(n, l.held)
-	l.held -= from
-	if err := l.mem.grow(from, n-from); err != nil {
+	used, err := l.mem.grow(l.held, n)
+	if err != nil {
 		return err
 	}
-	l.kept += n
+	l.held -= used
 	return nil
 }
 
@@ -263,7 +258,7 @@ func listAll[T, Out any](ctx context.Context, l *lister, what string,
 		limits = l.cfg.Limits
 		// Each item costs its struct in the slice, and the slice may have grown to
 		// twice what it holds.
-		itemSize = 2 * int64(unsafe.Sizeof(*new(Out)))
+		itemSize = 2 * int64(reflect.TypeFor[Out]().Size()) //nolint:gosec // a struct of a few words
 	)
 	l.pageCharge = 0
 	for pages := 1; ; pages++ {

@@ -287,3 +287,64 @@ func TestDiscoveryMemoryBudgetPerNamespace(t *testing.T) {
 	p.Remove(a)
 	waitReady(t, p, b)
 }
+
+func TestMemoryBudgetShares(t *testing.T) {
+	b := newMemoryBudget(400) // 100 a namespace
+	grow := func(l *lease, n int64) *Error {
+		_, e := l.grow(0, n)
+		return e
+	}
+	a, a2 := b.lease("ns1"), b.lease("ns1")
+	if e := grow(a, 80); e != nil {
+		t.Fatal(e)
+	}
+	a.commit()
+	if e := grow(a2, 30); e == nil || !strings.Contains(e.Message, "namespace ns1 would keep more than its share of 100 bytes") {
+		t.Errorf("second lease of ns1: %v, want the namespace share named", e)
+	}
+	a2.abort()
+
+	// A rediscovery reuses what the published lists hold: 90 bytes replace 80.
+	if e := grow(a, 90); e != nil {
+		t.Errorf("rediscovery of 90 bytes replacing 80: %v", e)
+	}
+	a.commit()
+
+	// Other namespaces have shares of their own, up to the manager-wide limit.
+	for _, ns := range []string{"ns2", "ns3", "ns4"} {
+		if e := grow(b.lease(ns), 100); e != nil {
+			t.Fatalf("%s: %v", ns, e)
+		}
+	}
+	if e := grow(b.lease("ns5"), 20); e == nil || !strings.Contains(e.Message, "manager would keep more than --discovery-memory-budget 400 bytes") {
+		t.Errorf("ns5 over the manager-wide budget: %v", e)
+	}
+
+	// Closing a lease (a server removed) frees its bytes for the namespace.
+	a.close()
+	if e := grow(a2, 100); e != nil {
+		t.Errorf("ns1 after its first server left: %v", e)
+	}
+
+	// A page of a namespace its kept bytes fill fails at once.
+	if _, e := b.hold(context.Background(), "ns1", 10); e == nil {
+		t.Error("a page of a full namespace was admitted")
+	}
+
+	// A page waits while other pages fill the share, until its context is done, and
+	// gets in once they are released.
+	pages := newMemoryBudget(400)
+	first, e := pages.hold(context.Background(), "ns", 100)
+	if e != nil || first != 100 {
+		t.Fatalf("first page: %d, %v", first, e)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, e := pages.hold(done, "ns", 10); e == nil {
+		t.Error("a page got in while another filled the namespace share")
+	}
+	pages.release("ns", 0, first)
+	if _, e := pages.hold(done, "ns", 10); e != nil {
+		t.Errorf("page after the first was released: %v", e)
+	}
+}

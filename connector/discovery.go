@@ -70,7 +70,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config, mem *lease
 			if err != nil {
 				return nil, "", err
 			}
-			return take(&res.Tools), res.NextCursor, nil
+			return detach(&res.Cacheable, &res.Tools), res.NextCursor, nil
 		},
 		func(t *mcp.Tool) Tool { return convertTool(t, k) })
 	if err != nil && (caps.Tools != nil || !isMethodNotFound(err)) {
@@ -86,7 +86,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config, mem *lease
 				if err != nil {
 					return nil, "", err
 				}
-				return take(&res.Resources), res.NextCursor, nil
+				return detach(&res.Cacheable, &res.Resources), res.NextCursor, nil
 			},
 			func(r *mcp.Resource) Resource {
 				return Resource{URI: k.name(r.URI), Name: k.name(r.Name), Title: k.text(r.Title), Description: k.text(r.Description), MIMEType: k.text(r.MIMEType)}
@@ -100,7 +100,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config, mem *lease
 				if err != nil {
 					return nil, "", err
 				}
-				return take(&res.ResourceTemplates), res.NextCursor, nil
+				return detach(&res.Cacheable, &res.ResourceTemplates), res.NextCursor, nil
 			},
 			func(r *mcp.ResourceTemplate) ResourceTemplate {
 				return ResourceTemplate{URITemplate: k.name(r.URITemplate), Name: k.name(r.Name), Title: k.text(r.Title), Description: k.text(r.Description), MIMEType: k.text(r.MIMEType)}
@@ -117,7 +117,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config, mem *lease
 				if err != nil {
 					return nil, "", err
 				}
-				return take(&res.Prompts), res.NextCursor, nil
+				return detach(&res.Cacheable, &res.Prompts), res.NextCursor, nil
 			},
 			func(p *mcp.Prompt) Prompt {
 				return Prompt{Name: k.name(p.Name), Title: k.text(p.Title), Description: k.text(p.Description)}
@@ -131,12 +131,14 @@ func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config, mem *lease
 	return out, nil
 }
 
-// take empties a list result's items and returns them. go-sdk caches the list results
-// of a 2026-07-28 session, per cursor, for as long as the session lives: left in place,
-// every decoded page (schemas as maps of generic values) would stay on the heap beside
-// the snapshot. Taken out, a page is garbage once converted. The cached result keeps
-// its cursor, and a list_changed notification clears the cache before we list again.
-func take[T any](items *[]T) []T {
+// detach takes the items out of a list result and returns them. go-sdk caches the list
+// results of a 2026-07-28 session, per cursor, for as long as the session lives: left in
+// place, every decoded page (schemas as maps of generic values) would stay on the heap
+// beside the snapshot. Taken out, a page is garbage once converted. Its time-to-live is
+// zeroed too, so that go-sdk never answers a later list from the emptied entry but drops
+// it and asks the server.
+func detach[T any](c *mcp.Cacheable, items *[]T) []T {
+	c.TTLMs = 0
 	out := *items
 	*items = nil
 	return out

@@ -32,7 +32,7 @@ func (s *session) connect() (*live, *Error) {
 		return nil, err
 	}
 	s.stack.obs.reset()
-	d, derr := discover(s.ctx, l.cs, s.cfg)
+	d, derr := discover(s.ctx, l.cs, s.cfg, s.mem)
 	if derr != nil {
 		l.close()
 		e := classify(derr, s.stack.obs.last())
@@ -44,15 +44,11 @@ func (s *session) connect() (*live, *Error) {
 		snap.State = StateReady
 		snap.Transport = l.transport
 		snap.ProtocolVersion = l.protocol
-		snap.ServerInfo = ServerInfo{}
+		snap.ServerInfo = d.serverInfo
+		snap.Instructions = d.instructions
 		snap.Capabilities = Capabilities{}
-		snap.Instructions = ""
 		if init != nil {
-			if init.ServerInfo != nil {
-				snap.ServerInfo = ServerInfo{Name: init.ServerInfo.Name, Title: init.ServerInfo.Title, Version: init.ServerInfo.Version}
-			}
 			snap.Capabilities = capabilitiesOf(init.Capabilities)
-			snap.Instructions = TruncateUTF8(init.Instructions, s.cfg.Limits.MaxDescriptionBytes)
 		}
 		setDiscovered(snap, d)
 		snap.LastError = nil

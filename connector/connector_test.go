@@ -93,7 +93,7 @@ func TestTransportsAndProtocolEras(t *testing.T) {
 			}
 			tool := snap.Tools[0]
 			if tool.Title != "Title of tool-000" || !tool.ReadOnlyHint || !tool.IdempotentHint ||
-				!strings.Contains(tool.Description, "Echoes") || len(tool.InputSchema) == 0 {
+				!strings.Contains(tool.Description, "Echoes") || tool.SchemaDigest == "" {
 				t.Errorf("tool definition incomplete: %+v", tool)
 			}
 			if !strings.HasPrefix(snap.ToolsDigest, "sha256:") {

@@ -389,3 +389,78 @@ func TestSSEEndpointEventPointingAtAnotherOrigin(t *testing.T) {
 		t.Errorf("the other origin received %d requests", n)
 	}
 }
+
+// newEchoServer is a server that puts the Authorization header it was sent into
+// everything it says about itself: server info, instructions, tool, prompt and resource.
+func newEchoServer(r *http.Request) *mcp.Server {
+	auth := r.Header.Get("Authorization")
+	s := mcp.NewServer(&mcp.Implementation{Name: "echo " + auth, Title: "Echo for " + auth, Version: auth},
+		&mcp.ServerOptions{Instructions: "Authenticate with " + auth + " on every call."})
+	s.AddTool(&mcp.Tool{
+		Name: "echo", Title: "Echo " + auth, Description: "Your credential is " + auth + ", keep it safe.",
+		InputSchema: json.RawMessage(`{"type":"object"}`),
+	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	s.AddPrompt(&mcp.Prompt{Name: "login", Description: "Log in with " + auth},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{}, nil
+		})
+	s.AddResource(&mcp.Resource{URI: "test://token/" + strings.TrimPrefix(auth, "Bearer "), Name: "token " + auth, Description: auth}, nil)
+	return s
+}
+
+func TestServerEchoingItsCredentialPublishesNoSecret(t *testing.T) {
+	const token = "s3cret-echoed-token"
+	ts := startServer(t, mcp.NewStreamableHTTPHandler(newEchoServer, &mcp.StreamableHTTPOptions{Stateless: true}))
+	p := testPool(t)
+	key := Key{"ns", "echo"}
+	cfg := fastConfig(ts.URL)
+	cfg.Headers = []Header{{Name: "Authorization", Value: "Bearer " + token}}
+	p.Ensure(key, cfg)
+	snap := waitReady(t, p, key)
+	if len(snap.Tools) != 1 || len(snap.Prompts) != 1 || len(snap.Resources) != 1 {
+		t.Fatalf("got %d tools, %d prompts, %d resources; want one of each", len(snap.Tools), len(snap.Prompts), len(snap.Resources))
+	}
+	if dump := fmt.Sprintf("%+v", snap); strings.Contains(dump, token) {
+		t.Errorf("snapshot carries the credential: %s", dump)
+	}
+	// The text around the credential is kept.
+	for what, got := range map[string]string{
+		"server name":      snap.ServerInfo.Name,
+		"server title":     snap.ServerInfo.Title,
+		"server version":   snap.ServerInfo.Version,
+		"instructions":     snap.Instructions,
+		"tool title":       snap.Tools[0].Title,
+		"tool description": snap.Tools[0].Description,
+		"prompt":           snap.Prompts[0].Description,
+		"resource name":    snap.Resources[0].Name,
+		"resource URI":     snap.Resources[0].URI,
+	} {
+		if !strings.Contains(got, "[redacted]") {
+			t.Errorf("%s = %q, want the credential replaced by [redacted]", what, got)
+		}
+	}
+}
+
+func TestSchemaChangeChangesTheDigest(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "schemas", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+	add := func(schema string) {
+		server.AddTool(&mcp.Tool{Name: "search", Description: "Searches.", InputSchema: json.RawMessage(schema)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+	}
+	add(`{"type":"object","properties":{"q":{"type":"string"}}}`)
+	p := testPool(t)
+	key := Key{"ns", "schemas"}
+	p.Ensure(key, fastConfig(serveStreamable(t, server, nil).URL))
+	before := waitReady(t, p, key)
+
+	// Same name, title and description; only the schema changes.
+	add(`{"type":"object","properties":{"q":{"type":"string"},"delete":{"type":"boolean"}}}`)
+	after := waitFor(t, p, key, "a new digest", func(s Snapshot) bool { return s.ToolsDigest != before.ToolsDigest })
+	if after.Tools[0].SchemaDigest == before.Tools[0].SchemaDigest {
+		t.Errorf("schema digest unchanged: %s", after.Tools[0].SchemaDigest)
+	}
+}

@@ -32,6 +32,13 @@ type Options struct {
 	// ClientName and ClientVersion identify Switchboard to servers. Zero means
 	// "switchboard" and "dev".
 	ClientName, ClientVersion string
+	// DiscoveryMemoryBudget bounds, in bytes, the heap that discovery may occupy across
+	// all servers: what snapshots keep (names, descriptions, digests, the initialize
+	// result a session holds) and the pages being decoded. One namespace may hold at
+	// most 1/[NamespaceShareDivisor] of it. A discovery that would break it fails with
+	// LimitExceeded; what other servers hold is untouched. Zero means
+	// [DefaultDiscoveryMemoryBudget].
+	DiscoveryMemoryBudget int64
 }
 
 // Event says that what the connector knows about a server changed: its state, its last
@@ -50,6 +57,7 @@ type Pool struct {
 	metrics      *metrics
 	impl         *mcp.Implementation
 	connectSlots chan struct{}
+	memory       *memoryBudget
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -108,6 +116,7 @@ func NewPool(opts Options) (*Pool, error) {
 		metrics:      m,
 		impl:         &mcp.Implementation{Name: opts.ClientName, Version: opts.ClientVersion},
 		connectSlots: make(chan struct{}, opts.MaxConcurrentConnects),
+		memory:       newMemoryBudget(opts.DiscoveryMemoryBudget),
 		ctx:          ctx,
 		cancel:       cancel,
 		servers:      make(map[Key]*entry),

@@ -24,6 +24,8 @@ type session struct {
 	log      logr.Logger
 	stack    *httpStack // nil when the config cannot be acted on
 	setupErr *Error
+	// mem is the session's share of the pool's discovery memory budget.
+	mem *lease
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -54,6 +56,7 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		log:     p.log.WithValues("server", key.String()),
 		done:    make(chan struct{}),
 		recheck: make(chan struct{}, 1),
+		mem:     p.memory.lease(key.Namespace),
 
 		settledCh: make(chan struct{}),
 	}
@@ -140,6 +143,7 @@ func (s *session) close() { s.cancel() }
 // reconnect; until the pool closes it.
 func (s *session) run() {
 	defer close(s.done)
+	defer s.mem.close()
 	defer s.settle()
 	if s.setupErr != nil {
 		s.fail(s.setupErr, true)

@@ -1,7 +1,6 @@
 package connector
 
 import (
-	"encoding/json"
 	"slices"
 	"time"
 )
@@ -36,7 +35,10 @@ const (
 
 // Snapshot is what the connector knows about one server at one moment. It is a copy:
 // callers may keep and modify it. Everything in it is fit for status: no header value,
-// no query string.
+// no query string. Every string the server provided (names, titles, descriptions,
+// instructions, server info, URIs) has the config's secrets replaced by "[redacted]",
+// so a server that echoes its credential cannot publish it; free text (everything but
+// names and URIs) is cut to the description limit.
 type Snapshot struct {
 	// State is the session state.
 	State State
@@ -46,7 +48,8 @@ type Snapshot struct {
 	Transport Transport
 	// ProtocolVersion is the negotiated MCP protocol version, e.g. "2025-11-25".
 	ProtocolVersion string
-	// ServerInfo is what the server says about itself.
+	// ServerInfo is what the server says about itself, each field cut to the
+	// description limit.
 	ServerInfo ServerInfo
 	// Instructions are the server's instructions, cut to the description limit.
 	Instructions string
@@ -56,7 +59,8 @@ type Snapshot struct {
 	// discovered fields below keep their last values while the session is down, so a
 	// brief outage does not empty the catalogue.
 	Discovered bool
-	// Tools are the server's tools, sorted by name, descriptions cut to the limit.
+	// Tools are the server's tools, sorted by name, titles and descriptions cut to the
+	// limit.
 	Tools []Tool
 	// ToolsDigest is "sha256:<hex>" over the canonical JSON of Tools; it changes exactly
 	// when the tool list a user would see changes.
@@ -101,9 +105,10 @@ type Tool struct {
 	DestructiveHint *bool `json:"destructiveHint,omitempty"`
 	IdempotentHint  bool  `json:"idempotentHint,omitempty"`
 	OpenWorldHint   *bool `json:"openWorldHint,omitempty"`
-	// InputSchema and OutputSchema are the JSON schemas as the server sent them.
-	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
-	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	// SchemaDigest is "sha256:<hex>" over the tool's input and output schemas. The
+	// schemas themselves are not kept: nothing that reads a snapshot needs them, and a
+	// server's schemas can weigh tens of MiB. Empty when the server sent neither.
+	SchemaDigest string `json:"schemaDigest,omitempty"`
 }
 
 // Resource is one resource.
@@ -131,8 +136,8 @@ type Prompt struct {
 	Description string `json:"description,omitempty"`
 }
 
-// clone returns a deep enough copy: slices are copied; tool schemas are immutable once
-// discovered and shared.
+// clone returns a deep enough copy: slices are copied; strings are immutable and
+// shared.
 func (s Snapshot) clone() Snapshot {
 	s.Tools = slices.Clone(s.Tools)
 	s.Resources = slices.Clone(s.Resources)

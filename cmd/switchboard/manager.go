@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -54,6 +55,7 @@ type managerOptions struct {
 
 	maxConcurrentReconciles int
 	maxConcurrentConnects   int
+	discoveryMemoryBudget   int64
 	defaultProbeInterval    time.Duration
 	defaultEgress           string
 	deniedCIDRs             []string
@@ -85,6 +87,17 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"How many MCPServers are reconciled in parallel. Reconciles never wait on the network.")
 	fs.IntVar(&o.maxConcurrentConnects, "max-concurrent-connects", 16,
 		"How many MCP session handshakes run at once; a hung server holds one slot for at most its timeout.")
+	o.discoveryMemoryBudget = connector.DefaultDiscoveryMemoryBudget
+	fs.Func("discovery-memory-budget",
+		"Heap that discovered tools, resources and prompts may occupy across all servers, as a quantity such as 256Mi; one namespace may use a quarter of it. Default 256Mi.",
+		func(v string) error {
+			q, err := resource.ParseQuantity(v)
+			if err != nil || q.Value() <= 0 {
+				return fmt.Errorf("%q is not a positive quantity of bytes such as 256Mi", v)
+			}
+			o.discoveryMemoryBudget = q.Value()
+			return nil
+		})
 	fs.DurationVar(&o.defaultProbeInterval, "default-probe-interval", 30*time.Second,
 		"Health probe interval of servers that set no spec.healthCheck.interval.")
 	fs.StringVar(&o.defaultEgress, "default-egress", string(egress.PosturePublic),
@@ -233,6 +246,7 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 	}
 	pool, err := connector.NewPool(connector.Options{
 		MaxConcurrentConnects: opts.maxConcurrentConnects,
+		DiscoveryMemoryBudget: opts.discoveryMemoryBudget,
 		Registerer:            metrics.Registry,
 		Logger:                ctrl.Log.WithName("connector"),
 	})

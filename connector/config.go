@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/egress"
 )
 
 // Key names one server: the namespace and name of its MCPServer object.
@@ -211,6 +213,16 @@ func sameSession(a, b Config) bool {
 		a.HealthCheck == b.HealthCheck &&
 		a.Limits == b.Limits &&
 		sameValue(a.Resolver, b.Resolver)
+}
+
+// sameDecision reports whether two egress deciders allow the same connections: equal
+// egress rules, or the very same decider value.
+func sameDecision(a, b EgressDecider) bool {
+	if ra, ok := a.(*egress.ServerRules); ok {
+		rb, ok := b.(*egress.ServerRules)
+		return ok && ra.Equal(rb)
+	}
+	return sameValue(a, b)
 }
 
 // sameValue compares two interface values without panicking on types that cannot be

@@ -144,3 +144,36 @@ func TestPolicyChangeIsNotBypassedThroughPooledConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestRecomputedEqualRulesKeepPooledConnections: the controller recomputes a server's
+// rules on every reconcile. Rules that allow the same as before must not cost the
+// server its keep-alive connections; only a change of what they allow does.
+func TestRecomputedEqualRulesKeepPooledConnections(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "target", Version: "1"}, nil)
+	capt, srv := startCapture(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{JSONResponse: true}))
+
+	p := newPool(t)
+	key := connector.Key{Namespace: "ns", Name: "steady"}
+	cfg := config(srv.URL+"/mcp", rulesFor(t, loopbackPolicy(mcpv1alpha1.RedirectDeny, 0), egress.PostureNone))
+	cfg.HealthCheck.Interval = 20 * time.Millisecond // probes are the traffic between reconciles
+	p.Ensure(key, cfg)
+	awaitReady(t, p, key)
+	_, _, _, connsBefore := capt.counts()
+
+	for range 5 { // five reconciles, each with freshly compiled, equal rules
+		cfg.Egress = rulesFor(t, loopbackPolicy(mcpv1alpha1.RedirectDeny, 0), egress.PostureNone)
+		p.Ensure(key, cfg)
+		requests, _, _, _ := capt.counts()
+		await(t, p, key, "two more probes", func(connector.Snapshot) bool {
+			now, _, _, _ := capt.counts()
+			return now >= requests+2
+		})
+	}
+	if _, _, _, conns := capt.counts(); conns != connsBefore {
+		t.Errorf("equal rules recomputed 5 times opened %d new connections; want 0", conns-connsBefore)
+	}
+	if snap, _ := p.Snapshot(key); snap.State != connector.StateReady {
+		t.Errorf("session is %s after equal rules, want Ready", snap.State)
+	}
+}

@@ -84,6 +84,9 @@ func TestProbesMarkDownAndSessionRecovers(t *testing.T) {
 			if down.ConsecutiveFailures < 3 || !strings.Contains(down.LastError.Message, "503") {
 				t.Errorf("down after %d failures with %v", down.ConsecutiveFailures, down.LastError)
 			}
+			if !down.LastError.Transient {
+				t.Errorf("a server answering 503 for maintenance is reported as a failure that needs a change: %v", down.LastError)
+			}
 
 			b.broken.Store(false)
 			back := waitReady(t, p, key)

@@ -126,7 +126,7 @@ func (s *session) setEgress(d EgressDecider) {
 	if d == nil {
 		d = DefaultEgressDecider()
 	}
-	if s.stack == nil || sameValue(s.stack.egress(), d) {
+	if s.stack == nil || sameDecision(s.stack.egress(), d) {
 		return
 	}
 	s.stack.setDecider(d)

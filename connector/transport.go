@@ -427,7 +427,12 @@ func (s *httpStack) inspect(req *http.Request, resp *http.Response) (*http.Respo
 	case code >= 400 && req.Method != http.MethodGet:
 		// A GET answered 405 or the like is a server without a standalone event
 		// stream, which go-sdk rightly tolerates; only POST failures are news.
-		s.obs.record(newError(ReasonProtocolError, "server answered %d %s", code, http.StatusText(code)))
+		e := newError(ReasonProtocolError, "server answered %d %s", code, http.StatusText(code))
+		// A server that is overloaded, restarting or behind a proxy without a backend
+		// answers 429 or 5xx for a while and then recovers by itself; other 4xx stay
+		// until someone changes the server or the spec.
+		e.Transient = code == http.StatusTooManyRequests || code >= http.StatusInternalServerError
+		s.obs.record(e)
 	}
 
 	if strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream") {

@@ -63,9 +63,6 @@ type MCPServerReconciler struct {
 	EgressDefaults egress.Defaults
 	// Stdio runs stdio servers; nil rejects them with InvalidSpec.
 	Stdio StdioRuntime
-	// StdioRequeue, when not zero, overrides how soon the stdio runtime asks to look
-	// again at a server whose bridge is not yet available (WorkloadStatus.RequeueAfter).
-	StdioRequeue time.Duration
 	// FirstConnectWait bounds how long the status of a server whose new session has
 	// not finished its first connect is left as it is, so that a server that answers
 	// quickly goes straight to Ready with its tools in one status write instead of
@@ -340,11 +337,7 @@ func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1a
 		obs.egressAllowedBy += "; " + egress.HostPeersNote
 	}
 	if !ws.Available {
-		requeue := ws.RequeueAfter
-		if r.StdioRequeue > 0 {
-			requeue = r.StdioRequeue
-		}
-		return connector.Config{}, false, ctrl.Result{RequeueAfter: requeue}, nil
+		return connector.Config{}, false, ctrl.Result{RequeueAfter: ws.RequeueAfter}, nil
 	}
 	cfg := r.connectionConfig(obj, ws.Endpoint, connector.ProtocolStreamableHTTP)
 	cfg.Egress = bridgeEgress.ForServer(obj.Namespace, obj.Labels)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,16 @@ func (ps *PolicySet) ForServer(namespace string, serverLabels map[string]string)
 		}
 	}
 	return r
+}
+
+// Equal reports whether r and o decide every dial and redirect alike. Rules are
+// recomputed on every reconcile and every policy change; the connector compares them so
+// that only a change of what they allow drops the connections the old rules admitted.
+func (r *ServerRules) Equal(o *ServerRules) bool {
+	if r == nil || o == nil {
+		return r == o
+	}
+	return reflect.DeepEqual(r, o)
 }
 
 // redirectRank orders redirect policies from the least to the most permissive.

@@ -304,3 +304,29 @@ func BenchmarkDecideDial(b *testing.B) {
 		}
 	}
 }
+
+func TestServerRulesEqual(t *testing.T) {
+	t.Parallel()
+	labels := map[string]string{"team": "search"}
+	rulesWith := func(cidr string, posture DefaultPosture) *ServerRules {
+		set := mustCompile(t, Defaults{Posture: posture},
+			newPolicy("search", selecting(labels), withRule(mcpv1alpha1.EgressRule{To: block(cidr), Ports: ports(443)})))
+		return set.ForServer("team", labels)
+	}
+	base := rulesWith("10.20.0.0/16", PosturePublic)
+	for _, tc := range []struct {
+		name  string
+		other *ServerRules
+		want  bool
+	}{
+		{"the same policy compiled again", rulesWith("10.20.0.0/16", PosturePublic), true},
+		{"another CIDR", rulesWith("10.30.0.0/16", PosturePublic), false},
+		{"another default posture", rulesWith("10.20.0.0/16", PostureAll), false},
+		{"no policy selects the server", mustCompile(t, Defaults{Posture: PosturePublic}).ForServer("team", labels), false},
+		{"nil", nil, false},
+	} {
+		if got := base.Equal(tc.other); got != tc.want {
+			t.Errorf("%s: Equal = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -216,15 +216,6 @@ func (o *managerOptions) cacheOptions() cache.Options {
 	return opts
 }
 
-// stdioRequeue is how soon a stdio server whose bridge is not ready is looked at again:
-// the pod runtime is woken by its Deployment watch, local processes are polled.
-func stdioRequeue(runtime controllers.StdioRuntime) time.Duration {
-	if _, local := runtime.(*controllers.LocalRuntime); local {
-		return 500 * time.Millisecond
-	}
-	return 0
-}
-
 // newScheme returns the scheme of every kind the manager reads or writes.
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
@@ -270,7 +261,6 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 			MaxConcurrentReconciles: opts.maxConcurrentReconciles,
 			EgressDefaults:          egressDefaults,
 			Stdio:                   stdio,
-			StdioRequeue:            stdioRequeue(stdio),
 		},
 		&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()},
 	}

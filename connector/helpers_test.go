@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // waitTimeout bounds every Eventually-style wait in this package's tests.
@@ -48,18 +50,20 @@ func fastConfig(url string) Config {
 // with the last snapshot.
 func waitFor(t testing.TB, p *Pool, key Key, what string, cond func(Snapshot) bool) Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
 	var last Snapshot
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, waitTimeout, what+" on "+key.String(), func() error {
 		snap, ok := p.Snapshot(key)
-		if ok && cond(snap) {
-			return snap
-		}
 		last = snap
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s on %s; last snapshot: state=%s transport=%s protocol=%s tools=%d err=%v failures=%d",
-		what, key, last.State, last.Transport, last.ProtocolVersion, len(last.Tools), last.LastError, last.ConsecutiveFailures)
+		if ok && cond(snap) {
+			return nil
+		}
+		lastErr := "none"
+		if snap.LastError != nil {
+			lastErr = snap.LastError.Error()
+		}
+		return fmt.Errorf("last snapshot: state=%s transport=%s protocol=%s tools=%d err=%s failures=%d",
+			snap.State, snap.Transport, snap.ProtocolVersion, len(snap.Tools), lastErr, snap.ConsecutiveFailures)
+	})
 	return last
 }
 
@@ -184,10 +188,13 @@ func nextEvent(t testing.TB, p *Pool, key Key) {
 
 // drainEvents discards queued events.
 func drainEvents(p *Pool) {
+	// An event is queued just after the snapshot it announces is visible, so one may
+	// still be on its way when the caller has seen the state: drain until the queue has
+	// been quiet for a moment.
 	for {
 		select {
 		case <-p.Events():
-		default:
+		case <-time.After(100 * time.Millisecond):
 			return
 		}
 	}

@@ -39,8 +39,12 @@ const (
 )
 
 // defaultFirstConnectWait is how long, by default, the status waits for a new session's
-// first connect before it is published as connecting.
-const defaultFirstConnectWait = 500 * time.Millisecond
+// first connect before it is published as connecting. It is short on purpose: until the
+// first status write a new object has no conditions, which kstatus reads as Current, so
+// this is also how long a GitOps tool may see a server that is not Ready as done. A
+// server on the same network connects well within it and gets one write, straight to
+// Ready with its tools.
+const defaultFirstConnectWait = 250 * time.Millisecond
 
 // MCPServerReconciler turns MCPServers into connector sessions and what the connector
 // observes into status. It never talks MCP itself: the connector pool owns every session

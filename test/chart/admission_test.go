@@ -23,15 +23,7 @@ import (
 // naming the permission it lacks.
 func TestChartAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 	g := gomega.NewWithT(t)
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, admin := testenv.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const team = "team-a"

@@ -19,15 +19,7 @@ import (
 // chart renders, cluster-wide and namespaced, to a real API server, then asks the API
 // server's RBAC authorizer what each release's ServiceAccount may do.
 func TestChartAppliesAndGrantsExactlyWhatTheManagerNeeds(t *testing.T) {
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := testenv.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, ns := range []string{namespace, "team-a", "team-b", "team-c"} {

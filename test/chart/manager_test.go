@@ -33,15 +33,7 @@ import (
 // leave every other namespace alone.
 func TestManagerWorksUnderTheNamespacedChart(t *testing.T) {
 	g := gomega.NewWithT(t)
-	controlPlane, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = controlPlane.Stop() })
-	admin, err := client.New(controlPlane.Config, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	controlPlane, admin := testenv.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, ns := range []string{namespace, "team-a", "team-b", "team-c"} {

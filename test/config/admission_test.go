@@ -121,15 +121,7 @@ func deploymentDenial(user string) string {
 // server, create Deployments; each rejection names the missing permission.
 func TestAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 	g := gomega.NewWithT(t)
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, admin := testenv.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

@@ -15,15 +15,7 @@ import (
 // TestDefaultInstallApplies renders config/default and server-side applies every object
 // to a real API server, as `kubectl apply -k config/default` would.
 func TestDefaultInstallApplies(t *testing.T) {
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := testenv.StartForTest(t)
 
 	dir := filepath.Join(testenv.RepoRoot(), "config", "default")
 	objects, err := kustomize.RenderDir(dir)

@@ -100,6 +100,22 @@ func Start() (*Environment, error) {
 	return &Environment{Environment: env, Config: cfg}, nil
 }
 
+// StartForTest starts a control plane for one test, stops it when the test ends, and
+// returns it with a client that acts as its administrator.
+func StartForTest(tb testing.TB) (*Environment, client.Client) {
+	tb.Helper()
+	env, err := Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = env.Stop() })
+	admin, err := client.New(env.Config, client.Options{Scheme: Scheme()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return env, admin
+}
+
 // ServerEverything returns the path of the entry point of the npm package
 // @modelcontextprotocol/server-everything, the MCP reference server, to be run with node:
 // SWITCHBOARD_SERVER_EVERYTHING when set (the Makefile sets it), otherwise what

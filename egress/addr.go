@@ -29,13 +29,17 @@ var alwaysDeniedRanges = []addrRange{
 	{netip.MustParsePrefix("224.0.0.0/4"), "a multicast address"},
 	{netip.MustParsePrefix("ff00::/8"), "a multicast address"},
 	{netip.MustParsePrefix("255.255.255.255/32"), "the broadcast address"},
+	// Teredo (RFC 4380) hides the IPv4 address a relay delivers to, bit-inverted, behind
+	// a Teredo server address and port of any value: no prefix list can tell the
+	// metadata address from others in it, so the whole tunnel prefix is denied.
+	{netip.MustParsePrefix("2001::/32"), "a Teredo tunnel address"},
 }
 
 // alwaysDenied is alwaysDeniedRanges followed by every IPv6 form that embeds one of its
 // IPv4 ranges (see embeddings): 64:ff9b::a9fe:a9fe, 64:ff9b:1::a9fe:a9fe,
 // 2002:a9fe:a9fe:: and ::169.254.169.254 reach the metadata service as surely as
 // 169.254.169.254 does wherever a NAT64 gateway, a 6to4 relay or an automatic tunnel
-// translates them. IPv4-mapped addresses (::ffff:a.b.c.d) need no entry: addresses are
+// translates them; Teredo, whose embedding no prefix can express, is denied whole above. IPv4-mapped addresses (::ffff:a.b.c.d) need no entry: addresses are
 // unmapped before they are judged.
 var alwaysDenied = withEmbeddings(alwaysDeniedRanges, allEmbeddings)
 

@@ -53,6 +53,9 @@ func TestDecideDialDefaultPostures(t *testing.T) {
 		{"public denies 6to4 of a public address", PosturePublic, dial("x", "2002:808:808::1", 443), false, "6to4"},
 		{"public denies IPv4-compatible public address", PosturePublic, dial("x", "::8.8.8.8", 443), false, "IPv4-compatible"},
 		{"public denies IPv4-compatible private address", PosturePublic, dial("x", "::10.0.0.1", 443), false, "IPv4-compatible"},
+		{"public denies Teredo", PosturePublic, dial("x", "2001:0:4136:e378:8000:63bf:f7f7:f7f7", 443), false, "Teredo"},
+		{"all denies Teredo", PostureAll, dial("x", "2001:0:4136:e378:8000:63bf:f7f7:f7f7", 443), false, "Teredo"},
+		{"public allows past Teredo", PosturePublic, dial("x", "2001:4860:4860::8888", 443), true, ""},
 		{"public denies site-local fec0::/10", PosturePublic, dial("x", "fec0::1", 443), false, "site-local"},
 		{"public denies the top of fec0::/10", PosturePublic, dial("x", "feff:ffff::1", 443), false, "site-local"},
 		{"public still names IPv6 loopback", PosturePublic, dial("x", "::1", 443), false, "loopback"},
@@ -128,6 +131,10 @@ var alwaysDeniedDests = []Destination{
 	dial("::169.254.169.254", "", 80),
 	dial("2002:a9fe:a9fe::", "", 80),
 	dial("64:ff9b:1::a9fe:a9fe", "", 80),
+	// Teredo writes the IPv4 address it delivers to with every bit inverted, after a
+	// server address and port of any value: 5601:5601 is 169.254.169.254.
+	dial("x", "2001:0:4136:e378:8000:63bf:5601:5601", 80),
+	dial("x", "2001:0:4136:e378:8000:63bf:f7f7:f7f7", 443),
 }
 
 func TestAlwaysDenied(t *testing.T) {
@@ -151,6 +158,9 @@ func TestAlwaysDenied(t *testing.T) {
 	}
 	if _, denied := AlwaysDenied(netip.Addr{}); denied {
 		t.Error("AlwaysDenied(zero Addr) = true; an unresolved destination is judged later")
+	}
+	if reason, _ := AlwaysDenied(netip.MustParseAddr("2001:0:4136:e378:8000:63bf:5601:5601")); !strings.Contains(reason, "Teredo tunnel address") {
+		t.Errorf("reason %q does not say the address is a Teredo tunnel address", reason)
 	}
 	reason, _ := AlwaysDenied(netip.MustParseAddr("2002:a9fe:a9fe::1"))
 	if !strings.Contains(reason, "cloud metadata address reached through 6to4") {

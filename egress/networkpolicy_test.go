@@ -83,6 +83,7 @@ func TestNetworkPolicyDefaultPostures(t *testing.T) {
 		"64:ff9b:1:0:64:6464:c800:0/104", "64:ff9b:1:0:a9:fe00::/88", "64:ff9b:1:0:e0::/76", "64:ff9b:1:0:ff:ffff:ff00:0/104",
 		"64:ff9b:1:64:64:64c8::/96", "64:ff9b:1:a9:fe::/80", "64:ff9b:1:e0::/60", "64:ff9b:1:ff:ff:ffff::/96",
 		"64:ff9b:1:6464:64:c800::/88", "64:ff9b:1:a9fe::/64", "64:ff9b:1:e000::/52", "64:ff9b:1:ffff:ff:ff00::/88",
+		"2001::/32",
 		"2002::/24", "2002:6464:64c8::/48", "2002:a9fe::/32", "2002:e000::/20", "2002:ffff:ffff::/48",
 		"fd00:ec2::254/128", "fe80::/10", "ff00::/8"}
 	tests := []struct {
@@ -95,11 +96,11 @@ func TestNetworkPolicyDefaultPostures(t *testing.T) {
 				ipBlockOf("0.0.0.0/0", "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
 					"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4"),
 				// ::/96 (IPv4-compatible) holds ::/128 and ::1/128; 64:ff9b:1::/48 and
-				// 2002::/16 hold every local-use NAT64 and 6to4 form.
+				// 2002::/16 hold every local-use NAT64 and 6to4 form; 2001::/32 is Teredo.
 				ipBlockOf("::/0", "::/96", "64:ff9b::/104", "64:ff9b::a00:0/104", "64:ff9b::6440:0/106",
 					"64:ff9b::7f00:0/104", "64:ff9b::a9fe:0/112", "64:ff9b::ac10:0/108", "64:ff9b::c000:0/120", "64:ff9b::c0a8:0/112",
-					"64:ff9b::c612:0/111", "64:ff9b::e000:0/100", "64:ff9b::f000:0/100", "64:ff9b:1::/48", "2002::/16",
-					"fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8"),
+					"64:ff9b::c612:0/111", "64:ff9b::e000:0/100", "64:ff9b::f000:0/100", "64:ff9b:1::/48", "2001::/32",
+					"2002::/16", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8"),
 			},
 			Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptrTo(corev1.ProtocolTCP)}},
 		}}},
@@ -165,6 +166,7 @@ func TestNetworkPolicyAgreesWithDecideDial(t *testing.T) {
 		"64:ff9b:1::808:808", "64:ff9b:1::a9fe:a9fe", "64:ff9b:1:a9fe:a9:fe00::", "64:ff9b:1:a9:fe:a9fe::",
 		"64:ff9b:1:0:a9:fea9:fe00:0", "2002:808:808::1", "2002:a9fe:a9fe::1", "::8.8.8.8", "::169.254.169.254",
 		"::2", "fec0::1", "2001:4860:4860::8888",
+		"2001:0:4136:e378:8000:63bf:5601:5601", "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
 	}
 	clusters := []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
 	sets := map[string]*PolicySet{

@@ -12,8 +12,9 @@
 //   - bounds: message size in both directions, stderr line length and log rate.
 //
 // It relays messages without interpreting MCP: go-sdk's StreamableServerTransport frames
-// the HTTP side and its IOTransport frames the stdio side, and the bridge moves
-// jsonrpc.Message values between the two Connections. The only messages it looks at are
+// the HTTP side and its IOTransport frames the stdio side, and package relay moves
+// jsonrpc.Message values between the two Connections (the loop it shares with the
+// gateway). The bridge's policy is relay hooks, and the only messages they look at are
 // the ones it must route: an initialize request starts a session, and a response settles
 // the request it answers (so that a dying subprocess fails exactly the calls it still owed).
 //

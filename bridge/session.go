@@ -11,6 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/relay"
 )
 
 // Reasons a session ends. A client that sent a call the session can no longer answer gets
@@ -40,7 +42,7 @@ const errorLinger = 250 * time.Millisecond
 const outputDrain = time.Second
 
 // session is one client session: a Streamable HTTP transport on the client side, a
-// subprocess on the server side, and two goroutines relaying messages between them.
+// subprocess on the server side, and a relay.Relay moving messages between them.
 type session struct {
 	b   *Bridge
 	id  string // Mcp-Session-Id; a bearer secret, never logged
@@ -108,62 +110,69 @@ func (b *Bridge) startSession(id string, seq uint64) (*session, error) {
 		defer close(s.stderr)
 		logStderr(s.log, proc.stderr)
 	}()
-	go s.relayToServer()
-	go s.relayToClient()
+	r := relay.New(s.client, s.server, relay.Options{
+		Hook:        s.relayHook,
+		WriteFailed: s.relayWriteFailed,
+		Closed:      s.relayClosed,
+	})
+	go r.Run(ctx)
 	s.log.Info("Session started")
 	return s, nil
 }
 
-// relayToServer moves messages from the HTTP client to the subprocess, remembering every
-// call so that it can be failed if the subprocess never answers. It runs until the client
-// side closes, so that a call racing with the end of the session is answered too.
-func (s *session) relayToServer() {
-	for {
-		msg, err := s.client.Read(s.ctx)
-		if err != nil {
-			return // the client side is closed
-		}
-		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-			if !s.track(req) {
-				s.replyError(req.ID, s.endReason())
-				continue
-			}
-		}
-		if s.isEnding() {
-			continue
-		}
-		if err := s.server.Write(s.ctx, msg); err != nil {
-			// Broken stdin: the subprocess is gone or going. Prefer the exit status as the
-			// reason, which relayToClient reports when stdout reaches EOF.
-			select {
-			case <-s.done:
-			case <-time.After(exitWait):
-				s.end(fmt.Errorf("%w: writing to its stdin: %w", ErrServerExited, err))
-			}
-		}
-	}
-}
-
-// relayToClient moves messages from the subprocess to the HTTP client until the
-// subprocess's stdout fails, which ends the session.
-func (s *session) relayToClient() {
-	for {
-		msg, err := s.server.Read(s.ctx)
-		if err != nil {
-			s.end(s.readFailure(err))
-			return
-		}
+// relayHook is the session's policy on the relay. A client call is remembered, so that it
+// can be failed if the subprocess never answers; once the session is ending, a client call
+// is answered with the reason and nothing else reaches the subprocess. A response from the
+// subprocess settles the call it answers.
+func (s *session) relayHook(_ context.Context, from relay.Side, msg jsonrpc.Message) relay.Verdict {
+	if from == relay.Server {
 		if resp, ok := msg.(*jsonrpc.Response); ok {
 			s.settle(resp)
 		}
-		if err := s.client.Write(s.ctx, msg); err != nil {
-			if s.isEnding() {
-				return
-			}
-			// The session lives on: a notification with no stream open to carry it, or a
-			// response whose HTTP request went away. Streamable HTTP has no other place for it.
-			s.log.V(1).Info("Dropped a message from the MCP server", "reason", err.Error())
+		return relay.Forward(msg)
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		if !s.track(req) {
+			return relay.Answer(errorResponse(req.ID, s.endReason()))
 		}
+	}
+	if s.isEnding() {
+		return relay.Drop()
+	}
+	return relay.Forward(msg)
+}
+
+// relayWriteFailed handles a message the relay could not deliver. The client side keeps
+// relaying until it closes, so that a call racing with the end of the session is answered
+// too; the subprocess side stops once the session is ending.
+func (s *session) relayWriteFailed(_ context.Context, to relay.Side, msg jsonrpc.Message, err error) bool {
+	if to == relay.Server {
+		// Broken stdin: the subprocess is gone or going. Prefer the exit status as the
+		// reason, which relayClosed reports when stdout reaches EOF.
+		select {
+		case <-s.done:
+		case <-time.After(exitWait):
+			s.end(fmt.Errorf("%w: writing to its stdin: %w", ErrServerExited, err))
+		}
+		return false
+	}
+	if s.isEnding() {
+		if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error != nil {
+			s.log.V(1).Info("Could not tell the client why its call failed", "reason", err.Error())
+		}
+		return true
+	}
+	// The session lives on: a notification with no stream open to carry it, or a
+	// response whose HTTP request went away. Streamable HTTP has no other place for it.
+	s.log.V(1).Info("Dropped a message from the MCP server", "reason", err.Error())
+	return false
+}
+
+// relayClosed handles a side the relay can no longer read. The client side closes only
+// once the session has ended; the subprocess's stdout failing ends the session.
+func (s *session) relayClosed(side relay.Side, err error) {
+	if side == relay.Server {
+		s.end(s.readFailure(err))
 	}
 }
 
@@ -229,10 +238,14 @@ func (s *session) endReason() error {
 	return s.reason
 }
 
+// errorResponse is the JSON-RPC error that answers a client call the session cannot.
+func errorResponse(id jsonrpc.ID, reason error) *jsonrpc.Response {
+	return relay.ErrorResponse(id, jsonrpc.CodeInternalError, reason)
+}
+
 // replyError answers a client call with a JSON-RPC error carrying reason.
 func (s *session) replyError(id jsonrpc.ID, reason error) {
-	resp := &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: reason.Error()}}
-	if err := s.client.Write(s.ctx, resp); err != nil {
+	if err := s.client.Write(s.ctx, errorResponse(id, reason)); err != nil {
 		s.log.V(1).Info("Could not tell the client why its call failed", "reason", err.Error())
 	}
 }
@@ -314,7 +327,7 @@ func (s *session) finishEnd(pending map[jsonrpc.ID]struct{}) {
 			s.replyError(id, reason)
 		}
 		// Not at once: calls already on their way in are still answered with the reason
-		// (see relayToServer), and a client that sees its standalone SSE stream end may give
+		// (see relayHook), and a client that sees its standalone SSE stream end may give
 		// up on the session before it has read those errors, and report a vaguer one.
 		time.AfterFunc(errorLinger, func() { _ = s.client.Close() })
 	}

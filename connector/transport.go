@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -351,10 +352,8 @@ func (s *httpStack) scopeSessionHeaders(out *http.Request) {
 func (s *httpStack) noteSessionIssuer(id string, u *url.URL) {
 	s.issuersMu.Lock()
 	defer s.issuersMu.Unlock()
-	for _, is := range s.issuers {
-		if is.id == id && egress.SameOrigin(is.origin, u) {
-			return
-		}
+	if s.issuedByLocked(id, u) {
+		return
 	}
 	if len(s.issuers) == maxSessionIssuers {
 		s.issuers = s.issuers[1:]
@@ -366,12 +365,14 @@ func (s *httpStack) noteSessionIssuer(id string, u *url.URL) {
 func (s *httpStack) issuedBy(id string, u *url.URL) bool {
 	s.issuersMu.Lock()
 	defer s.issuersMu.Unlock()
-	for _, is := range s.issuers {
-		if is.id == id && egress.SameOrigin(is.origin, u) {
-			return true
-		}
-	}
-	return false
+	return s.issuedByLocked(id, u)
+}
+
+// issuedByLocked is issuedBy with issuersMu held.
+func (s *httpStack) issuedByLocked(id string, u *url.URL) bool {
+	return slices.ContainsFunc(s.issuers, func(is sessionIssuer) bool {
+		return is.id == id && egress.SameOrigin(is.origin, u)
+	})
 }
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -15,12 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 const (
@@ -158,20 +158,6 @@ func readyIs(g Gomega, obj *mcpv1alpha1.MCPServer, want metav1.ConditionStatus, 
 	return got
 }
 
-// kstatusOf computes what a GitOps tool would say about the object.
-func kstatusOf(t *testing.T, obj *mcpv1alpha1.MCPServer) status.Status {
-	t.Helper()
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := status.Compute(&unstructured.Unstructured{Object: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
-}
-
 func TestApplyBecomesReadyWithTools(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
@@ -206,7 +192,7 @@ func TestApplyBecomesReadyWithTools(t *testing.T) {
 	for _, c := range []string{mcpv1alpha1.ConditionReconciling, mcpv1alpha1.ConditionStalled} {
 		g.Expect(meta.FindStatusCondition(st.Conditions, c)).To(BeNil(), "%s must be absent when Ready", c)
 	}
-	g.Expect(kstatusOf(t, ready)).To(Equal(status.CurrentStatus))
+	g.Expect(testutil.KStatus(t, ready)).To(Equal(status.CurrentStatus))
 	// The finalizer that closes the session on deletion follows the Ready status.
 	g.Eventually(func(g Gomega) []string { return get(g, obj).Finalizers }, eventually, poll).Should(ContainElement("mcp.switchboard.dev/session"))
 	g.Eventually(func() []string { return eventReasons(t, ns, "fixture") }, eventually, poll).Should(ContainElement("Connected"))
@@ -229,7 +215,7 @@ func TestConnectingIsInProgressForKstatus(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		got := readyIs(g, obj, metav1.ConditionFalse, "ConnectionRefused")
 		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionReconciling)).To(BeTrue())
-		g.Expect(kstatusOf(t, got)).To(Equal(status.InProgressStatus))
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus))
 	}, eventually, poll).Should(Succeed())
 }
 
@@ -296,7 +282,7 @@ func TestSecretBackedHeaders(t *testing.T) {
 		got := readyIs(g, obj, metav1.ConditionFalse, "SecretNotFound")
 		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady)
 		g.Expect(c.Message).To(ContainSubstring(`"api-token"`))
-		g.Expect(kstatusOf(t, got)).To(Equal(status.FailedStatus))
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.FailedStatus))
 	}, eventually, poll).Should(Succeed())
 	g.Expect(srv.lastAuthorization()).To(BeEmpty(), "no request without the credentials")
 	g.Eventually(func() []string { return eventReasons(t, ns, "with-token") }, eventually, poll).Should(ContainElement("SecretNotFound"))
@@ -503,13 +489,13 @@ func TestSlowServerIsInProgressUntilReady(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonConnecting)
 		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionReconciling)).To(BeTrue())
-		g.Expect(kstatusOf(t, got)).To(Equal(status.InProgressStatus))
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus))
 	}, eventually, poll).Should(Succeed())
 
 	close(release)
 	g.Eventually(func(g Gomega) {
 		got := readyIs(g, obj, metav1.ConditionTrue, "")
 		g.Expect(got.Status.ToolCount).To(BeEquivalentTo(2))
-		g.Expect(kstatusOf(t, got)).To(Equal(status.CurrentStatus))
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.CurrentStatus))
 	}, eventually, poll).Should(Succeed())
 }

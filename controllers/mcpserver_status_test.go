@@ -7,12 +7,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // A condition's expected state in a table row: "True/Succeeded", "False/SecretNotFound",
@@ -92,19 +91,6 @@ func connectingSession() *connector.Snapshot {
 }
 
 const allowed = "Egress to https://mcp.example.com:443/mcp is allowed by the default egress posture"
-
-func kstatusOf(t *testing.T, obj *mcpv1alpha1.MCPServer) status.Status {
-	t.Helper()
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := status.Compute(&unstructured.Unstructured{Object: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
-}
 
 // TestComputeStatus covers every entry of the readiness chain and the conditions each
 // observation leads to, including the kstatus verdict a GitOps tool would reach.
@@ -434,7 +420,7 @@ func TestComputeStatus(t *testing.T) {
 					t.Errorf("%s = %q, want %q", condType, got, want)
 				}
 			}
-			if got := kstatusOf(t, obj); got != tc.kstatus {
+			if got := testutil.KStatus(t, obj); got != tc.kstatus {
 				t.Errorf("kstatus = %s, want %s; conditions %+v", got, tc.kstatus, obj.Status.Conditions)
 			}
 			if tc.check != nil {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 func stdioServer(namespace, name string) *mcpv1alpha1.MCPServer {
@@ -82,7 +83,7 @@ func TestStdioServerRunsAsDeploymentBehindTheBridge(t *testing.T) {
 		g.Expect(st).To(Equal(metav1.ConditionFalse))
 		g.Expect(got.Status.Transport).To(Equal(mcpv1alpha1.TransportStdio))
 		g.Expect(got.Status.Endpoint).To(Equal("http://mcp-everything." + ns + ".svc:8080/mcp"))
-		g.Expect(kstatusOf(t, got)).To(Equal(status.InProgressStatus))
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus))
 	}, eventually, poll).Should(Succeed())
 
 	// The Deployment becoming available is picked up through the watch; the operator

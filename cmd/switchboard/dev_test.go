@@ -32,11 +32,7 @@ func TestDevBringsUpTheDemoAndCtrlCLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stdio sample runs `switchboard demo-server`: the binary must carry that name.
-	bin := filepath.Join(t.TempDir(), "switchboard")
-	build := exec.CommandContext(context.Background(), "go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building switchboard: %v\n%s", err, out)
-	}
+	bin := buildSwitchboard(t)
 
 	stateDir := t.TempDir()
 	catalogAddr, metricsAddr := freeAddr(t), freeAddr(t)

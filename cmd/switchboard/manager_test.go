@@ -63,22 +63,26 @@ func writeKubeconfig(t *testing.T, env *testenv.Environment) string {
 	return path
 }
 
-// TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM runs the real binary against a real
-// API server the way a Deployment would.
-func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
-	g := gomega.NewWithT(t)
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig := writeKubeconfig(t, env)
-
+// buildSwitchboard builds this binary into a temporary folder under the name
+// switchboard, which the stdio samples run as their bridge.
+func buildSwitchboard(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "switchboard")
 	build := exec.CommandContext(context.Background(), "go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building switchboard: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM runs the real binary against a real
+// API server the way a Deployment would.
+func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
+	g := gomega.NewWithT(t)
+	env, _ := testenv.StartForTest(t)
+	kubeconfig := writeKubeconfig(t, env)
+
+	bin := buildSwitchboard(t)
 
 	probeAddr, catalogAddr := freeAddr(t), freeAddr(t)
 	cmd := exec.CommandContext(context.Background(), bin, "manager",
@@ -164,11 +168,7 @@ func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
 // to a metrics-reader role gets the metrics.
 func TestManagerServesMetricsOnlyToAuthorizedScrapers(t *testing.T) {
 	g := gomega.NewWithT(t)
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env, _ := testenv.StartForTest(t)
 	kubeconfig := writeKubeconfig(t, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -208,11 +208,7 @@ func TestManagerServesMetricsOnlyToAuthorizedScrapers(t *testing.T) {
 	}
 	prometheusToken, nobodyToken := token("prometheus"), token("nobody")
 
-	bin := filepath.Join(t.TempDir(), "switchboard")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building switchboard: %v\n%s", err, out)
-	}
+	bin := buildSwitchboard(t)
 	probeAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	cmd := exec.CommandContext(context.Background(), bin, "manager",
 		"--kubeconfig", kubeconfig,

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
@@ -67,16 +66,8 @@ func TestWatchNamespacesFlag(t *testing.T) {
 // --watch-namespaces the manager's cache (which the controllers and the catalogue read)
 // holds the MCPServers of the listed namespaces only.
 func TestWatchNamespacesLimitsTheCache(t *testing.T) {
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env, c := testenv.StartForTest(t)
 	scheme := testenv.Scheme()
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, ns := range []string{"team-a", "team-b"} {

@@ -24,6 +24,12 @@ const (
 	// has an available replica. Only stdio servers carry it.
 	ConditionWorkloadAvailable = "WorkloadAvailable"
 
+	// ConditionToolsPinned is True while the published tools match
+	// spec.tools.pinnedDigest and False, with reason ToolsChanged, while they differ; the
+	// gateway then refuses every tools/call of the server. Only servers that pin their
+	// tools carry it.
+	ConditionToolsPinned = "ToolsPinned"
+
 	// ConditionAccepted is True on an MCPEgressPolicy whose rules compiled and are being
 	// enforced.
 	ConditionAccepted = "Accepted"
@@ -99,6 +105,14 @@ const (
 
 	// ReasonWorkloadUnavailable means the stdio server's Deployment has no available replica.
 	ReasonWorkloadUnavailable = "WorkloadUnavailable"
+
+	// ReasonToolsChanged means the published tools no longer match
+	// spec.tools.pinnedDigest: a person has to review them and pin the new
+	// status.toolsDigest.
+	ReasonToolsChanged = "ToolsChanged"
+
+	// ReasonToolsMatchPinned means the published tools match spec.tools.pinnedDigest.
+	ReasonToolsMatchPinned = "ToolsMatchPinned"
 
 	// ReasonInvalidPolicy means an MCPEgressPolicy could not be compiled.
 	ReasonInvalidPolicy = "InvalidPolicy"

@@ -64,9 +64,15 @@ type MCPServerSpec struct {
 	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
 
 	// tools filters which of the server's tools are published in status and in the
-	// catalogue. Without it every tool is published.
+	// catalogue, and can pin them to a reviewed digest. Without it every tool is
+	// published and nothing is pinned.
 	// +optional
 	Tools *ToolFilter `json:"tools,omitempty"`
+
+	// gateway bounds the sessions and request rate agents get through the Switchboard
+	// gateway at /mcp/namespaces/{namespace}/servers/{name}.
+	// +optional
+	Gateway *GatewaySpec `json:"gateway,omitempty"`
 
 	// suspend, when true, closes the connection and stops reconciling until it is false
 	// again.
@@ -253,7 +259,8 @@ type HealthCheck struct {
 
 // ToolFilter selects which tools are published, by name glob. A tool is published when it
 // matches an allow glob (or allow is empty) and matches no deny glob. `*` matches any run
-// of characters and `?` any single character.
+// of characters and `?` any single character. pinnedDigest holds the published tools to
+// a reviewed set.
 type ToolFilter struct {
 	// allow lists globs of tool names to publish. Empty means all.
 	// +optional
@@ -272,6 +279,35 @@ type ToolFilter struct {
 	// +kubebuilder:validation:items:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule="self.all(g, g.matches('^[A-Za-z0-9_.*?-]+$'))",message="tool globs may contain only letters, digits, '_', '.', '-', '*' and '?'"
 	Deny []string `json:"deny,omitempty"`
+
+	// pinnedDigest is the status.toolsDigest a person reviewed, "sha256:" and 64
+	// lower-case hex digits. While status.toolsDigest differs from it the gateway refuses
+	// every tools/call of the server, and the server shows ToolsPinned=False with reason
+	// ToolsChanged (Ready=False, Stalled=True) until someone reviews the tools and pins
+	// the new digest; while they match ToolsPinned is True. Without it nothing is pinned.
+	// +optional
+	// +kubebuilder:validation:MaxLength=71
+	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[0-9a-f]{64}$')",message="pinnedDigest must be \"sha256:\" followed by 64 lower-case hex digits, as status.toolsDigest shows it"
+	PinnedDigest string `json:"pinnedDigest,omitempty"`
+}
+
+// GatewaySpec bounds what agents may do with the server through the Switchboard gateway.
+type GatewaySpec struct {
+	// maxSessions bounds the concurrent gateway sessions to this server on each manager
+	// replica, 1 to 100000. Beyond it the gateway answers new sessions with 503. Without
+	// it the gateway's own default applies.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxSessions int32 `json:"maxSessions,omitempty"`
+
+	// requestsPerSecond bounds the requests each caller may send to this server through
+	// the gateway, per second, 1 to 100000. Beyond it the gateway answers 429 with a
+	// Retry-After header. Without it requests are not rate limited.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	RequestsPerSecond int32 `json:"requestsPerSecond,omitempty"`
 }
 
 // MCPServerStatus is what the operator observed of the server. It is bounded: at most

@@ -150,6 +150,18 @@ func TestSchemaRejectsInvalidManifests(t *testing.T) {
 		{"glob over 128 characters", server, okHTTP + "tools: {allow: ['" + strings.Repeat("a", 129) + "']}", []string{"spec.tools.allow[0]", "Too long"}, ""},
 		{"more than 64 globs", server, okHTTP + "tools: {deny: " + manyGlobs(65) + "}", []string{"spec.tools.deny", "must have at most 64 items"}, ""},
 
+		// MCPServer: tool pinning.
+		{"pinned digest without algorithm", server, okHTTP + "tools: {pinnedDigest: '" + strings.Repeat("a", 64) + "'}", []string{"spec.tools.pinnedDigest", `pinnedDigest must be "sha256:" followed by 64 lower-case hex digits`}, ""},
+		{"pinned digest too short", server, okHTTP + "tools: {pinnedDigest: 'sha256:abc'}", []string{"spec.tools.pinnedDigest", "64 lower-case hex digits"}, ""},
+		{"pinned digest in upper case", server, okHTTP + "tools: {pinnedDigest: 'sha256:" + strings.Repeat("A", 64) + "'}", []string{"spec.tools.pinnedDigest", "64 lower-case hex digits"}, ""},
+		{"pinned digest too long", server, okHTTP + "tools: {pinnedDigest: 'sha256:" + strings.Repeat("a", 65) + "'}", []string{"spec.tools.pinnedDigest", "Too long"}, ""},
+
+		// MCPServer: gateway limits.
+		{"gateway maxSessions zero", server, okHTTP + "gateway: {maxSessions: 0}", []string{"spec.gateway.maxSessions", "greater than or equal to 1"}, ""},
+		{"gateway maxSessions above 100000", server, okHTTP + "gateway: {maxSessions: 100001}", []string{"spec.gateway.maxSessions", "less than or equal to 100000"}, ""},
+		{"gateway requestsPerSecond zero", server, okHTTP + "gateway: {requestsPerSecond: 0}", []string{"spec.gateway.requestsPerSecond", "greater than or equal to 1"}, ""},
+		{"gateway requestsPerSecond above 100000", server, okHTTP + "gateway: {requestsPerSecond: 100001}", []string{"spec.gateway.requestsPerSecond", "less than or equal to 100000"}, ""},
+
 		// MCPEgressPolicy.
 		{"cidr with prefix too long", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.0.0.0/33}}]", []string{"spec.egress[0].to[0].ipBlock.cidr", "valid IPv4 or IPv6 CIDR"}, ""},
 		{"cidr that is a host name", policy, "egress:\n  - to: [{ipBlock: {cidr: example.com}}]", []string{"spec.egress[0].to[0].ipBlock.cidr", "valid IPv4 or IPv6 CIDR"}, ""},
@@ -204,6 +216,7 @@ func TestSchemaAcceptsValidManifests(t *testing.T) {
 		{"exactly 32 headers", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\n  headers:" + manyHeaders(32)},
 		{"bounds of timing fields", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\ntimeout: 5m\nhealthCheck: {interval: 1h, failureThreshold: 20}"},
 		{"stdio at maxSessions 64", "MCPServer", "stdio:\n  image: ghcr.io/acme/server@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n  command: [node, dist/index.js]\n  maxSessions: 64"},
+		{"pinned tools and gateway limits at their bounds", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\ntools: {pinnedDigest: 'sha256:" + strings.Repeat("0123456789abcdef", 4) + "'}\ngateway: {maxSessions: 100000, requestsPerSecond: 1}"},
 		{"IPv6 block with except", "MCPEgressPolicy", "egress:\n  - to: [{ipBlock: {cidr: '2001:db8::/32', except: ['2001:db8:1::/48']}}]\n    ports: [{port: 1}, {port: 65535}]"},
 		{"isolating policy", "MCPEgressPolicy", "serverSelector: {}\nredirects: {policy: Deny, maxHops: 0}"},
 	}

@@ -34,6 +34,7 @@ const (
 	eventConnectionLost = "ConnectionLost"
 	eventRecovered      = "Recovered"
 	eventToolsChanged   = "ToolsChanged"
+	eventToolsPinned    = "ToolsPinned"
 	eventSecretNotFound = "SecretNotFound"
 	eventEgressDenied   = "EgressDenied"
 )
@@ -499,6 +500,18 @@ func (r *MCPServerReconciler) recordTransitions(before, after *mcpv1alpha1.MCPSe
 		case mcpv1alpha1.ReasonEgressDenied, mcpv1alpha1.ReasonRedirectDenied:
 			r.event(after, corev1.EventTypeWarning, eventEgressDenied, "Connect", "%s", nowReady.Message)
 		}
+	}
+
+	// Tools that leave their pin stop every tools/call through the gateway: a Warning,
+	// with the same reason as the condition.
+	wasPinned := meta.FindStatusCondition(before.Status.Conditions, mcpv1alpha1.ConditionToolsPinned)
+	nowPinned := meta.FindStatusCondition(after.Status.Conditions, mcpv1alpha1.ConditionToolsPinned)
+	switch {
+	case nowPinned == nil || wasPinned != nil && wasPinned.Status == nowPinned.Status:
+	case nowPinned.Status == metav1.ConditionFalse:
+		r.event(after, corev1.EventTypeWarning, eventToolsChanged, "CheckPin", "%s", nowPinned.Message)
+	case nowPinned.Status == metav1.ConditionTrue:
+		r.event(after, corev1.EventTypeNormal, eventToolsPinned, "CheckPin", "%s", nowPinned.Message)
 	}
 
 	if before.Status.ToolsDigest != "" && after.Status.ToolsDigest != "" && before.Status.ToolsDigest != after.Status.ToolsDigest {

@@ -499,3 +499,50 @@ func TestSlowServerIsInProgressUntilReady(t *testing.T) {
 		g.Expect(testutil.KStatus(t, got)).To(Equal(status.CurrentStatus))
 	}, eventually, poll).Should(Succeed())
 }
+
+// TestPinnedToolsNeedAReviewedDigest pins a digest that is not the server's: the server
+// is Stalled on ToolsChanged, with a Warning, until the digest status shows is pinned.
+func TestPinnedToolsNeedAReviewedDigest(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	startOperator(t, ns)
+	srv := newMCPServer(t, 2)
+	obj := httpServer(ns, "pinned", srv.url())
+	const wrong = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+	obj.Spec.Tools = &mcpv1alpha1.ToolFilter{PinnedDigest: wrong}
+	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
+
+	var digest string
+	g.Eventually(func(g Gomega) {
+		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonToolsChanged)
+		st, reason := condition(got, mcpv1alpha1.ConditionToolsPinned)
+		g.Expect(st).To(Equal(metav1.ConditionFalse))
+		g.Expect(reason).To(Equal(mcpv1alpha1.ReasonToolsChanged))
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionStalled)).To(BeTrue())
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.FailedStatus))
+		digest = got.Status.ToolsDigest
+		g.Expect(digest).To(HavePrefix("sha256:"))
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionToolsPinned).Message).
+			To(And(ContainSubstring(digest), ContainSubstring(wrong)))
+	}, eventually, poll).Should(Succeed())
+	g.Eventually(func() []string { return eventReasons(t, ns, "pinned") }, eventually, poll).Should(ContainElement(mcpv1alpha1.ReasonToolsChanged))
+
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Tools.PinnedDigest = digest })
+	g.Eventually(func(g Gomega) {
+		got := readyIs(g, obj, metav1.ConditionTrue, "")
+		st, reason := condition(got, mcpv1alpha1.ConditionToolsPinned)
+		g.Expect(st).To(Equal(metav1.ConditionTrue))
+		g.Expect(reason).To(Equal(mcpv1alpha1.ReasonToolsMatchPinned))
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionStalled)).To(BeNil())
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.CurrentStatus))
+	}, eventually, poll).Should(Succeed())
+	g.Eventually(func() []string { return eventReasons(t, ns, "pinned") }, eventually, poll).Should(ContainElement("ToolsPinned"))
+
+	// A tool the server adds later leaves the pin again.
+	srv.addTool("added_after_review")
+	g.Eventually(func(g Gomega) {
+		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonToolsChanged)
+		g.Expect(got.Status.ToolsDigest).NotTo(Equal(digest))
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionStalled)).To(BeTrue())
+	}, eventually, poll).Should(Succeed())
+}

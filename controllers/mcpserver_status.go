@@ -91,8 +91,7 @@ var readyChecks = []readyCheck{
 	checkWorkloadAvailable,
 	checkConnected,
 	checkToolsDiscovered,
-	// checkToolsPinned goes here once spec.tools.pinnedDigest exists (the gateway issue):
-	// a server whose published tools do not match the pinned digest is not Ready.
+	checkToolsPinned,
 }
 
 // blocker is why no session is attempted, in readiness order, or nil when one is.
@@ -150,6 +149,7 @@ func computeStatus(obj *mcpv1alpha1.MCPServer, obs *observation) {
 	setOrRemove(obj, mcpv1alpha1.ConditionEgressAllowed, egressCondition(obj, obs))
 	setOrRemove(obj, mcpv1alpha1.ConditionConnected, connectedCondition(obj, obs))
 	setOrRemove(obj, mcpv1alpha1.ConditionToolsDiscovered, toolsDiscoveredCondition(obj, obs))
+	setOrRemove(obj, mcpv1alpha1.ConditionToolsPinned, toolsPinnedCondition(obj))
 
 	var failed *notReady
 	for _, check := range readyChecks {
@@ -372,6 +372,36 @@ func toolsDiscoveredCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *con
 	return &conditionState{status, reason, message}
 }
 
+// pinnedDigest is spec.tools.pinnedDigest, or empty when nothing is pinned.
+func pinnedDigest(obj *mcpv1alpha1.MCPServer) string {
+	if obj.Spec.Tools == nil {
+		return ""
+	}
+	return obj.Spec.Tools.PinnedDigest
+}
+
+// toolsPinnedCondition is ToolsPinned: whether the published tools are the ones a person
+// pinned. It compares with status.toolsDigest, which stays while the session is away, so
+// the verdict does not flap with the connection. Only servers that pin carry it.
+func toolsPinnedCondition(obj *mcpv1alpha1.MCPServer) *conditionState {
+	pinned := pinnedDigest(obj)
+	if pinned == "" {
+		return nil
+	}
+	switch published := obj.Status.ToolsDigest; published {
+	case "":
+		return &conditionState{metav1.ConditionUnknown, mcpv1alpha1.ReasonProgressing,
+			"Waiting for tool discovery to compare with the pinned digest " + pinned}
+	case pinned:
+		return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonToolsMatchPinned,
+			"Published tools match the pinned digest " + pinned}
+	default:
+		return &conditionState{metav1.ConditionFalse, mcpv1alpha1.ReasonToolsChanged,
+			fmt.Sprintf("Published tools have digest %s, not the pinned %s: the gateway refuses every tools/call "+
+				"until someone reviews the tools and sets spec.tools.pinnedDigest to %s", published, pinned, published)}
+	}
+}
+
 // checkSuspended: a suspended server is not Ready and has nothing to work on.
 func checkSuspended(obj *mcpv1alpha1.MCPServer, _ *observation) *notReady {
 	if !obj.Spec.Suspend {
@@ -419,6 +449,15 @@ func checkConnected(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady {
 // checkToolsDiscovered: a discovery that failed is retried with the session.
 func checkToolsDiscovered(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady {
 	return conditionCheck(obj, mcpv1alpha1.ConditionToolsDiscovered, obs.retryProgress())
+}
+
+// checkToolsPinned: tools that differ from the pinned ones need a person to review them
+// and pin again; nothing retrying would change that.
+func checkToolsPinned(obj *mcpv1alpha1.MCPServer, _ *observation) *notReady {
+	if pinnedDigest(obj) == "" {
+		return nil
+	}
+	return conditionCheck(obj, mcpv1alpha1.ConditionToolsPinned, progressStalled)
 }
 
 // conditionCheck fails with the condition's reason and message unless it is True. An

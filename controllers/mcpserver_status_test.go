@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -91,6 +92,18 @@ func connectingSession() *connector.Snapshot {
 }
 
 const allowed = "Egress to https://mcp.example.com:443/mcp is allowed by the default egress posture"
+
+// readyDigest is the status.toolsDigest readySession publishes without a filter.
+var readyDigest = connector.ToolsDigest(readySession("").Tools)
+
+// otherDigest is a well-formed digest of some other set of tools.
+const otherDigest = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+// pinned returns obj with spec.tools.pinnedDigest set to digest.
+func pinned(obj *mcpv1alpha1.MCPServer, digest string) *mcpv1alpha1.MCPServer {
+	obj.Spec.Tools = &mcpv1alpha1.ToolFilter{PinnedDigest: digest}
+	return obj
+}
 
 // TestComputeStatus covers every entry of the readiness chain and the conditions each
 // observation leads to, including the kstatus verdict a GitOps tool would reach.
@@ -409,6 +422,82 @@ func TestComputeStatus(t *testing.T) {
 				mcpv1alpha1.ConditionStalled:         "True/LimitExceeded",
 			},
 			kstatus: status.FailedStatus,
+		},
+		{
+			name: "tools match the pinned digest",
+			obj:  pinned(httpObject(), readyDigest),
+			obs:  observation{egressAllowedBy: allowed, session: readySession("https://mcp.example.com:443/mcp")},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:       "True/Succeeded",
+				mcpv1alpha1.ConditionToolsPinned: "True/ToolsMatchPinned",
+				mcpv1alpha1.ConditionStalled:     absent,
+			},
+			kstatus: status.CurrentStatus,
+		},
+		{
+			name: "tools differ from the pinned digest",
+			obj:  pinned(withConditions(httpObject(), readyBefore...), otherDigest),
+			obs:  observation{egressAllowedBy: allowed, session: readySession("https://mcp.example.com:443/mcp")},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:           "False/ToolsChanged",
+				mcpv1alpha1.ConditionToolsPinned:     "False/ToolsChanged",
+				mcpv1alpha1.ConditionConnected:       "True/Succeeded",
+				mcpv1alpha1.ConditionToolsDiscovered: "True/Succeeded",
+				mcpv1alpha1.ConditionStalled:         "True/ToolsChanged",
+				mcpv1alpha1.ConditionReconciling:     absent,
+			},
+			// A person has to review the tools and pin again.
+			kstatus: status.FailedStatus,
+			check: func(t *testing.T, obj *mcpv1alpha1.MCPServer) {
+				msg := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionToolsPinned).Message
+				if !strings.Contains(msg, readyDigest) || !strings.Contains(msg, otherDigest) {
+					t.Errorf("ToolsPinned message %q must name the published and the pinned digest", msg)
+				}
+			},
+		},
+		{
+			name: "pin removed",
+			obj: withConditions(httpObject(), append(readyBefore,
+				condition(mcpv1alpha1.ConditionToolsPinned, metav1.ConditionFalse, mcpv1alpha1.ReasonToolsChanged))...),
+			obs: observation{egressAllowedBy: allowed, session: readySession("https://mcp.example.com:443/mcp")},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:       "True/Succeeded",
+				mcpv1alpha1.ConditionToolsPinned: absent,
+				mcpv1alpha1.ConditionStalled:     absent,
+			},
+			kstatus: status.CurrentStatus,
+		},
+		{
+			// The published tools stay while the server is away, and so does the verdict
+			// on them; Ready says why the server is away.
+			name: "pinned server whose connection dropped",
+			obj: func() *mcpv1alpha1.MCPServer {
+				o := pinned(withConditions(httpObject(), readyBefore...), readyDigest)
+				o.Status.ToolsDigest = readyDigest
+				return o
+			}(),
+			obs: observation{egressAllowedBy: allowed, session: downSession(&connector.Error{
+				Reason: mcpv1alpha1.ReasonConnectionRefused, Message: "connection refused", Transient: true,
+			})},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:       "False/ConnectionRefused",
+				mcpv1alpha1.ConditionToolsPinned: "True/ToolsMatchPinned",
+				mcpv1alpha1.ConditionReconciling: "True/ConnectionRefused",
+				mcpv1alpha1.ConditionStalled:     absent,
+			},
+			kstatus: status.InProgressStatus,
+		},
+		{
+			name: "pinned server not yet discovered",
+			obj:  pinned(httpObject(), readyDigest),
+			obs:  observation{egressAllowedBy: allowed, session: connectingSession()},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:       "False/Connecting",
+				mcpv1alpha1.ConditionToolsPinned: "Unknown/Progressing",
+				mcpv1alpha1.ConditionReconciling: "True/Connecting",
+				mcpv1alpha1.ConditionStalled:     absent,
+			},
+			kstatus: status.InProgressStatus,
 		},
 	}
 	for _, tc := range cases {

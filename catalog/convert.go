@@ -24,6 +24,7 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 		Transport:       string(st.Transport),
 		ProtocolVersion: st.ProtocolVersion,
 		Ready:           isReady(st.Conditions),
+		GatewayPath:     GatewayPath(obj.Namespace, obj.Name),
 		ToolCount:       st.ToolCount,
 		ToolsTruncated:  st.ToolsTruncated,
 	}
@@ -56,11 +57,12 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 		detail: detail,
 	}
 	e.ref = ServerRef{
-		Namespace: obj.Namespace,
-		Name:      obj.Name,
-		Endpoint:  summary.Endpoint,
-		Transport: summary.Transport,
-		Ready:     summary.Ready,
+		Namespace:   obj.Namespace,
+		Name:        obj.Name,
+		Endpoint:    summary.Endpoint,
+		Transport:   summary.Transport,
+		Ready:       summary.Ready,
+		GatewayPath: summary.GatewayPath,
 	}
 	seen := make(map[string]struct{}, len(st.Tools))
 	for i := range st.Tools {
@@ -110,6 +112,18 @@ var conditionMessages = map[string]string{
 	mcpv1alpha1.ReasonTimeout:             "The server did not answer in time.",
 	mcpv1alpha1.ReasonLimitExceeded:       "The server sent more than the operator accepts.",
 	mcpv1alpha1.ReasonWorkloadUnavailable: "The server's workload has no available replica.",
+	mcpv1alpha1.ReasonSessionEnded:        "The server ended the session; the operator is reconnecting.",
+	mcpv1alpha1.ReasonToolsChanged:        "The server's tools differ from the reviewed ones; the gateway refuses tool calls until they are reviewed again.",
+	mcpv1alpha1.ReasonToolsMatchPinned:    "The server's tools are the reviewed ones.",
+}
+
+// GatewayPathPrefix starts the path of every gateway endpoint on the catalogue's address.
+const GatewayPathPrefix = "/mcp/namespaces/"
+
+// GatewayPath returns the path of a server's endpoint on the gateway. Namespace and name
+// are DNS names, so they need no escaping.
+func GatewayPath(namespace, name string) string {
+	return GatewayPathPrefix + namespace + "/servers/" + name
 }
 
 // conditionMessage returns the catalogue's message for a condition reason, never the

@@ -67,9 +67,12 @@ func TestMCPMatchesREST(t *testing.T) {
 		if !reflect.DeepEqual(viaMCP, viaREST) || len(viaREST.Items) == 0 {
 			t.Errorf("search_tools %v = %+v, REST %s = %+v", tc.args, viaMCP, tc.rest, viaREST)
 		}
-		for _, m := range viaREST.Items {
+		for _, m := range viaMCP.Items {
 			if m.Server.Namespace != ns {
 				t.Errorf("result from a namespace the caller may not list: %+v", m.Server)
+			}
+			if want := "/mcp/namespaces/" + ns + "/servers/" + m.Server.Name; m.Server.GatewayPath != want {
+				t.Errorf("search_tools: %s gatewayPath %q, want %q", m.Name, m.Server.GatewayPath, want)
 			}
 		}
 	}
@@ -77,13 +80,14 @@ func TestMCPMatchesREST(t *testing.T) {
 	var servers, restServers catalog.ServerList
 	callTool(t, session, "list_servers", map[string]any{"labelSelector": "team=dev"}, &servers)
 	c.getJSON(t, token, "/api/v1/servers?labelSelector=team%3Ddev", &restServers)
-	if !reflect.DeepEqual(servers, restServers) || len(servers.Items) != 1 || servers.Items[0].Name != "code" {
+	if !reflect.DeepEqual(servers, restServers) || len(servers.Items) != 1 || servers.Items[0].Name != "code" ||
+		servers.Items[0].GatewayPath != "/mcp/namespaces/"+ns+"/servers/code" {
 		t.Errorf("list_servers = %+v, REST = %+v", servers, restServers)
 	}
 	var detail, restDetail catalog.ServerDetail
 	callTool(t, session, "get_server", map[string]any{"namespace": ns, "name": "docs"}, &detail)
 	c.getJSON(t, token, "/api/v1/namespaces/"+ns+"/servers/docs", &restDetail)
-	if !reflect.DeepEqual(detail, restDetail) || len(detail.Tools) != 2 {
+	if !reflect.DeepEqual(detail, restDetail) || len(detail.Tools) != 2 || detail.GatewayPath != "/mcp/namespaces/"+ns+"/servers/docs" {
 		t.Errorf("get_server = %+v, REST = %+v", detail, restDetail)
 	}
 

@@ -67,6 +67,20 @@ func TestServerFilters(t *testing.T) {
 		}
 	}
 
+	// Every entry says where an agent calls the server through the gateway.
+	var all catalog.ServerList
+	c.getJSON(t, "", "/api/v1/servers?namespace="+ns, &all)
+	for _, s := range all.Items {
+		if want := "/mcp/namespaces/" + ns + "/servers/" + s.Name; s.GatewayPath != want {
+			t.Errorf("%s: gatewayPath %q, want %q", s.Name, s.GatewayPath, want)
+		}
+	}
+	var one catalog.ServerDetail
+	c.getJSON(t, "", "/api/v1/namespaces/"+ns+"/servers/c-files", &one)
+	if want := "/mcp/namespaces/" + ns + "/servers/c-files"; one.GatewayPath != want {
+		t.Errorf("server detail gatewayPath %q, want %q", one.GatewayPath, want)
+	}
+
 	for _, bad := range []string{
 		"/api/v1/servers?labelSelector=%3D%3D%3D",
 		"/api/v1/servers?transport=Carrier-Pigeon",
@@ -123,7 +137,8 @@ func TestSearchRanksAndFilters(t *testing.T) {
 	if !slices.Equal(toolNames(l), want) {
 		t.Fatalf("weather search = %q, want %q", toolNames(l), want)
 	}
-	if m := l.Items[0]; m.Server.Endpoint != "https://alpha.example.com/mcp" || m.Server.Transport != "StreamableHTTP" || !m.Server.Ready {
+	if m := l.Items[0]; m.Server.Endpoint != "https://alpha.example.com/mcp" || m.Server.Transport != "StreamableHTTP" || !m.Server.Ready ||
+		m.Server.GatewayPath != "/mcp/namespaces/"+ns+"/servers/alpha" {
 		t.Errorf("match carries its server: %+v", m.Server)
 	}
 

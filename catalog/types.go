@@ -22,6 +22,9 @@ type ServerSummary struct {
 	ProtocolVersion string `json:"protocolVersion,omitempty" jsonschema:"negotiated MCP protocol version"`
 	// Ready is true when the Ready condition is True.
 	Ready bool `json:"ready" jsonschema:"true when the server is connected and its tools are discovered"`
+	// GatewayPath is where agents call the server's tools through Switchboard, on the
+	// catalogue's own address and port.
+	GatewayPath string `json:"gatewayPath" jsonschema:"path of the server's MCP endpoint on the Switchboard gateway, on the catalogue's address; call tools there with your own token"`
 	// ServerInfo is how the server describes itself.
 	ServerInfo *ServerInfo `json:"serverInfo,omitempty" jsonschema:"how the server describes itself"`
 	// ToolCount is the number of published tools, including any beyond those listed.
@@ -108,6 +111,9 @@ type ServerRef struct {
 	Transport string `json:"transport,omitempty"`
 	// Ready is true when the server's Ready condition is True.
 	Ready bool `json:"ready"`
+	// GatewayPath is where agents call the tool through Switchboard, on the catalogue's
+	// own address and port.
+	GatewayPath string `json:"gatewayPath"`
 }
 
 // ToolMatch is one search result: a tool and the server that offers it.

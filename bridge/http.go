@@ -5,19 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"mime"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
 
-// sessionIDHeader carries the session ID of Streamable HTTP.
-const sessionIDHeader = "Mcp-Session-Id"
+	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+)
 
 // maxHeaderBytes bounds a request's header block; a client that sends more gets 431. An
 // MCP client sends a handful of short headers.
@@ -73,8 +68,7 @@ func (b *Bridge) Handler() http.Handler {
 // go-sdk's StreamableHTTPHandler makes before it hands a request to a session's transport;
 // the transport does the rest.
 func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration) {
-	if !hostAllowed(r) {
-		http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
+	if !mcphttp.HostAllowed(w, r) {
 		return
 	}
 	switch r.Method {
@@ -95,24 +89,19 @@ func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request, bodyTimeout ti
 // bodyTimeout, before a session is looked up or started: a client that trickles its body
 // holds neither.
 func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration) {
-	if mediaType(r.Header.Get("Content-Type")) != "application/json" {
-		http.Error(w, "Content-Type must be 'application/json'", http.StatusUnsupportedMediaType)
+	if !mcphttp.CheckPOST(w, r) {
 		return
 	}
-	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
-		http.Error(w, "Accept must contain both 'application/json' and 'text/event-stream'", http.StatusBadRequest)
-		return
-	}
-	body, ok := b.readBody(w, r, bodyTimeout)
+	body, ok := mcphttp.ReadBody(w, r, int64(b.opts.MaxMessageBytes), bodyTimeout)
 	if !ok {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
-	if id := r.Header.Get(sessionIDHeader); id != "" {
+	if id := r.Header.Get(mcphttp.SessionIDHeader); id != "" {
 		s, why := b.lookup(id)
 		if s == nil || !s.beginRequest() {
-			http.Error(w, notFound(why), http.StatusNotFound)
+			mcphttp.NotFound(w, why)
 			return
 		}
 		defer s.endRequest()
@@ -127,7 +116,7 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || req.Method != "initialize" {
-		refuseSessionless(w, msg)
+		mcphttp.RefuseSessionless(w, msg)
 		return
 	}
 	s, err := b.newSession()
@@ -142,11 +131,11 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 			status = http.StatusInternalServerError
 			b.log.Error(err, "Could not start a session")
 		}
-		writeError(w, status, req.ID, jsonrpc.CodeInternalError, err.Error())
+		mcphttp.WriteError(w, status, req.ID, jsonrpc.CodeInternalError, err.Error())
 		return
 	}
 	if !s.beginRequest() {
-		http.Error(w, notFound(""), http.StatusNotFound)
+		mcphttp.NotFound(w, "")
 		return
 	}
 	s.transport.ServeHTTP(w, r)
@@ -157,56 +146,9 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 	}
 }
 
-// readBody reads a POST body of at most MaxMessageBytes within timeout, or answers 413
-// (too large), 408 (too slow; the connection is closed) or 400 and returns false. Once
-// the body is in, the connection has no read deadline: the response may be a long SSE
-// stream, during which net/http keeps reading to notice a client that goes away.
-func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]byte, bool) {
-	rc := http.NewResponseController(w)
-	// Not every ResponseWriter supports deadlines (a test recorder, a wrapping
-	// middleware); the body is then read without one.
-	_ = rc.SetReadDeadline(time.Now().Add(timeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(b.opts.MaxMessageBytes)))
-	switch {
-	case err == nil:
-		_ = rc.SetReadDeadline(time.Time{})
-		return body, true
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		// The deadline stays passed, so that net/http does not wait for the rest of the
-		// body before it closes the connection.
-		w.Header().Set("Connection", "close")
-		http.Error(w, "request body not received in time", http.StatusRequestTimeout)
-	default:
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-		} else {
-			http.Error(w, "failed to read body", http.StatusBadRequest)
-		}
-	}
-	return nil, false
-}
-
-// refuseSessionless answers a message that carries no session ID and is not an
-// initialize request. A SEP-2575 server/discover probe learns that this server only
-// speaks the session-based protocol, so a go-sdk client falls back to initialize.
-func refuseSessionless(w http.ResponseWriter, msg jsonrpc.Message) {
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.IsCall() {
-		http.Error(w, "Bad Request: missing Mcp-Session-Id header: a session starts with initialize", http.StatusBadRequest)
-		return
-	}
-	code := int64(jsonrpc.CodeInvalidRequest)
-	if req.Method == "server/discover" {
-		code = mcp.CodeUnsupportedProtocolVersion
-	}
-	writeError(w, http.StatusBadRequest, req.ID, code,
-		"this server needs a session: send initialize first (stateless requests are not supported)")
-}
-
 // serveGET attaches a standalone SSE stream to a session.
 func (b *Bridge) serveGET(w http.ResponseWriter, r *http.Request) {
-	if _, streamOK := accepts(r.Header.Values("Accept")); !streamOK {
-		http.Error(w, "Accept must contain 'text/event-stream' for GET requests", http.StatusBadRequest)
+	if !mcphttp.CheckGET(w, r) {
 		return
 	}
 	if s := b.requestSession(w, r); s != nil {
@@ -224,88 +166,17 @@ func (b *Bridge) serveDELETE(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// notFound is the plain-text body of a 404 for a session. It must not be a JSON-RPC
-// error: go-sdk clients read only a plain 404 as "session gone".
-func notFound(why string) string {
-	if why == "" {
-		why = "session not found"
-	}
-	return "Not Found: " + why
-}
-
-// writeError writes a JSON-RPC error response with the given HTTP status.
-func writeError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, message string) {
-	data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: message}})
-	if err != nil {
-		http.Error(w, message, status)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(data)
-}
-
-// accepts reports whether Accept header values admit JSON and an event stream.
-func accepts(values []string) (jsonOK, streamOK bool) {
-	for _, value := range values {
-		for _, item := range strings.Split(value, ",") {
-			base, _, _ := strings.Cut(item, ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return jsonOK, streamOK
-}
-
-// mediaType returns the media type of a Content-Type value without parameters.
-func mediaType(value string) string {
-	mt, _, err := mime.ParseMediaType(value)
-	if err != nil {
-		return ""
-	}
-	return mt
-}
-
-// hostAllowed is DNS rebinding protection, as go-sdk applies it: a request that arrived
-// on a loopback address must name a loopback host.
-func hostAllowed(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || local == nil || !isLoopback(local.String()) {
-		return true
-	}
-	return isLoopback(r.Host)
-}
-
-// isLoopback reports whether a host or host:port names the loopback interface.
-func isLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = strings.Trim(hostport, "[]")
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // requestSession returns the session a GET or DELETE names in its Mcp-Session-Id header,
 // or answers 400 (no header) or 404 (no such session) and returns nil.
 func (b *Bridge) requestSession(w http.ResponseWriter, r *http.Request) *session {
-	id := r.Header.Get(sessionIDHeader)
+	id := r.Header.Get(mcphttp.SessionIDHeader)
 	if id == "" {
 		http.Error(w, "Bad Request: "+r.Method+" requires an Mcp-Session-Id header", http.StatusBadRequest)
 		return nil
 	}
 	s, why := b.lookup(id)
 	if s == nil {
-		http.Error(w, notFound(why), http.StatusNotFound)
+		mcphttp.NotFound(w, why)
 		return nil
 	}
 	return s

@@ -141,10 +141,19 @@ func (s *session) open(transport Transport) (*live, *Error) {
 		}
 	}
 	client := mcp.NewClient(s.pool.impl, &mcp.ClientOptions{
-		Capabilities:               &mcp.ClientCapabilities{},
-		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { notify() },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { notify() },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { notify() },
+		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			notify()
+			s.notifyUpstreams("notifications/tools/list_changed")
+		},
+		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
+			notify()
+			s.notifyUpstreams("notifications/prompts/list_changed")
+		},
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			notify()
+			s.notifyUpstreams("notifications/resources/list_changed")
+		},
 	})
 	var t mcp.Transport
 	switch transport {

@@ -44,6 +44,10 @@ type session struct {
 	// settleWatched says Pool.Settled handed it out.
 	settledCh     chan struct{}
 	settleWatched atomic.Bool
+
+	// upstreams are the gateway's sessions with the server built from this config.
+	upstreamsMu sync.Mutex
+	upstreams   map[*Upstream]struct{}
 }
 
 func newSession(p *Pool, key Key, cfg Config) *session {
@@ -130,6 +134,7 @@ func (s *session) setEgress(d EgressDecider) {
 		return
 	}
 	s.stack.setDecider(d)
+	s.eachUpstream(func(u *Upstream) { u.judge(d) })
 	select {
 	case s.recheck <- struct{}{}:
 	default:
@@ -137,7 +142,14 @@ func (s *session) setEgress(d EgressDecider) {
 }
 
 // close stops the session; it returns at once and the goroutine winds down on its own.
-func (s *session) close() { s.cancel() }
+// Its gateway sessions end with it: they were built from a config that is no longer
+// wanted.
+func (s *session) close() {
+	s.upstreamsMu.Lock()
+	s.cancel()
+	s.upstreamsMu.Unlock()
+	s.endUpstreams("the server's configuration changed or the server was removed")
+}
 
 // run is the session's life: connect, serve until the session breaks, back off,
 // reconnect; until the pool closes it.

@@ -378,6 +378,12 @@ func (s *httpStack) issuedByLocked(id string, u *url.URL) bool {
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := t.stack
 	out := req.Clone(req.Context())
+	if out.Header.Get(protocolVersionHeader) == "" {
+		// A gateway Upstream's raw connection: go-sdk leaves the header to mcp.Client.
+		if v := protocolVersionOf(req.Context()); v != "" {
+			out.Header.Set(protocolVersionHeader, v)
+		}
+	}
 	if egress.SameOrigin(req.URL, s.endpoint) {
 		for _, h := range s.headers {
 			out.Header.Set(h.Name, h.Value)

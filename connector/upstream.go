@@ -1,0 +1,434 @@
+package connector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Errors of OpenUpstream besides a classified *Error.
+var (
+	// ErrUnknownServer means the pool holds no session for the key.
+	ErrUnknownServer = errors.New("no such server")
+	// ErrNotConnected means the server has not completed a session yet, so its transport
+	// is not known.
+	ErrNotConnected = errors.New("server is not connected")
+)
+
+// Upstream is a session of the gateway's own with one server: a raw go-sdk client
+// connection that carries whatever messages its owner writes, one MCP session of the
+// server per Upstream. It is built from the very Config the pool's own session holds,
+// over an HTTP stack of its own (the same header injection, CA bundle, egress decider,
+// redirect policy and limits), so that there is one code path that attaches credentials
+// and checks egress.
+//
+// An Upstream ends (Read fails with an *Error) when its server's config changes (a
+// rotated Secret, a new URL), when the server is removed, when a new egress decision
+// denies an address it is connected to, or when the server ends the session. Its owner
+// then ends the session it relays for; the client starts a new one, which gets the new
+// config.
+//
+// go-sdk gives a raw Streamable HTTP connection no way to open the standalone GET
+// stream (it does so only for an mcp.Client, go-sdk#657). Messages a server sends there,
+// outside any request, would be lost; list_changed notifications, which are news for
+// every session, reach an Upstream from the pool's own session instead (see inject).
+type Upstream struct {
+	key       Key
+	transport Transport
+	owner     *session
+	stack     *httpStack
+	conn      mcp.Connection
+	timeout   time.Duration
+
+	// ctx carries the negotiated protocol version to the HTTP layer; it ends with Close.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	version *negotiatedVersion
+
+	incoming chan readResult
+	injected chan jsonrpc.Message
+	failed   chan struct{}
+	failOnce sync.Once
+	failure  *Error
+
+	mu      sync.Mutex
+	initID  jsonrpc.ID
+	pending map[jsonrpc.ID]context.CancelFunc
+	closed  bool
+}
+
+type readResult struct {
+	msg jsonrpc.Message
+	err error
+}
+
+// negotiatedVersion is the protocol version an Upstream's initialize settled on, for the
+// HTTP layer to send as MCP-Protocol-Version: go-sdk sets that header itself only for a
+// connection an mcp.Client initialized.
+type negotiatedVersion struct{ v atomic.Pointer[string] }
+
+type negotiatedVersionKey struct{}
+
+// protocolVersionOf returns the negotiated version an Upstream's request context carries.
+func protocolVersionOf(ctx context.Context) string {
+	if nv, ok := ctx.Value(negotiatedVersionKey{}).(*negotiatedVersion); ok {
+		if v := nv.v.Load(); v != nil {
+			return *v
+		}
+	}
+	return ""
+}
+
+// maxInjected bounds the notifications waiting for an Upstream's reader; a reader that
+// falls behind loses list_changed news, which is repeated on the next change.
+const maxInjected = 8
+
+// OpenUpstream opens a new upstream session with the server key names, over the
+// transport the pool's own session uses. ctx bounds the opening only (for the legacy SSE
+// transport, the GET that receives the message endpoint). The caller writes the client's
+// initialize request first and must Close the Upstream.
+func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
+	p.mu.Lock()
+	var s *session
+	if e := p.servers[key]; e != nil {
+		s = e.current
+	}
+	p.mu.Unlock()
+	if s == nil {
+		return nil, ErrUnknownServer
+	}
+	if s.setupErr != nil {
+		return nil, s.setupErr
+	}
+	snap := s.snapshot()
+	if snap.Transport == "" {
+		return nil, ErrNotConnected
+	}
+	stack, err := newHTTPStack(s.cfg, s.endpoint)
+	if err != nil {
+		return nil, classify(err, nil)
+	}
+	stack.setDecider(s.stack.egress())
+
+	u := &Upstream{
+		key:       key,
+		transport: snap.Transport,
+		owner:     s,
+		stack:     stack,
+		timeout:   s.cfg.Timeout,
+		version:   &negotiatedVersion{},
+		incoming:  make(chan readResult),
+		injected:  make(chan jsonrpc.Message, maxInjected),
+		failed:    make(chan struct{}),
+		pending:   make(map[jsonrpc.ID]context.CancelFunc),
+	}
+	u.ctx, u.cancel = context.WithCancel(context.WithValue(p.ctx, negotiatedVersionKey{}, u.version))
+	if !s.addUpstream(u) {
+		u.cancel()
+		return nil, ErrUnknownServer
+	}
+
+	var t mcp.Transport
+	switch snap.Transport {
+	case TransportSSE:
+		t = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: stack.client, MaxEventSize: s.cfg.Limits.MaxEventBytes}
+	default:
+		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: stack.client,
+			MaxEventSize: s.cfg.Limits.MaxEventBytes, MaxRetries: -1}
+	}
+	// The legacy SSE transport's stream lives on the context given to Connect: the
+	// Upstream's, with the caller's bound applied to the opening only.
+	connectCtx, stop := context.WithCancel(u.ctx)
+	unbind := context.AfterFunc(ctx, stop)
+	u.conn, err = t.Connect(connectCtx)
+	if !unbind() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		stop()
+		e := s.red.scrubError(classify(err, stack.obs.last()))
+		u.Close()
+		return nil, e
+	}
+	go u.readLoop()
+	return u, nil
+}
+
+// Transport is the transport the Upstream speaks to the server.
+func (u *Upstream) Transport() Transport { return u.transport }
+
+// Key names the Upstream's server.
+func (u *Upstream) Key() Key { return u.key }
+
+// readLoop moves what the connection reads to Read, so that Read can also deliver
+// injected notifications and an ending.
+func (u *Upstream) readLoop() {
+	for {
+		msg, err := u.conn.Read(u.ctx)
+		select {
+		case u.incoming <- readResult{msg, err}:
+		case <-u.failed:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Read implements mcp.Connection. Its errors are *Error values, classified and scrubbed
+// of the config's secrets like the pool's own.
+func (u *Upstream) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-u.failed:
+		return nil, u.failure
+	default:
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-u.failed:
+		return nil, u.failure
+	case msg := <-u.injected:
+		return msg, nil
+	case r := <-u.incoming:
+		if r.err != nil {
+			return nil, u.fail(u.classify(r.err))
+		}
+		if resp, ok := r.msg.(*jsonrpc.Response); ok {
+			u.answered(resp)
+		}
+		return r.msg, nil
+	}
+}
+
+// Write implements mcp.Connection. A call's HTTP exchange lives until its answer has been
+// read; anything else's ends when Write returns. Getting the server to start answering is
+// bounded by the server's timeout; a call's answer may then stream for as long as the
+// server takes (the client cancels it with notifications/cancelled).
+func (u *Upstream) Write(_ context.Context, msg jsonrpc.Message) error {
+	select {
+	case <-u.failed:
+		return u.failure
+	default:
+	}
+	ctx, cancel := context.WithCancel(u.ctx)
+	req, isRequest := msg.(*jsonrpc.Request)
+	call := isRequest && req.IsCall()
+	if call {
+		u.mu.Lock()
+		if req.Method == "initialize" {
+			u.initID = req.ID
+		}
+		u.pending[req.ID] = cancel
+		u.mu.Unlock()
+	}
+	timer := time.AfterFunc(u.timeout, cancel)
+	err := u.conn.Write(ctx, msg)
+	timedOut := !timer.Stop()
+	if !call || err != nil {
+		u.forget(req, call)
+		cancel()
+	}
+	if isRequest && req.Method == "notifications/cancelled" {
+		u.cancelled(req)
+	}
+	if err != nil {
+		if timedOut {
+			return newError(ReasonTimeout, "server did not start answering within %s", u.timeout)
+		}
+		return u.owner.red.scrubError(u.classify(err))
+	}
+	return nil
+}
+
+// forget drops a call's bookkeeping after its Write failed.
+func (u *Upstream) forget(req *jsonrpc.Request, call bool) {
+	if !call {
+		return
+	}
+	u.mu.Lock()
+	delete(u.pending, req.ID)
+	u.mu.Unlock()
+}
+
+// answered ends the HTTP exchange of the call resp answers and, for initialize, notes
+// the protocol version the server chose.
+func (u *Upstream) answered(resp *jsonrpc.Response) {
+	u.mu.Lock()
+	cancel := u.pending[resp.ID]
+	delete(u.pending, resp.ID)
+	isInit := u.initID.IsValid() && resp.ID == u.initID
+	u.mu.Unlock()
+	if cancel != nil {
+		// The answer has been read off the stream: nothing more of it is owed.
+		defer cancel()
+	}
+	if isInit && resp.Error == nil {
+		var res struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		if json.Unmarshal(resp.Result, &res) == nil && res.ProtocolVersion != "" {
+			u.version.v.Store(&res.ProtocolVersion)
+		}
+	}
+}
+
+// cancelled ends the HTTP exchange of a call the client cancelled, once the cancellation
+// has been sent on: the server will not answer it.
+func (u *Upstream) cancelled(req *jsonrpc.Request) {
+	var params struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(req.Params, &params) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(params.RequestID)
+	if err != nil {
+		return
+	}
+	u.mu.Lock()
+	cancel := u.pending[id]
+	delete(u.pending, id)
+	u.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// inject hands the Upstream's reader a notification from the pool's own session.
+func (u *Upstream) inject(msg jsonrpc.Message) {
+	select {
+	case u.injected <- msg:
+	default:
+	}
+}
+
+func (u *Upstream) classify(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
+		return &Error{Reason: ReasonSessionEnded, Message: "server ended the session", Transient: true}
+	}
+	return classify(err, u.stack.obs.last())
+}
+
+// fail ends the Upstream for e; the first reason sticks. It returns the reason.
+func (u *Upstream) fail(e *Error) *Error {
+	u.failOnce.Do(func() {
+		u.failure = u.owner.red.scrubError(e)
+		close(u.failed)
+	})
+	return u.failure
+}
+
+// Close implements mcp.Connection: it ends the server's session (go-sdk sends DELETE for
+// a Streamable HTTP session) and every exchange still open.
+func (u *Upstream) Close() error {
+	u.mu.Lock()
+	if u.closed {
+		u.mu.Unlock()
+		return nil
+	}
+	u.closed = true
+	u.mu.Unlock()
+	u.fail(&Error{Reason: ReasonSessionEnded, Message: "upstream session closed"})
+	var err error
+	if u.conn != nil {
+		err = u.conn.Close()
+	}
+	u.cancel()
+	u.stack.close()
+	u.owner.removeUpstream(u)
+	return err
+}
+
+// SessionID implements mcp.Connection: the server's session id, which is a bearer
+// secret of the server's session and must not be logged.
+func (u *Upstream) SessionID() string {
+	if u.conn == nil {
+		return ""
+	}
+	return u.conn.SessionID()
+}
+
+// end closes the Upstream for reason: its owner's config changed, the server went away or
+// the egress decision no longer allows it.
+func (u *Upstream) end(reason *Error) {
+	u.fail(reason)
+	go func() { _ = u.Close() }()
+}
+
+// judge ends the Upstream when the current decider denies an address it connected to.
+func (u *Upstream) judge(d EgressDecider) {
+	u.stack.setDecider(d)
+	for _, dest := range u.stack.obs.destinations() {
+		if e := u.stack.judgeDial(dest); e != nil {
+			u.end(e)
+			return
+		}
+	}
+}
+
+// addUpstream registers u with its session; false once the session is closed.
+func (s *session) addUpstream(u *Upstream) bool {
+	s.upstreamsMu.Lock()
+	defer s.upstreamsMu.Unlock()
+	if s.ctx.Err() != nil {
+		return false
+	}
+	if s.upstreams == nil {
+		s.upstreams = make(map[*Upstream]struct{})
+	}
+	s.upstreams[u] = struct{}{}
+	return true
+}
+
+func (s *session) removeUpstream(u *Upstream) {
+	s.upstreamsMu.Lock()
+	defer s.upstreamsMu.Unlock()
+	delete(s.upstreams, u)
+}
+
+// eachUpstream calls f for every open Upstream of the session.
+func (s *session) eachUpstream(f func(*Upstream)) {
+	s.upstreamsMu.Lock()
+	list := make([]*Upstream, 0, len(s.upstreams))
+	for u := range s.upstreams {
+		list = append(list, u)
+	}
+	s.upstreamsMu.Unlock()
+	for _, u := range list {
+		f(u)
+	}
+}
+
+// endUpstreams ends every Upstream of a session that is closing.
+func (s *session) endUpstreams(why string) {
+	s.eachUpstream(func(u *Upstream) {
+		u.end(&Error{Reason: ReasonSessionEnded, Message: why, Transient: true})
+	})
+}
+
+// notifyUpstreams passes a list_changed notification the pool's own session received on
+// to every Upstream of the session.
+func (s *session) notifyUpstreams(method string) {
+	s.eachUpstream(func(u *Upstream) {
+		if u.transport == TransportSSE {
+			return // its own stream carries the server's notifications
+		}
+		u.inject(&jsonrpc.Request{Method: method, Params: json.RawMessage("{}")})
+	})
+}
+
+// String names the Upstream in logs: server and transport, never a session id.
+func (u *Upstream) String() string { return fmt.Sprintf("%s (%s)", u.key, u.transport) }

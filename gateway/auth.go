@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/connector"
+)
+
+// UseVerb is the verb a caller needs on an MCPServer to call it through the gateway.
+// Kubernetes RBAC accepts any verb in a Role, so a rule with resourceNames grants exactly
+// the servers it names.
+const UseVerb = "use"
+
+// Authenticator tells who a request's bearer token belongs to. The manager passes the
+// catalogue's, so that every agent-facing endpoint shares one token cache and one review
+// budget. Its errors are catalog.ErrUnauthenticated (401), catalog.ErrTooManyReviews
+// (429) or a failed review (503).
+type Authenticator interface {
+	AuthenticateRequest(ctx context.Context, r *http.Request) (*catalog.Identity, error)
+}
+
+// anonymous is the caller of every request when authentication is off.
+var anonymous = &catalog.Identity{User: authenticationv1.UserInfo{Username: "system:anonymous"}, Key: "anonymous"}
+
+// accessReviewer answers "may this caller use this server?" with SubjectAccessReview,
+// caching each answer for at most ttl.
+type accessReviewer struct {
+	reviews authorizationv1client.SubjectAccessReviewInterface
+	ttl     time.Duration
+	timeout time.Duration
+	cache   *cache.LRUExpireCache // caller key + server -> bool
+}
+
+// allowed reports whether caller may use the server key names.
+func (a *accessReviewer) allowed(ctx context.Context, caller *catalog.Identity, key connector.Key) (bool, error) {
+	cacheKey := caller.Key + "/" + key.Namespace + "/" + key.Name
+	if v, ok := a.cache.Get(cacheKey); ok {
+		allowed, _ := v.(bool)
+		return allowed, nil
+	}
+	extra := make(map[string]authorizationv1.ExtraValue, len(caller.User.Extra))
+	for k, v := range caller.User.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	review, err := a.reviews.Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   caller.User.Username,
+			UID:    caller.User.UID,
+			Groups: caller.User.Groups,
+			Extra:  extra,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: key.Namespace,
+				Verb:      UseVerb,
+				Group:     mcpv1alpha1.GroupVersion.Group,
+				Resource:  "mcpservers",
+				Name:      key.Name,
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("reviewing access to MCPServer %s: %w", key, err)
+	}
+	ok := review.Status.Allowed && !review.Status.Denied
+	a.cache.Add(cacheKey, ok, a.ttl)
+	return ok, nil
+}

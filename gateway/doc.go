@@ -1,0 +1,26 @@
+// Package gateway is the agent-facing side of Switchboard: one Streamable HTTP MCP
+// endpoint per MCPServer, at /mcp/namespaces/{namespace}/servers/{name} on the
+// catalogue's address, through which agents call a server's tools with nothing but their
+// own Kubernetes token.
+//
+// The package owns:
+//   - the endpoint: go-sdk's StreamableServerTransport per client session, behind the
+//     front-door checks of internal/mcphttp;
+//   - who may call: the caller's bearer token (the catalogue's Authenticator, TokenReview)
+//     and a SubjectAccessReview for verb "use" on the MCPServer by name, cached briefly;
+//   - the relay: each client session gets an upstream session of its own from the
+//     connector (connector.Pool.OpenUpstream) and relay.Relay moves every message between
+//     them; policy is the relay's hook: spec.tools filters tools/list answers and refuses
+//     filtered tools/call requests, spec.tools.pinnedDigest refuses every tools/call while
+//     the published tools differ from it;
+//   - limits: sessions per replica and per server, requests per second per caller and
+//     server, message size, calls in flight per session, idle sessions;
+//   - the audit log (one line per session start and end and per tools/call) and the
+//     gateway's metrics.
+//
+// It must not: build HTTP clients, attach credentials or judge egress (the connector does,
+// in one place, for the operator's sessions and the gateway's alike); forward anything
+// of the caller's request but its JSON-RPC messages (never its Authorization header or
+// cookies: the MCP specification forbids token passthrough); frame JSON-RPC or Streamable
+// HTTP itself; or log arguments, results, header values, tokens or query strings.
+package gateway

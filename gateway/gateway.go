@@ -1,0 +1,520 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/util/cache"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+)
+
+// PathPrefix is where the gateway's endpoints live; one server's is
+// PathPrefix + "{namespace}/servers/{name}".
+const PathPrefix = "/mcp/namespaces/"
+
+// ServerPath is the gateway path of one MCPServer.
+func ServerPath(namespace, name string) string {
+	return PathPrefix + namespace + "/servers/" + name
+}
+
+// Defaults of Options fields left zero.
+const (
+	DefaultMaxSessions     = 2048
+	DefaultIdleTimeout     = 10 * time.Minute
+	DefaultMaxMessageBytes = 4 << 20
+	DefaultMaxPendingCalls = 64
+	DefaultAccessTTL       = 10 * time.Second
+	DefaultConnectTimeout  = 10 * time.Second
+)
+
+// bodyReadTimeout bounds reading a POST body once its headers are in: a client that
+// trickles its body holds no session.
+const bodyReadTimeout = 30 * time.Second
+
+// JSON-RPC error codes of the gateway's own answers.
+const (
+	// codeRefused answers a call the gateway's policy refuses (a filtered tool is unknown
+	// to the caller, as the MCP specification answers an unknown tool).
+	codeRefused = jsonrpc.CodeInvalidParams
+	// codeUnavailable answers a call the gateway cannot relay: the server is not Ready,
+	// a session limit is reached, or the upstream failed.
+	codeUnavailable = jsonrpc.CodeInternalError
+)
+
+// Options configure a Gateway. Zero fields take the defaults named.
+type Options struct {
+	// Pool is the connector pool whose sessions the gateway's upstreams are built from.
+	Pool *connector.Pool
+	// Authenticator authenticates callers. Nil turns authentication and authorization
+	// off (--catalog-auth=none, for switchboard dev only): every caller may use every
+	// server.
+	Authenticator Authenticator
+	// Access reviews a caller's use of a server; required with an Authenticator.
+	Access authorizationv1client.SubjectAccessReviewInterface
+	// AccessTTL is how long an access answer is cached. Zero means 10s.
+	AccessTTL time.Duration
+	// MaxSessions bounds the open sessions of this replica. Zero means 2048.
+	MaxSessions int
+	// IdleTimeout ends a session that saw no request for this long. Zero means 10m.
+	IdleTimeout time.Duration
+	// MaxMessageBytes bounds one message a client sends. Zero means 4 MiB.
+	MaxMessageBytes int
+	// MaxPendingCalls bounds the calls one session may have waiting for the server.
+	// Zero means 64.
+	MaxPendingCalls int
+	// ConnectTimeout bounds opening an upstream session. Zero means 10s.
+	ConnectTimeout time.Duration
+	// Registerer receives the gateway's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Logger logs the gateway's operation; Audit gets one line per session start and end
+	// and per tool call. The zero Logger discards.
+	Logger, Audit logr.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.Pool == nil {
+		return errors.New("gateway: a connector pool is required")
+	}
+	if o.Authenticator != nil && o.Access == nil {
+		return errors.New("gateway: authentication needs a SubjectAccessReview client")
+	}
+	if o.AccessTTL <= 0 {
+		o.AccessTTL = DefaultAccessTTL
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.MaxPendingCalls <= 0 {
+		o.MaxPendingCalls = DefaultMaxPendingCalls
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	return nil
+}
+
+// Gateway serves one Streamable HTTP MCP endpoint per MCPServer and relays each client
+// session to an upstream session of its own. Create it with New, feed it MCPServer
+// objects (EventHandler on the manager's informer, or Update and Delete), and serve
+// Handler.
+type Gateway struct {
+	opts    Options
+	log     logr.Logger
+	audit   logr.Logger
+	metrics *metrics
+	access  *accessReviewer
+	mux     *http.ServeMux
+
+	// limiters holds each caller's rate limiter per server.
+	limiters *cache.LRUExpireCache
+
+	mu       sync.RWMutex
+	servers  map[connector.Key]*server
+	sessions map[string]*session
+	counts   map[connector.Key]int
+	seq      uint64
+}
+
+// New returns a Gateway.
+func New(opts Options) (*Gateway, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		opts:     opts,
+		log:      opts.Logger,
+		audit:    opts.Audit,
+		metrics:  m,
+		limiters: cache.NewLRUExpireCache(16384),
+		servers:  make(map[connector.Key]*server),
+		sessions: make(map[string]*session),
+		counts:   make(map[connector.Key]int),
+	}
+	if opts.Authenticator != nil {
+		g.access = &accessReviewer{reviews: opts.Access, ttl: opts.AccessTTL, timeout: 5 * time.Second,
+			cache: cache.NewLRUExpireCache(16384)}
+	}
+	g.mux = http.NewServeMux()
+	g.mux.HandleFunc(PathPrefix+"{namespace}/servers/{name}", g.serveServer)
+	return g, nil
+}
+
+// Handler returns the gateway's HTTP handler, for the catalogue's server to mount at
+// PathPrefix.
+func (g *Gateway) Handler() http.Handler { return g.mux }
+
+// Update records the latest state of an MCPServer.
+func (g *Gateway) Update(obj *mcpv1alpha1.MCPServer) {
+	s := serverOf(obj)
+	g.mu.Lock()
+	g.servers[connector.Key{Namespace: obj.Namespace, Name: obj.Name}] = s
+	g.mu.Unlock()
+}
+
+// Delete forgets an MCPServer and ends its sessions.
+func (g *Gateway) Delete(key connector.Key) {
+	g.mu.Lock()
+	delete(g.servers, key)
+	var ending []*session
+	for _, s := range g.sessions {
+		if s != nil && s.key == key {
+			ending = append(ending, s)
+		}
+	}
+	g.mu.Unlock()
+	for _, s := range ending {
+		s.end(errServerDeleted)
+	}
+	g.metrics.forget(key)
+}
+
+// EventHandler keeps the gateway's picture of MCPServers in step with an informer.
+func (g *Gateway) EventHandler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if o, ok := obj.(*mcpv1alpha1.MCPServer); ok {
+				g.Update(o)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if o, ok := obj.(*mcpv1alpha1.MCPServer); ok {
+				g.Update(o)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if o, ok := obj.(*mcpv1alpha1.MCPServer); ok {
+				g.Delete(connector.Key{Namespace: o.Namespace, Name: o.Name})
+			}
+		},
+	}
+}
+
+// server returns the gateway's picture of key, or nil.
+func (g *Gateway) server(key connector.Key) *server {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.servers[key]
+}
+
+// Sessions returns the number of open sessions.
+func (g *Gateway) Sessions() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return len(g.sessions)
+}
+
+// Close ends every session.
+func (g *Gateway) Close() {
+	g.mu.Lock()
+	ending := make([]*session, 0, len(g.sessions))
+	for _, s := range g.sessions {
+		if s != nil { // nil holds the slot of a session still opening
+			ending = append(ending, s)
+		}
+	}
+	g.mu.Unlock()
+	for _, s := range ending {
+		s.end(errShuttingDown)
+	}
+}
+
+// Reasons a session ends besides its upstream's failure.
+var (
+	errServerDeleted = errors.New("the MCPServer was deleted")
+	errShuttingDown  = errors.New("the gateway is shutting down")
+	errIdle          = errors.New("session idle timeout")
+	errClientEnded   = errors.New("client ended the session")
+	errAccessRevoked = errors.New("the caller may no longer use this server")
+	errNotReady      = errors.New("session was not initialized")
+)
+
+// serveServer is the endpoint of one server: authenticate, authorize, limit, then relay.
+func (g *Gateway) serveServer(w http.ResponseWriter, r *http.Request) {
+	if !mcphttp.HostAllowed(w, r) {
+		return
+	}
+	key := connector.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	caller, ok := g.authorize(w, r, key)
+	if !ok {
+		return
+	}
+	srv := g.server(key)
+	if srv == nil {
+		g.refuse(w, http.StatusNotFound, fmt.Sprintf("MCPServer %s not found", key))
+		return
+	}
+	if !g.admitRate(w, caller, srv, key) {
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		g.servePOST(w, r, key, caller, srv)
+	case http.MethodGet:
+		if !mcphttp.CheckGET(w, r) {
+			return
+		}
+		if s := g.requestSession(w, r, key, caller); s != nil && s.beginRequest() {
+			defer s.endRequest()
+			s.transport.ServeHTTP(w, r)
+		}
+	case http.MethodDelete:
+		if s := g.requestSession(w, r, key, caller); s != nil {
+			s.end(errClientEnded)
+			w.WriteHeader(http.StatusNoContent)
+		}
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// authorize authenticates the caller and checks that it may use the server, answering
+// 401, 403, 429 or 503 when not.
+func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connector.Key) (*catalog.Identity, bool) {
+	if g.opts.Authenticator == nil {
+		return anonymous, true
+	}
+	caller, err := g.opts.Authenticator.AuthenticateRequest(r.Context(), r)
+	switch {
+	case errors.Is(err, catalog.ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+		g.refuse(w, http.StatusUnauthorized, err.Error())
+		return nil, false
+	case errors.Is(err, catalog.ErrTooManyReviews):
+		w.Header().Set("Retry-After", strconv.Itoa(int(catalog.ReviewRetryAfter.Seconds())))
+		g.refuse(w, http.StatusTooManyRequests, err.Error())
+		return nil, false
+	case err != nil:
+		g.log.Error(err, "Could not authenticate a caller")
+		g.refuse(w, http.StatusServiceUnavailable, "could not authenticate the caller; retry shortly")
+		return nil, false
+	}
+	allowed, err := g.access.allowed(r.Context(), caller, key)
+	if err != nil {
+		g.log.Error(err, "Could not review a caller's access", "server", key.String())
+		g.refuse(w, http.StatusServiceUnavailable, "could not review the caller's access; retry shortly")
+		return nil, false
+	}
+	if !allowed {
+		if id := r.Header.Get(mcphttp.SessionIDHeader); id != "" {
+			if s := g.lookup(id); s != nil && s.key == key && s.caller.Key == caller.Key {
+				s.end(errAccessRevoked)
+			}
+		}
+		g.refuse(w, http.StatusForbidden, fmt.Sprintf("%s may not use MCPServer %s (it needs verb %q on mcpservers.%s %q in namespace %q)",
+			caller.User.Username, key, UseVerb, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace))
+		return nil, false
+	}
+	return caller, true
+}
+
+// refuse answers an HTTP request the gateway will not relay, in plain text.
+func (g *Gateway) refuse(w http.ResponseWriter, code int, message string) {
+	g.metrics.refused.WithLabelValues(strconv.Itoa(code)).Inc()
+	http.Error(w, message, code)
+}
+
+// admitRate applies spec.gateway.requestsPerSecond to the caller's requests to the
+// server, answering 429 with Retry-After beyond it.
+func (g *Gateway) admitRate(w http.ResponseWriter, caller *catalog.Identity, srv *server, key connector.Key) bool {
+	if srv.requestsPerSecond <= 0 {
+		return true
+	}
+	limiterKey := caller.Key + "/" + key.String()
+	var lim *rate.Limiter
+	if v, ok := g.limiters.Get(limiterKey); ok {
+		lim, _ = v.(*rate.Limiter)
+	}
+	if lim == nil || lim.Limit() != rate.Limit(srv.requestsPerSecond) {
+		lim = rate.NewLimiter(rate.Limit(srv.requestsPerSecond), srv.requestsPerSecond)
+	}
+	// Kept for a minute after the last request: long enough to carry the rate, short
+	// enough that idle callers cost nothing.
+	g.limiters.Add(limiterKey, lim, time.Minute)
+	res := lim.Reserve()
+	if delay := res.Delay(); delay > 0 {
+		res.Cancel()
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(delay.Seconds()))))
+		g.refuse(w, http.StatusTooManyRequests, fmt.Sprintf("more than %d requests per second to MCPServer %s (spec.gateway.requestsPerSecond)", srv.requestsPerSecond, key))
+		return false
+	}
+	return true
+}
+
+// servePOST relays a message to its session, or starts a session for an initialize
+// request without a session id.
+func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity, srv *server) {
+	if !mcphttp.CheckPOST(w, r) {
+		return
+	}
+	body, ok := mcphttp.ReadBody(w, r, int64(g.opts.MaxMessageBytes), bodyReadTimeout)
+	if !ok {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if r.Header.Get(mcphttp.SessionIDHeader) != "" {
+		if s := g.requestSession(w, r, key, caller); s != nil && s.beginRequest() {
+			defer s.endRequest()
+			s.transport.ServeHTTP(w, r)
+		}
+		return
+	}
+
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		http.Error(w, "malformed JSON-RPC message: a session starts with one initialize request", http.StatusBadRequest)
+		return
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.Method != "initialize" {
+		mcphttp.RefuseSessionless(w, msg)
+		return
+	}
+	if !srv.ready {
+		g.metrics.refused.WithLabelValues(strconv.Itoa(http.StatusServiceUnavailable)).Inc()
+		w.Header().Set("Retry-After", "5")
+		mcphttp.WriteError(w, http.StatusServiceUnavailable, req.ID, codeUnavailable,
+			fmt.Sprintf("MCPServer %s is not Ready (%s): %s", key, srv.reason, srv.message))
+		return
+	}
+	s, status, err := g.startSession(r.Context(), key, caller, srv)
+	if err != nil {
+		g.metrics.refused.WithLabelValues(strconv.Itoa(status)).Inc()
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		mcphttp.WriteError(w, status, req.ID, codeUnavailable, err.Error())
+		return
+	}
+	if !s.beginRequest() {
+		mcphttp.NotFound(w, "")
+		return
+	}
+	s.transport.ServeHTTP(w, r)
+	s.endRequest()
+	if !s.isInitialized() {
+		// The client went away, or the server refused initialize: nobody can use it.
+		s.end(errNotReady)
+	}
+}
+
+// requestSession returns the session a request names, or answers 400 (no id) or 404
+// (no such session, or one of another server or caller) and returns nil.
+func (g *Gateway) requestSession(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity) *session {
+	id := r.Header.Get(mcphttp.SessionIDHeader)
+	if id == "" {
+		http.Error(w, "Bad Request: "+r.Method+" requires an Mcp-Session-Id header", http.StatusBadRequest)
+		return nil
+	}
+	s := g.lookup(id)
+	if s == nil || s.key != key || s.caller.Key != caller.Key {
+		// Another caller's session id is no capability: its owner's identity is part
+		// of the session.
+		mcphttp.NotFound(w, "")
+		return nil
+	}
+	return s
+}
+
+func (g *Gateway) lookup(id string) *session {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.sessions[id]
+}
+
+// startSession reserves a session slot (the replica's and the server's), opens an
+// upstream session and starts relaying. The status is the HTTP status to answer an
+// error with.
+func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *catalog.Identity, srv *server) (*session, int, error) {
+	g.mu.Lock()
+	switch {
+	case len(g.sessions) >= g.opts.MaxSessions:
+		g.mu.Unlock()
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("the gateway holds its maximum of %d sessions (--gateway-max-sessions); retry later", g.opts.MaxSessions)
+	case srv.maxSessions > 0 && g.counts[key] >= srv.maxSessions:
+		g.mu.Unlock()
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("MCPServer %s holds its maximum of %d gateway sessions (spec.gateway.maxSessions); retry later", key, srv.maxSessions)
+	}
+	id := rand.Text()
+	g.seq++
+	seq := g.seq
+	// The slot is held under a placeholder while the upstream opens, without the lock.
+	g.sessions[id] = nil
+	g.counts[key]++
+	g.mu.Unlock()
+
+	release := func() {
+		g.mu.Lock()
+		delete(g.sessions, id)
+		g.counts[key]--
+		if g.counts[key] == 0 {
+			delete(g.counts, key)
+		}
+		g.mu.Unlock()
+	}
+	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ConnectTimeout)
+	defer cancel()
+	up, err := g.opts.Pool.OpenUpstream(openCtx, key)
+	if err != nil {
+		release()
+		return nil, http.StatusBadGateway, fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)
+	}
+	s, err := newSession(g, id, seq, key, caller, up)
+	if err != nil {
+		_ = up.Close()
+		release()
+		return nil, http.StatusInternalServerError, err
+	}
+	g.mu.Lock()
+	g.sessions[id] = s
+	g.mu.Unlock()
+	g.metrics.sessionOpened(key)
+	s.start()
+	return s, 0, nil
+}
+
+// forget removes an ended session and gives its slots back.
+func (g *Gateway) forget(s *session) {
+	g.mu.Lock()
+	if g.sessions[s.id] == s {
+		delete(g.sessions, s.id)
+		g.counts[s.key]--
+		if g.counts[s.key] == 0 {
+			delete(g.counts, s.key)
+		}
+	}
+	g.mu.Unlock()
+	g.metrics.sessionClosed(s.key)
+}

@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"fmt"
+	"path"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+)
+
+// server is what the gateway knows of one MCPServer: whether it may be called, and the
+// tool policy its spec sets. It is built from the informer's object and replaced whole
+// on every change, so that a session reads a consistent picture without locking.
+type server struct {
+	namespace, name string
+
+	// ready is the Ready condition; reason and message say why it is not True.
+	ready           bool
+	reason, message string
+
+	allow, deny []string
+	// pinned is spec.tools.pinnedDigest; digest is status.toolsDigest.
+	pinned, digest string
+
+	// maxSessions and requestsPerSecond are spec.gateway's limits; zero means none.
+	maxSessions       int
+	requestsPerSecond int
+}
+
+// serverOf builds the gateway's picture of obj.
+func serverOf(obj *mcpv1alpha1.MCPServer) *server {
+	s := &server{
+		namespace: obj.Namespace,
+		name:      obj.Name,
+		reason:    "Unknown",
+		message:   "the server has not reported its status yet",
+		digest:    obj.Status.ToolsDigest,
+	}
+	if c := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionReady); c != nil {
+		s.ready = c.Status == "True" && c.ObservedGeneration == obj.Generation
+		s.reason, s.message = c.Reason, c.Message
+		if c.Status == "True" && !s.ready {
+			s.reason, s.message = mcpv1alpha1.ReasonProgressing, "the server's latest spec has not been reconciled yet"
+		}
+	}
+	if t := obj.Spec.Tools; t != nil {
+		s.allow, s.deny = t.Allow, t.Deny
+		s.pinned = t.PinnedDigest
+	}
+	if g := obj.Spec.Gateway; g != nil {
+		s.maxSessions = int(g.MaxSessions)
+		s.requestsPerSecond = int(g.RequestsPerSecond)
+	}
+	if obj.Spec.Suspend {
+		s.ready, s.reason, s.message = false, mcpv1alpha1.ReasonSuspended, "spec.suspend is true"
+	}
+	return s
+}
+
+// toolRefusal says why a tool may not be listed or called, naming the rule; empty when
+// it may.
+func (s *server) toolRefusal(tool string) string {
+	for _, g := range s.deny {
+		if ok, _ := path.Match(g, tool); ok {
+			return fmt.Sprintf("tool %q is denied by spec.tools.deny glob %q of MCPServer %s/%s", tool, g, s.namespace, s.name)
+		}
+	}
+	if len(s.allow) == 0 {
+		return ""
+	}
+	for _, g := range s.allow {
+		if ok, _ := path.Match(g, tool); ok {
+			return ""
+		}
+	}
+	return fmt.Sprintf("tool %q matches no spec.tools.allow glob of MCPServer %s/%s", tool, s.namespace, s.name)
+}
+
+// pinRefusal says why no tool of the server may be called while its published tools
+// differ from the pinned digest; empty when none is pinned or they match.
+func (s *server) pinRefusal() string {
+	if s.pinned == "" || s.pinned == s.digest {
+		return ""
+	}
+	return fmt.Sprintf("the tools of MCPServer %s/%s changed since they were pinned (spec.tools.pinnedDigest %s, published %s): "+
+		"tool calls are refused until someone reviews the tools and pins the new digest", s.namespace, s.name, s.pinned, orNone(s.digest))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

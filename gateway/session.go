@@ -1,0 +1,370 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/relay"
+)
+
+// errorLinger is how long the client side of a session stays open after the session
+// ended for a reason the client did not choose, so that its calls learn that reason.
+const errorLinger = 250 * time.Millisecond
+
+// maxAuditText bounds what the audit log quotes of a client-chosen string (a tool name,
+// a request id).
+const maxAuditText = 128
+
+// session is one client session: a go-sdk Streamable HTTP server transport facing the
+// client, an upstream session the connector built facing the server, and a relay.Relay
+// between them whose hook enforces the server's tool policy and writes the audit log.
+type session struct {
+	g        *Gateway
+	id       string // Mcp-Session-Id; a bearer secret, never logged
+	seq      uint64 // names the session in logs
+	key      connector.Key
+	caller   *catalog.Identity
+	audit    logr.Logger
+	started  time.Time
+	upstream *connector.Upstream
+
+	transport *mcp.StreamableServerTransport
+	client    mcp.Connection
+
+	mu          sync.Mutex
+	calls       map[jsonrpc.ID]*call // client calls the server has not answered
+	initID      jsonrpc.ID
+	initialized bool
+	ending      bool
+	reason      error
+	requests    int
+	idle        *time.Timer
+}
+
+// call is a client call on its way to the server.
+type call struct {
+	method string
+	tool   string // for tools/call
+	start  time.Time
+}
+
+func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *catalog.Identity, up *connector.Upstream) (*session, error) {
+	s := &session{
+		g:         g,
+		id:        id,
+		seq:       seq,
+		key:       key,
+		caller:    caller,
+		started:   time.Now(),
+		upstream:  up,
+		transport: &mcp.StreamableServerTransport{SessionID: id},
+		calls:     make(map[jsonrpc.ID]*call),
+	}
+	s.audit = g.audit.WithValues("caller", caller.User.Username, "namespace", key.Namespace, "server", key.Name, "session", seq)
+	client, err := s.transport.Connect(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("connecting the client transport: %w", err)
+	}
+	s.client = client
+	return s, nil
+}
+
+// start begins relaying and the idle timer.
+func (s *session) start() {
+	s.mu.Lock()
+	s.idle = time.AfterFunc(s.g.opts.IdleTimeout, s.reapIfIdle)
+	s.mu.Unlock()
+	r := relay.New(s.client, s.upstream, relay.Options{
+		Hook:        s.hook,
+		WriteFailed: s.writeFailed,
+		Closed:      s.closed,
+	})
+	go r.Run(context.Background())
+	s.audit.Info("Session started", "transport", string(s.upstream.Transport()))
+}
+
+// hook is the session's policy on the relay: calls from the client are checked against
+// the server's tool policy and remembered; answers from the server settle them, are
+// filtered (tools/list) and audited (tools/call).
+func (s *session) hook(_ context.Context, from relay.Side, msg jsonrpc.Message) relay.Verdict {
+	if from == relay.Server {
+		if resp, ok := msg.(*jsonrpc.Response); ok {
+			return s.answer(resp)
+		}
+		return relay.Forward(msg)
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		return relay.Forward(msg)
+	}
+	return s.request(req)
+}
+
+// request decides a client call.
+func (s *session) request(req *jsonrpc.Request) relay.Verdict {
+	c := &call{method: req.Method, start: time.Now()}
+	if req.Method == "tools/call" {
+		var params struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(req.Params, &params)
+		c.tool = params.Name
+		if why := s.refusal(c.tool); why != "" {
+			s.g.metrics.call(s.key, c.method, outcomeDenied, time.Since(c.start))
+			s.auditCall(req.ID, c, outcomeDenied, "reason", why)
+			return relay.Answer(relay.ErrorResponse(req.ID, codeRefused, errors.New(why)))
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.ending:
+		return relay.Answer(relay.ErrorResponse(req.ID, codeUnavailable, s.reason))
+	case len(s.calls) >= s.g.opts.MaxPendingCalls:
+		return relay.Answer(relay.ErrorResponse(req.ID, codeUnavailable,
+			fmt.Errorf("more than %d calls of this session are waiting for the server", s.g.opts.MaxPendingCalls)))
+	}
+	if req.Method == "initialize" {
+		s.initID = req.ID
+	}
+	s.calls[req.ID] = c
+	return relay.Forward(req)
+}
+
+// refusal says why the tool may not be called now, or "".
+func (s *session) refusal(tool string) string {
+	srv := s.g.server(s.key)
+	if srv == nil {
+		return errServerDeleted.Error()
+	}
+	if why := srv.toolRefusal(tool); why != "" {
+		return why
+	}
+	return srv.pinRefusal()
+}
+
+// answer settles the call resp answers: tools/list answers lose the tools the server's
+// policy hides, and tools/call answers are audited.
+func (s *session) answer(resp *jsonrpc.Response) relay.Verdict {
+	c := s.settle(resp)
+	if c == nil {
+		return relay.Forward(resp)
+	}
+	outcome := outcomeOK
+	if resp.Error != nil {
+		outcome = outcomeUpstreamError
+	}
+	switch c.method {
+	case "tools/list":
+		if resp.Error == nil {
+			if filtered, err := filterToolList(resp.Result, s.g.server(s.key)); err == nil {
+				resp.Result = filtered
+			} else {
+				outcome = outcomeUpstreamError
+				resp = relay.ErrorResponse(resp.ID, codeUnavailable, err)
+			}
+		}
+	case "tools/call":
+		if resp.Error == nil && isToolError(resp.Result) {
+			outcome = outcomeToolError
+		}
+		s.auditCall(resp.ID, c, outcome)
+	}
+	s.g.metrics.call(s.key, c.method, outcome, time.Since(c.start))
+	return relay.Forward(resp)
+}
+
+// settle forgets the call resp answers and returns it, or nil when the client did not
+// make it.
+func (s *session) settle(resp *jsonrpc.Response) *call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.calls[resp.ID]
+	delete(s.calls, resp.ID)
+	if s.initID.IsValid() && resp.ID == s.initID && resp.Error == nil {
+		s.initialized = true
+	}
+	return c
+}
+
+// auditCall writes the audit line of one tools/call: never its arguments or result.
+func (s *session) auditCall(id jsonrpc.ID, c *call, outcome string, extra ...any) {
+	kv := append([]any{"tool", clip(c.tool), "outcome", outcome,
+		"duration", time.Since(c.start).Round(time.Microsecond).String(), "id", clip(fmt.Sprint(id.Raw()))}, extra...)
+	s.audit.Info("Tool call", kv...)
+}
+
+// writeFailed handles a message the relay could not deliver. A call the server could not
+// be sent is answered with the reason; the client side stops once the session ends.
+func (s *session) writeFailed(_ context.Context, to relay.Side, msg jsonrpc.Message, err error) bool {
+	if to == relay.Client {
+		return s.isEnding()
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		return false
+	}
+	c := s.settle(&jsonrpc.Response{ID: req.ID})
+	if c != nil {
+		s.g.metrics.call(s.key, c.method, outcomeUpstreamError, time.Since(c.start))
+		if c.method == "tools/call" {
+			s.auditCall(req.ID, c, outcomeUpstreamError, "reason", err.Error())
+		}
+	}
+	s.replyError(req.ID, fmt.Errorf("MCPServer %s: %w", s.key, err))
+	return false
+}
+
+// closed handles a side the relay can no longer read: either side ending ends the
+// session.
+func (s *session) closed(side relay.Side, err error) {
+	if side == relay.Server {
+		s.end(fmt.Errorf("MCPServer %s: %w", s.key, err))
+		return
+	}
+	s.end(errClientEnded)
+}
+
+func (s *session) replyError(id jsonrpc.ID, reason error) {
+	if err := s.client.Write(context.Background(), relay.ErrorResponse(id, codeUnavailable, reason)); err != nil {
+		s.g.log.V(1).Info("Could not tell the client why its call failed", "session", s.seq, "reason", err.Error())
+	}
+}
+
+func (s *session) isEnding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ending
+}
+
+func (s *session) isInitialized() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.initialized
+}
+
+// beginRequest marks a client request in flight, which holds off idle reaping; false
+// once the session is ending.
+func (s *session) beginRequest() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ending {
+		return false
+	}
+	if s.requests == 0 && s.idle != nil {
+		s.idle.Stop()
+	}
+	s.requests++
+	return true
+}
+
+// endRequest marks a client request done; the last one restarts the idle timer.
+func (s *session) endRequest() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests--
+	if s.requests == 0 && s.idle != nil {
+		s.idle.Reset(s.g.opts.IdleTimeout)
+	}
+}
+
+// reapIfIdle ends the session unless a request began since the idle timer fired.
+func (s *session) reapIfIdle() {
+	s.mu.Lock()
+	busy := s.requests > 0 || s.ending
+	s.mu.Unlock()
+	if !busy {
+		s.end(errIdle)
+	}
+}
+
+// end ends the session for reason; only the first call counts. Calls the server still
+// owes are answered with the reason, later requests get 404 (so the client starts a new
+// session), and the upstream session is closed.
+func (s *session) end(reason error) {
+	s.mu.Lock()
+	if s.ending {
+		s.mu.Unlock()
+		return
+	}
+	s.ending, s.reason = true, reason
+	if s.idle != nil {
+		s.idle.Stop()
+	}
+	pending := s.calls
+	s.calls = nil
+	s.mu.Unlock()
+
+	s.g.forget(s)
+	for id, c := range pending {
+		s.g.metrics.call(s.key, c.method, outcomeUpstreamError, time.Since(c.start))
+		if c.method == "tools/call" {
+			s.auditCall(id, c, outcomeUpstreamError, "reason", reason.Error())
+		}
+	}
+	if errors.Is(reason, errClientEnded) {
+		_ = s.client.Close()
+	} else {
+		for id := range pending {
+			s.replyError(id, reason)
+		}
+		time.AfterFunc(errorLinger, func() { _ = s.client.Close() })
+	}
+	go func() { _ = s.upstream.Close() }()
+	s.audit.Info("Session ended", "reason", reason.Error(),
+		"duration", time.Since(s.started).Round(time.Millisecond).String())
+}
+
+// filterToolList removes from a tools/list result the tools srv's policy hides, keeping
+// every other field of the result and of each tool as the server sent it.
+func filterToolList(result json.RawMessage, srv *server) (json.RawMessage, error) {
+	if srv == nil || len(srv.allow) == 0 && len(srv.deny) == 0 {
+		return result, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(result, &fields); err != nil {
+		return nil, fmt.Errorf("malformed tools/list result from the server: %w", err)
+	}
+	var tools []json.RawMessage
+	if raw, ok := fields["tools"]; ok {
+		if err := json.Unmarshal(raw, &tools); err != nil {
+			return nil, fmt.Errorf("malformed tools/list result from the server: %w", err)
+		}
+	}
+	kept := tools[:0]
+	for _, t := range tools {
+		var tool struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(t, &tool) == nil && srv.toolRefusal(tool.Name) == "" {
+			kept = append(kept, t)
+		}
+	}
+	raw, err := json.Marshal(kept)
+	if err != nil {
+		return nil, err
+	}
+	fields["tools"] = raw
+	return json.Marshal(fields)
+}
+
+// isToolError reports whether a tools/call result says the tool failed (isError).
+func isToolError(result json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.IsError
+}
+
+// clip bounds a client-chosen string for the audit log.
+func clip(s string) string { return connector.TruncateUTF8(s, maxAuditText) }

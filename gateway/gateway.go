@@ -285,8 +285,9 @@ func (g *Gateway) serveServer(w http.ResponseWriter, r *http.Request) {
 		if !mcphttp.CheckGET(w, r) {
 			return
 		}
-		if s := g.requestSession(w, r, key, caller); s != nil && s.beginRequest() {
-			defer s.endRequest()
+		// A standalone stream is no activity: a client that only listens is idle, and
+		// reaping its session ends the stream.
+		if s := g.requestSession(w, r, key, caller); s != nil && !s.isEnding() {
 			s.transport.ServeHTTP(w, r)
 		}
 	case http.MethodDelete:

@@ -1,13 +1,17 @@
 package gateway_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 func TestToolCallsReachTheServerWithItsCredentialsAndNeverTheCallers(t *testing.T) {
@@ -66,3 +70,77 @@ func TestToolFiltersHideAndRefuseTools(t *testing.T) {
 }
 
 var _ = mcp.NewClient
+
+func TestPinnedDigestMismatchRefusesEveryToolCall(t *testing.T) {
+	const pinned = "sha256:" + "0000000000000000000000000000000000000000000000000000000000000000"
+	h := newHarness(t, harnessOptions{server: func(obj *mcpv1alpha1.MCPServer) {
+		obj.Spec.Tools = &mcpv1alpha1.ToolFilter{PinnedDigest: pinned}
+		obj.Status.ToolsDigest = "sha256:" + strings.Repeat("1", 64)
+	}})
+	cs := h.connect(nil)
+	_, err := callText(t, cs, "echo", map[string]any{"text": "x"})
+	if err == nil || !strings.Contains(err.Error(), "pinnedDigest") {
+		t.Fatalf("a call while the tools differ from the pin: err = %v; want a refusal naming spec.tools.pinnedDigest", err)
+	}
+
+	// Re-pinned to what the server publishes: calls go through again, in the same session.
+	obj := readyServer(h.key)
+	obj.Spec.Tools = &mcpv1alpha1.ToolFilter{PinnedDigest: pinned}
+	obj.Status.ToolsDigest = pinned
+	h.gw.Update(obj)
+	if got, err := callText(t, cs, "echo", map[string]any{"text": "x"}); err != nil || got != "x" {
+		t.Errorf("a call once the digest matches = %q, %v; want x", got, err)
+	}
+}
+
+func TestAnEgressPolicyThatNowDeniesTheServerEndsItsGatewaySessions(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	cs := h.connect(nil)
+	if _, err := callText(t, cs, "echo", map[string]any{"text": "before"}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(h.upstream.seenHeaders("Content-Type"))
+
+	h.pool.Ensure(h.key, h.config(denyAllRules(t)))
+	testutil.Eventually(t, 5*time.Second, "the gateway session to end", func() error {
+		if n := h.gw.Sessions(); n != 0 {
+			return fmt.Errorf("%d sessions open", n)
+		}
+		return nil
+	})
+	if _, err := callText(t, cs, "echo", map[string]any{"text": "after"}); err == nil {
+		t.Error("a call after the policy denied the server succeeded")
+	}
+	if got := len(h.upstream.seenHeaders("Content-Type")); got > before+1 {
+		// One DELETE that ends the upstream session is expected; no call may follow.
+		t.Errorf("the upstream received %d requests after the policy denied it", got-before)
+	}
+	if lines := h.audit.matching("Session ended", "EgressDenied"); len(lines) == 0 {
+		t.Errorf("no audit line says the session ended for EgressDenied:\n%s", h.audit.all())
+	}
+}
+
+func TestARotatedSecretEndsSessionsAndTheNextSessionUsesTheNewValue(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	cs := h.connect(nil)
+	if _, err := callText(t, cs, "echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.config(loopbackRules(t))
+	cfg.Headers = []connector.Header{{Name: "Authorization", Value: "Bearer rotated-secret"}}
+	h.pool.Ensure(h.key, cfg)
+	testutil.Eventually(t, 5*time.Second, "the old gateway session to end", func() error {
+		if n := h.gw.Sessions(); n != 0 {
+			return fmt.Errorf("%d sessions open", n)
+		}
+		return nil
+	})
+	cs = h.connect(nil)
+	if _, err := callText(t, cs, "echo", map[string]any{"text": "y"}); err != nil {
+		t.Fatal(err)
+	}
+	auth := h.upstream.seenHeaders("Authorization")
+	if last := auth[len(auth)-1]; last != "Bearer rotated-secret" {
+		t.Errorf("the upstream's last Authorization = %q; want the rotated value", last)
+	}
+}

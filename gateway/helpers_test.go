@@ -39,6 +39,7 @@ type upstreamServer struct {
 
 	mu      sync.Mutex
 	headers []http.Header
+	httpMethods []string
 }
 
 // newUpstream starts an upstream with the tools echo, search_notes and delete_all.
@@ -64,11 +65,19 @@ func newUpstream(t *testing.T) *upstreamServer {
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.headers = append(u.headers, r.Header.Clone())
+		u.httpMethods = append(u.httpMethods, r.Method)
 		u.mu.Unlock()
 		handler.ServeHTTP(w, r)
 	}))
 	t.Cleanup(u.Close)
 	return u
+}
+
+// methods returns the HTTP methods of the requests the upstream received, in order.
+func (u *upstreamServer) methods() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.httpMethods...)
 }
 
 // seenHeaders returns every value of header name the upstream received.

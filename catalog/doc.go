@@ -12,8 +12,10 @@
 //     (429 with Retry-After beyond) and cached callers never wait for anyone's review;
 //   - authorization with SubjectAccessReview (list mcpservers, per namespace), on an API
 //     client of its own, cached with a short TTL in a bounded LRU cache;
-//   - the HTTP server: routing, pagination, ETags, JSON errors, request bounds, server
-//     timeouts and Prometheus metrics.
+//   - the HTTP server: routing, pagination, ETags, JSON errors, request bounds, per
+//     request deadlines and Prometheus metrics. It also carries the gateway
+//     ([Options].Gateway) under /mcp/namespaces/, and so has no server-wide read or
+//     write timeout: the gateway's streams last as long as an agent's session.
 //
 // What it must not do:
 //   - call MCP servers or the API server for MCPServer objects: it serves from the
@@ -24,7 +26,8 @@
 //     name Secrets and keys, are replaced by a fixed message per reason. Header values,
 //     Secret names, URL query strings and annotations never reach a response, an error
 //     or a log line; tokens are kept only as SHA-256 digests;
-//   - show a caller anything outside the namespaces it may list mcpservers in.
+//   - show a caller anything outside the namespaces it may list mcpservers in;
+//   - authenticate, bound or time out gateway requests: the gateway does its own.
 //
 // The manager creates the service with [New] and adds it with mgr.Add; it is a
 // manager.Runnable that does not need leader election.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,9 @@ import (
 // DefaultBindAddress is the address the catalogue listens on unless told otherwise.
 const DefaultBindAddress = ":8082"
 
-// Server timeouts and request bounds.
+// Server timeouts and request bounds. readTimeout and writeTimeout bound each request of
+// the catalogue's own routes; the server as a whole has none, since the gateway it also
+// serves carries streams that last as long as an agent's session.
 const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 15 * time.Second
@@ -81,9 +84,19 @@ type Options struct {
 	// on the manager's metrics endpoint) when nil.
 	Registerer prometheus.Registerer
 
+	// Gateway, when set, serves every request whose path starts with GatewayPathPrefix
+	// (/mcp/namespaces/), on the catalogue's address. It authenticates its callers
+	// itself and bounds its own requests: the catalogue passes them on untouched, with
+	// no read or write deadline, so its streams can outlive any catalogue request.
+	Gateway http.Handler
+
 	// Logger logs the catalogue's lifecycle and failed reviews (never a token or a
 	// query); ctrl.Log.WithName("catalog") when it has no sink, as the zero value has not.
 	Logger logr.Logger
+
+	// requestReadTimeout and requestWriteTimeout bound each request of the catalogue's
+	// own routes: readTimeout and writeTimeout, shorter only in tests.
+	requestReadTimeout, requestWriteTimeout time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -112,6 +125,12 @@ func (o *Options) defaults() error {
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = ctrl.Log.WithName("catalog")
+	}
+	if o.requestReadTimeout <= 0 {
+		o.requestReadTimeout = readTimeout
+	}
+	if o.requestWriteTimeout <= 0 {
+		o.requestWriteTimeout = writeTimeout
 	}
 	return nil
 }
@@ -210,8 +229,40 @@ func newServer(opts Options, unknown, known authenticationv1client.TokenReviewIn
 	}
 	s.index.onChange = m.setIndexSize
 	m.setIndexSize(0, 0, 0)
-	s.handler = s.routes()
+	s.handler = s.withGateway(s.withDeadlines(s.routes()))
 	return s, nil
+}
+
+// withDeadlines gives each request of the catalogue's own routes its read and write
+// deadline. net/http clears them on the connection once the request is done, so they do
+// not reach a gateway request that follows on the same keep-alive connection.
+func (s *Server) withDeadlines(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		now := time.Now()
+		// Only a ResponseWriter of net/http's own supports deadlines; there is no
+		// connection to bound otherwise.
+		_ = rc.SetReadDeadline(now.Add(s.opts.requestReadTimeout))
+		_ = rc.SetWriteDeadline(now.Add(s.opts.requestWriteTimeout))
+		h.ServeHTTP(w, r)
+	})
+}
+
+// withGateway sends requests under GatewayPathPrefix to the gateway, when there is one,
+// and everything else to the catalogue. The gateway gets the request as it came: no
+// catalogue authentication, bounds or metrics, and no deadline.
+func (s *Server) withGateway(catalogue http.Handler) http.Handler {
+	gateway := s.opts.Gateway
+	if gateway == nil {
+		return catalogue
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, GatewayPathPrefix) {
+			catalogue.ServeHTTP(w, r)
+			return
+		}
+		gateway.ServeHTTP(w, r)
+	})
 }
 
 // eventHandler keeps the index in step with the informer.
@@ -253,7 +304,8 @@ func (s *Server) Authenticator() *Authenticator {
 	return s.gate.authn
 }
 
-// Handler returns the catalogue's HTTP handler: REST under /api/v1 and MCP at /mcp.
+// Handler returns the catalogue's HTTP handler: REST under /api/v1, MCP at /mcp, and
+// the Gateway, when set, under GatewayPathPrefix.
 func (s *Server) Handler() http.Handler {
 	return s.handler
 }
@@ -301,11 +353,11 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.addr = ln.Addr()
 	s.mu.Unlock()
+	// No ReadTimeout or WriteTimeout: the gateway's streams outlive them. The catalogue's
+	// own routes get theirs per request (withDeadlines).
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		// In-flight requests finish during a graceful shutdown rather than being cancelled.
@@ -318,7 +370,9 @@ func (s *Server) Start(ctx context.Context) error {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 		defer cancel()
 		if err := srv.Shutdown(shutdownCtx); err != nil {
-			s.log.Error(err, "Catalogue did not shut down cleanly")
+			// Gateway streams do not end by themselves: close what is left.
+			s.log.Error(err, "Catalogue did not shut down cleanly, closing its remaining connections")
+			_ = srv.Close()
 		}
 	}()
 	s.log.Info("Serving catalogue", "address", ln.Addr().String(), "auth", string(s.opts.Auth))

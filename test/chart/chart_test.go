@@ -467,6 +467,11 @@ func TestServicesReachTheManagerPorts(t *testing.T) {
 		if _, ok := ports[wantPort]; !ok {
 			t.Errorf("Service %s targets port %s the container does not declare", name, wantPort)
 		}
+		// A gateway session lives on the replica that started it: its requests must
+		// stay there.
+		if wantPort == "catalog" && svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+			t.Errorf("Service %s sessionAffinity %q, want ClientIP so a gateway session stays on one replica", name, svc.Spec.SessionAffinity)
+		}
 	}
 	if probe := d.Spec.Template.Spec.Containers[0].ReadinessProbe; probe == nil || probe.HTTPGet == nil ||
 		probe.HTTPGet.Path != "/readyz" || probe.HTTPGet.Port != intstr.FromString("probes") {
@@ -579,6 +584,21 @@ func TestNetworkPolicyAdmitsOnlyTheManagerPorts(t *testing.T) {
 		if len(rule.Ports) == 1 && rule.Ports[0].Port.String() == "metrics" && !reflect.DeepEqual(rule.From, want) {
 			t.Errorf("metrics ingress from %+v, want only namespaces labelled metrics=enabled", rule.From)
 		}
+	}
+	// By default agents in any namespace reach the catalogue and the gateway.
+	var open networkingv1.NetworkPolicy
+	convert(t, render(t).one(t, "NetworkPolicy").Object, &open)
+	catalogRules := 0
+	for _, rule := range open.Spec.Ingress {
+		if len(rule.Ports) == 1 && rule.Ports[0].Port.String() == "catalog" {
+			catalogRules++
+			if len(rule.From) > 0 {
+				t.Errorf("default catalogue ingress only from %+v, want agents from anywhere", rule.From)
+			}
+		}
+	}
+	if catalogRules != 1 {
+		t.Errorf("default NetworkPolicy has %d rules for the catalogue port alone, want 1", catalogRules)
 	}
 	if r := render(t, "--set", "networkPolicy.enabled=false"); len(r.all("NetworkPolicy")) != 0 {
 		t.Error("networkPolicy.enabled=false still renders a NetworkPolicy")

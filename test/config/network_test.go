@@ -47,6 +47,14 @@ func TestServicesReachTheManager(t *testing.T) {
 			t.Errorf("Service %s ports are %v, want %v", svc.Name, got, ports)
 		}
 	}
+
+	// A gateway session lives on the replica that started it: its requests must stay
+	// there.
+	catalog := &corev1.Service{}
+	objs.one(t, "Service", "catalog", catalog)
+	if catalog.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+		t.Errorf("catalogue Service sessionAffinity is %q, want ClientIP so a gateway session stays on one replica", catalog.Spec.SessionAffinity)
+	}
 }
 
 func TestNetworkPolicyOpensOnlyTheManagerPorts(t *testing.T) {
@@ -95,6 +103,13 @@ func TestNetworkPolicyOpensOnlyTheManagerPorts(t *testing.T) {
 	slices.Sort(opened)
 	if want := []string{"catalog", "metrics", "probes"}; !slices.Equal(opened, want) {
 		t.Errorf("NetworkPolicy opens ports %v, want exactly %v", opened, want)
+	}
+	// Agents in any namespace reach the catalogue and the gateway on its port; they
+	// authenticate with their own token.
+	for _, rule := range np.Spec.Ingress {
+		if slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port != nil && p.Port.StrVal == "catalog" }) && len(rule.From) > 0 {
+			t.Errorf("catalogue port admits only %+v, want agents from anywhere", rule.From)
+		}
 	}
 }
 

@@ -1,0 +1,11 @@
+package catalog
+
+import "time"
+
+// WithRequestTimeouts shortens the read and write deadlines of the catalogue's own
+// routes, so a test can outlast them quickly.
+func WithRequestTimeouts(read, write time.Duration) func(*Options) {
+	return func(o *Options) {
+		o.requestReadTimeout, o.requestWriteTimeout = read, write
+	}
+}

@@ -519,3 +519,14 @@ func (g *Gateway) forget(s *session) {
 	g.mu.Unlock()
 	g.metrics.sessionClosed(s.key)
 }
+
+// Start waits until ctx ends and then ends every session, so that the gateway can run as
+// a manager Runnable on every replica.
+func (g *Gateway) Start(ctx context.Context) error {
+	<-ctx.Done()
+	g.Close()
+	return nil
+}
+
+// NeedLeaderElection returns false: every replica serves the gateway.
+func (g *Gateway) NeedLeaderElection() bool { return false }

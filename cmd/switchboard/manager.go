@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -30,6 +32,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/controllers"
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/gateway"
 )
 
 // leaderElectionID names the Lease that manager replicas compete for.
@@ -66,6 +69,9 @@ type managerOptions struct {
 
 	catalogAddr string
 	catalogAuth string
+
+	gatewayMaxSessions int
+	gatewayIdleTimeout time.Duration
 
 	watchNamespaces []string
 }
@@ -118,6 +124,10 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Address the catalogue (REST under /api/v1, MCP at /mcp) listens on; 0 disables it.")
 	fs.StringVar(&o.catalogAuth, "catalog-auth", string(catalog.AuthTokenReview),
 		"How catalogue callers are authenticated: tokenreview, or none (for switchboard dev only).")
+	fs.IntVar(&o.gatewayMaxSessions, "gateway-max-sessions", gateway.DefaultMaxSessions,
+		"Gateway sessions this replica holds at most; a new session beyond it is answered 503.")
+	fs.DurationVar(&o.gatewayIdleTimeout, "gateway-idle-timeout", gateway.DefaultIdleTimeout,
+		"A gateway session that saw no request for this long is ended, with its upstream session.")
 	fs.Func("watch-namespaces",
 		"Comma-separated namespaces whose objects the manager watches and reconciles; empty watches every namespace. Its RBAC may then be Roles in those namespaces.",
 		func(v string) error {
@@ -251,17 +261,20 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 	if err != nil {
 		return err
 	}
+	servers := &controllers.MCPServerReconciler{
+		Client:                  mgr.GetClient(),
+		SecretReader:            mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("switchboard"),
+		Pool:                    pool,
+		DefaultProbeInterval:    opts.defaultProbeInterval,
+		MaxConcurrentReconciles: opts.maxConcurrentReconciles,
+		EgressDefaults:          egressDefaults,
+		Stdio:                   stdio,
+	}
 	setups := []interface{ SetupWithManager(ctrl.Manager) error }{
-		&controllers.MCPServerReconciler{
-			Client:                  mgr.GetClient(),
-			SecretReader:            mgr.GetAPIReader(),
-			Recorder:                mgr.GetEventRecorder("switchboard"),
-			Pool:                    pool,
-			DefaultProbeInterval:    opts.defaultProbeInterval,
-			MaxConcurrentReconciles: opts.maxConcurrentReconciles,
-			EgressDefaults:          egressDefaults,
-			Stdio:                   stdio,
-		},
+		servers,
+		// After servers, whose setup registers the Secret index it shares.
+		&controllers.FollowerSessionReconciler{Servers: servers, Elected: mgr.Elected()},
 		&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()},
 	}
 	for _, s := range setups {
@@ -269,24 +282,63 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 			return fmt.Errorf("setting up controller %T: %w", s, err)
 		}
 	}
-	return setupCatalog(mgr, opts)
+	return setupCatalog(mgr, opts, pool)
 }
 
-// setupCatalog adds the catalogue, which every replica serves from its informer cache.
-func setupCatalog(mgr ctrl.Manager, opts managerOptions) error {
+// setupCatalog adds the catalogue and the gateway, which every replica serves on the
+// catalogue's address: the catalogue from its informer cache, the gateway over upstream
+// sessions built from pool's.
+func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) error {
 	mode, err := catalog.ParseAuthMode(opts.catalogAuth)
 	if err != nil {
 		return fmt.Errorf("--catalog-auth: %w", err)
 	}
+	// The gateway shares the catalogue's Authenticator, which exists only once the
+	// catalogue does; requests reach the gateway only after both are built.
+	var gw *gateway.Gateway
 	cat, err := catalog.New(mgr, catalog.Options{
 		BindAddress: opts.catalogAddr,
 		Auth:        mode,
+		Gateway:     http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gw.Handler().ServeHTTP(w, r) }),
 		Logger:      ctrl.Log.WithName("catalog"),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the catalogue: %w", err)
 	}
+	gatewayOpts := gateway.Options{
+		Pool:        pool,
+		MaxSessions: opts.gatewayMaxSessions,
+		IdleTimeout: opts.gatewayIdleTimeout,
+		Registerer:  metrics.Registry,
+		Logger:      ctrl.Log.WithName("gateway"),
+		Audit:       ctrl.Log.WithName("gateway").WithName("audit"),
+	}
+	if mode != catalog.AuthNone {
+		reviewCfg := rest.CopyConfig(mgr.GetConfig())
+		// An API client of its own, so that the gateway's reviews do not queue behind
+		// the manager's other requests.
+		reviewCfg.QPS, reviewCfg.Burst, reviewCfg.RateLimiter = 50, 100, nil
+		access, err := authorizationv1client.NewForConfig(reviewCfg)
+		if err != nil {
+			return fmt.Errorf("creating the gateway's SubjectAccessReview client: %w", err)
+		}
+		gatewayOpts.Authenticator = cat.Authenticator()
+		gatewayOpts.Access = access.SubjectAccessReviews()
+	}
+	if gw, err = gateway.New(gatewayOpts); err != nil {
+		return fmt.Errorf("creating the gateway: %w", err)
+	}
+	informer, err := mgr.GetCache().GetInformer(context.Background(), &mcpv1alpha1.MCPServer{})
+	if err != nil {
+		return fmt.Errorf("getting the MCPServer informer: %w", err)
+	}
+	if _, err := informer.AddEventHandler(gw.EventHandler()); err != nil {
+		return fmt.Errorf("adding the gateway's MCPServer event handler: %w", err)
+	}
 	if err := mgr.Add(cat); err != nil {
+		return err
+	}
+	if err := mgr.Add(gw); err != nil {
 		return err
 	}
 	// Not ready until the catalogue's index has synced.

@@ -6,8 +6,9 @@
 # installs Node 22 and the official MCP conformance suite (which needs Node 22) and prints
 # the path of a wrapper script that runs the suite with that Node. With --thv it builds
 # ToolHive's thv from the Go module proxy (minutes the first time) and prints the binary,
-# the peer the gateway benchmark compares against. Idempotent: an installed version is
-# printed at once.
+# the peer the gateway benchmark compares against (with SWITCHBOARD_NO_BUILD=1 it only
+# prints an installed one, and exits 3 when there is none). Idempotent: an installed
+# version is printed at once.
 #
 #   node "$(hack/test-servers.sh)" streamableHttp   # PORT=... selects the port
 #   node "$(hack/test-servers.sh --supergateway)" --stdio "CMD" --outputTransport streamableHttp
@@ -79,6 +80,10 @@ conformance() {
 thv() {
   local dir="${CACHE_ROOT}/thv-${THV_VERSION}"
   if [ ! -x "${dir}/thv" ]; then
+    if [ -n "${SWITCHBOARD_NO_BUILD:-}" ]; then
+      log "thv ${THV_VERSION} is not built: run $0 --thv"
+      exit 3
+    fi
     command -v go >/dev/null || { log "go is required"; exit 1; }
     log "building thv ${THV_VERSION} from the Go module proxy (minutes the first time)"
     mkdir -p "${CACHE_ROOT}"

@@ -327,7 +327,7 @@ wait:
 		case <-watchdog.C:
 			run.stalled = true
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+			run.err = <-exited
 			break wait
 		}
 	}
@@ -385,7 +385,7 @@ type conformanceCheck struct {
 }
 
 func readChecks(path string) (ConformanceScenario, error) {
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(path) //nolint:gosec // a folder the suite named in its output
 	if err != nil {
 		return ConformanceScenario{}, fmt.Errorf("reading conformance results: %w", err)
 	}

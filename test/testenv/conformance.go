@@ -19,7 +19,8 @@ import (
 
 // GoSDKConformanceServer is the package of go-sdk's conformance server, the reference the
 // conformance tests compare Switchboard's endpoints against. go.mod lists it as a tool,
-// so it builds at the go-sdk version Switchboard uses.
+// so it builds at the go-sdk version Switchboard uses. Without flags it serves stdio:
+// BuildGoBinary(t, GoSDKConformanceServer) is the command a bridge test runs.
 const GoSDKConformanceServer = "github.com/modelcontextprotocol/go-sdk/conformance/everything-server"
 
 // Variables so this package's tests can shorten them.

@@ -89,7 +89,8 @@ thv() {
     mkdir -p "${CACHE_ROOT}"
     local work
     work="$(mktemp -d "${CACHE_ROOT}/thv-build.XXXXXX")"
-    trap 'rm -rf "${work}"' EXIT
+    # shellcheck disable=SC2064 # expanded now: work is local to this function
+    trap "rm -rf '${work}'" EXIT
     # Built outside any module so our go.mod neither constrains nor records it; installed
     # into the work folder and moved, so an interrupted build leaves no binary behind.
     (cd "${work}" && GOFLAGS=-mod=mod GOBIN="${work}/bin" \

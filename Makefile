@@ -64,6 +64,7 @@ test: ## Run all tests (unit and envtest integration) with the race detector, th
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
 	SWITCHBOARD_SUPERGATEWAY="$$(hack/test-servers.sh --supergateway)" \
+	SWITCHBOARD_CONFORMANCE="$$(hack/test-servers.sh --conformance)" \
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(TEST_PACKAGES)
 	@# Heap-measuring tests run without the race detector, whose shadow memory and
 	@# slowdown would distort their figures (they carry a !race build tag).
@@ -73,6 +74,7 @@ test: ## Run all tests (unit and envtest integration) with the race detector, th
 test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary, real MCP servers.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
+	SWITCHBOARD_CONFORMANCE="$$(hack/test-servers.sh --conformance)" \
 	$(GO) test -tags e2e -count=1 -v $(GO_TEST_FLAGS) ./test/e2e/
 
 .PHONY: verify

@@ -355,6 +355,7 @@ require (
 tool (
 	github.com/elastic/crd-ref-docs
 	github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	github.com/modelcontextprotocol/go-sdk/conformance/everything-server
 	helm.sh/helm/v3/cmd/helm
 	sigs.k8s.io/controller-tools/cmd/controller-gen
 )

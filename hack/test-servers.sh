@@ -2,28 +2,39 @@
 # Installs the third-party MCP servers and bridges the tests run against into a cache
 # folder outside the repo and prints the path of the server-everything entry point (a
 # Node.js script). With --supergateway it prints the entry point of the npm supergateway
-# bridge instead, the peer the bridge benchmark compares against. Idempotent: an installed
+# bridge instead, the peer the bridge benchmark compares against. With --conformance it
+# installs Node 22 and the official MCP conformance suite (which needs Node 22) and prints
+# the path of a wrapper script that runs the suite with that Node. With --thv it builds
+# ToolHive's thv from the Go module proxy (minutes the first time) and prints the binary,
+# the peer the gateway benchmark compares against (with SWITCHBOARD_NO_BUILD=1 it only
+# prints an installed one, and exits 3 when there is none). Idempotent: an installed
 # version is printed at once.
 #
 #   node "$(hack/test-servers.sh)" streamableHttp   # PORT=... selects the port
 #   node "$(hack/test-servers.sh --supergateway)" --stdio "CMD" --outputTransport streamableHttp
+#   "$(hack/test-servers.sh --conformance)" server --url http://127.0.0.1:PORT/mcp
+#   "$(hack/test-servers.sh --thv)" proxy NAME --host 127.0.0.1 --port P --target-uri URL
 #
 # Progress goes to stderr; stdout carries only the path.
 set -euo pipefail
 
 SERVER_EVERYTHING_VERSION="${SERVER_EVERYTHING_VERSION:-2026.8.31}"
 SUPERGATEWAY_VERSION="${SUPERGATEWAY_VERSION:-4.0.0}"
+CONFORMANCE_VERSION="${CONFORMANCE_VERSION:-0.1.16}"
+CONFORMANCE_NODE_VERSION="${CONFORMANCE_NODE_VERSION:-22}"
+THV_VERSION="${THV_VERSION:-v0.45.0}"
 CACHE_ROOT="${SWITCHBOARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchboard}"
 
 log() { printf 'test-servers: %s\n' "$*" >&2; }
 
-# install NAME PACKAGE VERSION installs PACKAGE@VERSION under its own prefix in the cache
-# (unless already there) and sets PACKAGE_DIR to the installed package's folder.
+# install NAME PACKAGE VERSION [FILE] installs PACKAGE@VERSION under its own prefix in the
+# cache (unless FILE, by default its package.json, is already there) and sets PACKAGE_DIR
+# to the installed package's folder.
 install() {
   local name="$1" package="$2" version="$3"
   local prefix="${CACHE_ROOT}/npm/${name}-${version}"
   PACKAGE_DIR="${prefix}/node_modules/${package}"
-  if [ ! -f "${PACKAGE_DIR}/package.json" ]; then
+  if [ ! -f "${PACKAGE_DIR}/${4:-package.json}" ]; then
     command -v npm >/dev/null || { log "npm is required"; exit 1; }
     log "installing ${package}@${version}"
     mkdir -p "${prefix}"
@@ -43,6 +54,53 @@ entry_point() {
   ' "$1"
 }
 
+# conformance installs Node 22 and the conformance suite, writes a wrapper script that runs
+# the suite's entry point with that Node (the suite needs Node 22; the system one may be
+# older) and prints the wrapper's path.
+conformance() {
+  # The node package downloads the binary in a postinstall step: wait for bin/node, not
+  # package.json, so an interrupted install is redone.
+  install node node "${CONFORMANCE_NODE_VERSION}" bin/node
+  local node="${PACKAGE_DIR}/bin/node"
+  install conformance @modelcontextprotocol/conformance "${CONFORMANCE_VERSION}"
+  local entry
+  entry="$(entry_point "${PACKAGE_DIR}")"
+  local wrapper="${CACHE_ROOT}/npm/conformance-${CONFORMANCE_VERSION}/conformance"
+  if [ ! -x "${wrapper}" ]; then
+    # Written beside and renamed, so a concurrent run never sees half a script.
+    printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "${node}" "${entry}" >"${wrapper}.tmp"
+    chmod +x "${wrapper}.tmp"
+    mv "${wrapper}.tmp" "${wrapper}"
+  fi
+  echo "${wrapper}"
+}
+
+# thv builds ToolHive's thv with go install into its own folder in the cache (unless it is
+# there) and prints the binary's path.
+thv() {
+  local dir="${CACHE_ROOT}/thv-${THV_VERSION}"
+  if [ ! -x "${dir}/thv" ]; then
+    if [ -n "${SWITCHBOARD_NO_BUILD:-}" ]; then
+      log "thv ${THV_VERSION} is not built: run $0 --thv"
+      exit 3
+    fi
+    command -v go >/dev/null || { log "go is required"; exit 1; }
+    log "building thv ${THV_VERSION} from the Go module proxy (minutes the first time)"
+    mkdir -p "${CACHE_ROOT}"
+    local work
+    work="$(mktemp -d "${CACHE_ROOT}/thv-build.XXXXXX")"
+    # shellcheck disable=SC2064 # expanded now: work is local to this function
+    trap "rm -rf '${work}'" EXIT
+    # Built outside any module so our go.mod neither constrains nor records it; installed
+    # into the work folder and moved, so an interrupted build leaves no binary behind.
+    (cd "${work}" && GOFLAGS=-mod=mod GOBIN="${work}/bin" \
+      go install "github.com/stacklok/toolhive/cmd/thv@${THV_VERSION}") >&2
+    mkdir -p "${dir}"
+    mv "${work}/bin/thv" "${dir}/thv"
+  fi
+  echo "${dir}/thv"
+}
+
 case "${1:-}" in
   "")
     install server-everything @modelcontextprotocol/server-everything "${SERVER_EVERYTHING_VERSION}"
@@ -54,8 +112,14 @@ case "${1:-}" in
     install supergateway supergateway "${SUPERGATEWAY_VERSION}"
     entry_point "${PACKAGE_DIR}"
     ;;
+  --conformance)
+    conformance
+    ;;
+  --thv)
+    thv
+    ;;
   *)
-    log "usage: $0 [--supergateway]"
+    log "usage: $0 [--supergateway | --conformance | --thv]"
     exit 2
     ;;
 esac

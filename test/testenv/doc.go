@@ -4,7 +4,15 @@
 // It finds the binaries without anyone exporting anything: KUBEBUILDER_ASSETS when it is
 // set (the Makefile sets it), otherwise hack/envtest-assets.sh, which prints the cache
 // folder and builds the binaries there on first use. So `go test` from an editor works.
-// ServerEverything finds the npm MCP reference server the same way.
+// ServerEverything finds the npm MCP reference server the same way, and ConformanceSuite
+// the official MCP conformance suite (hack/test-servers.sh --conformance).
+//
+// It also runs the peers tests compare Switchboard against: go-sdk's conformance server
+// (StartConformanceServer), the conformance suite's server scenarios against any MCP
+// endpoint (RunConformanceServerSuite, with DiffConformance to compare a run through
+// Switchboard with a direct one), and ToolHive's thv proxy for benchmarks
+// (StartThvProxy, which skips when hack/test-servers.sh --thv has not built thv). Every
+// server listens on 127.0.0.1 and dies with the test.
 //
 // Test code only: nothing outside _test.go files and test programs may import it.
 package testenv

@@ -1,0 +1,450 @@
+package testenv
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// GoSDKConformanceServer is the package of go-sdk's conformance server, the reference the
+// conformance tests compare Switchboard's endpoints against. go.mod lists it as a tool,
+// so it builds at the go-sdk version Switchboard uses. Without flags it serves stdio:
+// BuildGoBinary(t, GoSDKConformanceServer) is the command a bridge test runs.
+const GoSDKConformanceServer = "github.com/modelcontextprotocol/go-sdk/conformance/everything-server"
+
+// Variables so this package's tests can shorten them.
+var (
+	// conformanceScenarioTimeout bounds one scenario: each takes well under a second
+	// against a healthy server, and a relay that drops a stream makes one hang for good.
+	conformanceScenarioTimeout = 30 * time.Second
+	// conformanceSuiteBudget bounds a whole run, retries of stalled scenarios included.
+	conformanceSuiteBudget = 5 * time.Minute
+)
+
+// ConformanceSuite returns the command that runs the official MCP conformance suite (npm
+// @modelcontextprotocol/conformance, a wrapper script that runs it with Node 22):
+// SWITCHBOARD_CONFORMANCE when set (the Makefile sets it), otherwise what
+// hack/test-servers.sh --conformance prints (installing Node 22 and the suite on first use).
+func ConformanceSuite() (string, error) {
+	if path := os.Getenv("SWITCHBOARD_CONFORMANCE"); path != "" {
+		return path, nil
+	}
+	return runHackScript("test-servers.sh", "--conformance")
+}
+
+// StartConformanceServer runs go-sdk's conformance server over stateful Streamable HTTP on
+// a free loopback port and returns its MCP endpoint URL once it answers. The server is
+// killed when the test ends.
+func StartConformanceServer(t testing.TB) string {
+	t.Helper()
+	bin := BuildGoBinary(t, GoSDKConformanceServer)
+	addr := "127.0.0.1:" + strconv.Itoa(FreePort(t))
+	// The server answers on every path; /mcp is the conventional one.
+	url := "http://" + addr + "/mcp"
+	cmd := exec.Command(bin, "-http", addr, "-stateless=false") //nolint:noctx // killed at cleanup
+	startProcess(t, "go-sdk conformance server", cmd).waitForHTTP(t, url)
+	return url
+}
+
+// ConformanceScenario is the outcome of one conformance scenario.
+type ConformanceScenario struct {
+	// Passed is the suite's verdict: no check failed. Warnings do not fail a scenario.
+	Passed bool
+	// Succeeded, Failed and Warnings count the scenario's checks by status.
+	Succeeded, Failed, Warnings int
+	// Failures says what went wrong, one line per failed check ("Name: message"), or why
+	// the scenario produced no checks.
+	Failures []string
+}
+
+// ConformanceResults is one run of the conformance suite's server scenarios.
+type ConformanceResults struct {
+	// Name heads this run's column in Table. Empty means "direct" for the first run and
+	// "through" for the others.
+	Name string
+	// URL is the MCP endpoint the suite judged.
+	URL string
+	// Scenarios maps each scenario the suite ran to its outcome.
+	Scenarios map[string]ConformanceScenario
+	// Duration is how long the run took.
+	Duration time.Duration
+	// Output is what the suite printed, for failure messages.
+	Output string
+}
+
+// Passed returns the names of the scenarios that passed, sorted.
+func (r ConformanceResults) Passed() []string { return r.names(true) }
+
+// Failed returns the names of the scenarios that failed, sorted.
+func (r ConformanceResults) Failed() []string { return r.names(false) }
+
+func (r ConformanceResults) names(passed bool) []string {
+	var names []string
+	for name, s := range r.Scenarios {
+		if s.Passed == passed {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// DiffConformance lists, one message per scenario, the scenarios that pass directly but
+// fail through (a bridge, the gateway), or that the run through did not report. It is
+// empty when everything that works directly works through.
+//
+//	for _, problem := range testenv.DiffConformance(direct, through) {
+//		t.Error(problem)
+//	}
+func DiffConformance(direct, through ConformanceResults) []string {
+	var problems []string
+	for _, name := range direct.Passed() {
+		got, ok := through.Scenarios[name]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("conformance scenario %s passes directly but did not run through %s", name, through.URL))
+		case !got.Passed:
+			problems = append(problems, fmt.Sprintf("conformance scenario %s passes directly but fails through %s: %s", name, through.URL, strings.Join(got.Failures, "; ")))
+		}
+	}
+	return problems
+}
+
+// Table renders a markdown table with a row per scenario and a column per run: r first,
+// then each of through. Cells read "pass", "pass (N warnings)", "FAIL" or "-" (not run).
+func (r ConformanceResults) Table(through ...ConformanceResults) string {
+	runs := append([]ConformanceResults{r}, through...)
+	var names []string
+	for _, run := range runs {
+		for name := range run.Scenarios {
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	slices.Sort(names)
+
+	var b strings.Builder
+	b.WriteString("| scenario |")
+	for i, run := range runs {
+		header := run.Name
+		switch {
+		case header != "":
+		case i == 0:
+			header = "direct"
+		default:
+			header = "through"
+		}
+		fmt.Fprintf(&b, " %s |", header)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(runs)) + "\n")
+	for _, name := range names {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, run := range runs {
+			fmt.Fprintf(&b, " %s |", tableCell(run.Scenarios, name))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| **passed** |")
+	for _, run := range runs {
+		fmt.Fprintf(&b, " %d/%d |", len(run.Passed()), len(run.Scenarios))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func tableCell(scenarios map[string]ConformanceScenario, name string) string {
+	s, ok := scenarios[name]
+	switch {
+	case !ok:
+		return "-"
+	case !s.Passed:
+		return "FAIL"
+	case s.Warnings == 1:
+		return "pass (1 warning)"
+	case s.Warnings > 1:
+		return fmt.Sprintf("pass (%d warnings)", s.Warnings)
+	default:
+		return "pass"
+	}
+}
+
+// RunConformanceServerSuite runs every server scenario of the official MCP conformance
+// suite (pending ones included) against the MCP endpoint url and returns the outcome of
+// each. A scenario that makes no progress within 30 seconds is recorded as failed and the
+// rest run one at a time, so one hanging scenario does not hide the others. It fails the
+// test only when the suite itself cannot run.
+func RunConformanceServerSuite(t testing.TB, url string) ConformanceResults {
+	t.Helper()
+	suite, err := ConformanceSuite()
+	if err != nil {
+		t.Fatalf("locating the MCP conformance suite: %v", err)
+	}
+	return runConformanceServerSuite(t, suite, url)
+}
+
+func runConformanceServerSuite(t testing.TB, suite, url string) (results ConformanceResults) {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(conformanceSuiteBudget)
+	results = ConformanceResults{URL: url, Scenarios: map[string]ConformanceScenario{}}
+	var output strings.Builder
+	defer func() {
+		results.Duration = time.Since(start)
+		results.Output = output.String()
+	}()
+
+	run := runConformance(t, suite, "server", "--url", url, "--suite", "all", "-o", t.TempDir())
+	output.WriteString(run.output)
+	for name, s := range run.scenarios() {
+		results.Scenarios[name] = s
+	}
+	if !run.stalled {
+		if !run.summarised {
+			t.Fatalf("the MCP conformance suite printed no summary (%v):\n%s", run.err, run.output)
+		}
+		return results
+	}
+
+	// A scenario hung: record it and run those it kept from running one by one.
+	if run.current != "" {
+		results.Scenarios[run.current] = stalledScenario()
+	}
+	list := runConformance(t, suite, "list", "--server")
+	if list.err != nil {
+		t.Fatalf("listing the MCP conformance suite's server scenarios: %v\n%s", list.err, list.output)
+	}
+	for _, name := range listedScenarios(list.stdout) {
+		if _, done := results.Scenarios[name]; done {
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Logf("conformance: out of time, %s not run", name)
+			continue
+		}
+		one := runConformance(t, suite, "server", "--url", url, "--scenario", name, "-o", t.TempDir())
+		output.WriteString(one.output)
+		s, ok := one.scenarios()[name]
+		switch {
+		case one.stalled:
+			s = stalledScenario()
+		case !ok:
+			s = ConformanceScenario{Failures: []string{"the suite saved no results: " + lastLines(one.output, 5)}}
+		}
+		results.Scenarios[name] = s
+	}
+	return results
+}
+
+func stalledScenario() ConformanceScenario {
+	return ConformanceScenario{Failures: []string{fmt.Sprintf("no result within %s", conformanceScenarioTimeout)}}
+}
+
+// conformanceRun is what one invocation of the suite printed and saved.
+type conformanceRun struct {
+	stdout, output string
+	err            error
+	// stalled says the run was killed after a scenario made no progress; current names it.
+	stalled bool
+	current string
+	// dirs maps each scenario to the folder its checks.json was saved in.
+	dirs map[string]string
+	// summary holds the suite's verdict per scenario from its summary (whole-suite runs).
+	summary    map[string]bool
+	summarised bool
+}
+
+var (
+	scenarioStartLine = regexp.MustCompile(`^=== Running scenario: (\S+) ===$`)
+	singleStartLine   = regexp.MustCompile(`^Running client scenario '([^']+)' against server`)
+	resultsSavedLine  = regexp.MustCompile(`^Results saved to (.+)$`)
+	summaryLine       = regexp.MustCompile(`^([✓✗]) (\S+): \d+ passed, \d+ failed`)
+	listedLine        = regexp.MustCompile(`^\s+- (\S+)`)
+)
+
+// runConformance runs the suite with args, killing it when a scenario makes no progress
+// for conformanceScenarioTimeout, and parses what it printed.
+func runConformance(t testing.TB, suite string, args ...string) *conformanceRun {
+	t.Helper()
+	cmd := exec.Command(suite, args...) //nolint:noctx // killed by the watchdog below
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	cmd.SysProcAttr = processGroupDyingWithParent()
+	var stderr LockedBuffer
+	cmd.Stderr = &stderr
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting the MCP conformance suite %s: %v", suite, err)
+	}
+
+	// Every scenario start is progress; the watchdog restarts on each.
+	progress := make(chan struct{}, 1)
+	var stdout strings.Builder
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		scanner := bufio.NewScanner(stdoutPipe)
+		for scanner.Scan() {
+			line := scanner.Text()
+			stdout.WriteString(line + "\n")
+			if scenarioStartLine.MatchString(line) || singleStartLine.MatchString(line) {
+				select {
+				case progress <- struct{}{}:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdoutPipe)
+	}()
+	exited := make(chan error, 1)
+	go func() {
+		<-copied // Wait closes the pipe: read it to the end first
+		exited <- cmd.Wait()
+	}()
+
+	run := &conformanceRun{}
+	watchdog := time.NewTimer(conformanceScenarioTimeout)
+	defer watchdog.Stop()
+wait:
+	for {
+		select {
+		case <-progress:
+			watchdog.Reset(conformanceScenarioTimeout)
+		case run.err = <-exited:
+			break wait
+		case <-watchdog.C:
+			run.stalled = true
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			run.err = <-exited
+			break wait
+		}
+	}
+	run.stdout = stdout.String()
+	run.output = run.stdout + stderr.String()
+	run.parse()
+	return run
+}
+
+// parse reads the suite's progress lines ("=== Running scenario: X ===", "Results saved
+// to DIR") and its summary ("✓ X: 1 passed, 0 failed").
+func (r *conformanceRun) parse() {
+	r.dirs, r.summary = map[string]string{}, map[string]bool{}
+	for line := range strings.Lines(r.stdout) {
+		line = strings.TrimRight(line, "\n")
+		if m := scenarioStartLine.FindStringSubmatch(line); m != nil {
+			r.current = m[1]
+		} else if m := singleStartLine.FindStringSubmatch(line); m != nil {
+			r.current = m[1]
+		} else if m := resultsSavedLine.FindStringSubmatch(line); m != nil && r.current != "" {
+			r.dirs[r.current] = m[1]
+			r.current = ""
+		} else if m := summaryLine.FindStringSubmatch(line); m != nil {
+			r.summary[m[2]] = m[1] == "✓"
+			r.summarised = true
+		}
+	}
+}
+
+// scenarios returns the outcome of every scenario the run saved checks for or summarised.
+func (r *conformanceRun) scenarios() map[string]ConformanceScenario {
+	out := map[string]ConformanceScenario{}
+	for name, dir := range r.dirs {
+		s, err := readChecks(filepath.Join(dir, "checks.json"))
+		if err != nil {
+			s = ConformanceScenario{Failures: []string{err.Error()}}
+		}
+		out[name] = s
+	}
+	for name, passed := range r.summary {
+		if _, ok := out[name]; !ok {
+			// The scenario threw before saving checks; the suite printed why.
+			out[name] = ConformanceScenario{Passed: passed, Failures: []string{"the scenario did not run: " + scenarioError(r.output, name)}}
+		}
+	}
+	return out
+}
+
+// conformanceCheck is one entry of a scenario's checks.json.
+type conformanceCheck struct {
+	Name         string `json:"name"`
+	Description  string `json:"description"`
+	Status       string `json:"status"`
+	ErrorMessage string `json:"errorMessage"`
+}
+
+func readChecks(path string) (ConformanceScenario, error) {
+	data, err := os.ReadFile(path) //nolint:gosec // a folder the suite named in its output
+	if err != nil {
+		return ConformanceScenario{}, fmt.Errorf("reading conformance results: %w", err)
+	}
+	var checks []conformanceCheck
+	if err := json.Unmarshal(data, &checks); err != nil {
+		return ConformanceScenario{}, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	return scenarioFromChecks(checks), nil
+}
+
+// scenarioFromChecks applies the suite's verdict: a scenario passes when no check has
+// status FAILURE.
+func scenarioFromChecks(checks []conformanceCheck) ConformanceScenario {
+	var s ConformanceScenario
+	for _, c := range checks {
+		switch c.Status {
+		case "SUCCESS":
+			s.Succeeded++
+		case "WARNING":
+			s.Warnings++
+		case "FAILURE":
+			s.Failed++
+			message := c.ErrorMessage
+			if message == "" {
+				message = c.Description
+			}
+			s.Failures = append(s.Failures, c.Name+": "+message)
+		}
+	}
+	s.Passed = s.Failed == 0
+	return s
+}
+
+// scenarioError finds the error the suite printed for a scenario that threw.
+func scenarioError(output, name string) string {
+	prefix := "Failed to run scenario " + name + ":"
+	for line := range strings.Lines(output) {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return "no checks saved"
+}
+
+func listedScenarios(stdout string) []string {
+	var names []string
+	for line := range strings.Lines(stdout) {
+		if m := listedLine.FindStringSubmatch(line); m != nil {
+			names = append(names, m[1])
+		}
+	}
+	return names
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " / ")
+}

@@ -21,7 +21,7 @@ type ServerSummary struct {
 	// ProtocolVersion is the negotiated MCP protocol version.
 	ProtocolVersion string `json:"protocolVersion,omitempty" jsonschema:"negotiated MCP protocol version"`
 	// Ready is true when the Ready condition is True.
-	Ready bool `json:"ready" jsonschema:"true when the server is connected and its tools are discovered"`
+	Ready bool `json:"ready" jsonschema:"true when the server is connected and its tools are discovered (and match the reviewed ones where they are pinned)"`
 	// GatewayPath is where agents call the server's tools through Switchboard, on the
 	// catalogue's own address and port.
 	GatewayPath string `json:"gatewayPath" jsonschema:"path of the server's MCP endpoint on the Switchboard gateway, on the catalogue's address; call tools there with your own token"`

@@ -525,7 +525,15 @@ func TestPinnedToolsNeedAReviewedDigest(t *testing.T) {
 		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionToolsPinned).Message).
 			To(And(ContainSubstring(digest), ContainSubstring(wrong)))
 	}, eventually, poll).Should(Succeed())
-	g.Eventually(func() []string { return eventReasons(t, ns, "pinned") }, eventually, poll).Should(ContainElement(mcpv1alpha1.ReasonToolsChanged))
+	g.Eventually(func() []string {
+		var warnings []string
+		for _, e := range events(t, ns, "pinned") {
+			if e.Type == corev1.EventTypeWarning {
+				warnings = append(warnings, e.Reason+": "+e.Note)
+			}
+		}
+		return warnings
+	}, eventually, poll).Should(ContainElement(And(HavePrefix("ToolsChanged: "), ContainSubstring(wrong))))
 
 	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Tools.PinnedDigest = digest })
 	g.Eventually(func(g Gomega) {

@@ -4,8 +4,9 @@ package v1alpha1
 // which part of the connection is healthy. Reconciling and Stalled follow kstatus: they
 // are present only while True.
 const (
-	// ConditionReady is True when the server is connected, its tools are discovered and
-	// its egress is allowed. It is the summary of all other conditions.
+	// ConditionReady is True when the server is connected, its tools are discovered (and
+	// match spec.tools.pinnedDigest where one is set) and its egress is allowed. It is the
+	// summary of all other conditions.
 	ConditionReady = "Ready"
 
 	// ConditionConnected is True while a live MCP session to the server exists and its

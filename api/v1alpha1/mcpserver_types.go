@@ -294,8 +294,8 @@ type ToolFilter struct {
 // GatewaySpec bounds what agents may do with the server through the Switchboard gateway.
 type GatewaySpec struct {
 	// maxSessions bounds the concurrent gateway sessions to this server on each manager
-	// replica, 1 to 100000. Beyond it the gateway answers new sessions with 503. Without
-	// it the gateway's own default applies.
+	// replica, 1 to 100000. Beyond it the gateway answers new sessions with 503. Unset,
+	// the gateway's own default applies.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
@@ -303,7 +303,7 @@ type GatewaySpec struct {
 
 	// requestsPerSecond bounds the requests each caller may send to this server through
 	// the gateway, per second, 1 to 100000. Beyond it the gateway answers 429 with a
-	// Retry-After header. Without it requests are not rate limited.
+	// Retry-After header. Unset, the gateway's own default applies.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000

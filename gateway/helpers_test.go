@@ -133,6 +133,9 @@ type harness struct {
 type harnessOptions struct {
 	gateway func(*gateway.Options)
 	server  func(*mcpv1alpha1.MCPServer)
+	// upstreamURL, when set, is the server the pool connects to instead of the harness's
+	// own upstream.
+	upstreamURL string
 }
 
 func newHarness(t *testing.T, ho harnessOptions) *harness {
@@ -145,7 +148,11 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 	}
 	t.Cleanup(pool.Close)
 	h.pool = pool
-	pool.Ensure(h.key, h.config(loopbackRules(t)))
+	cfg := h.config(loopbackRules(t))
+	if ho.upstreamURL != "" {
+		cfg.URL = ho.upstreamURL
+	}
+	pool.Ensure(h.key, cfg)
 	testutil.Eventually(t, 10*time.Second, "the pool's session to become ready", func() error {
 		if snap, _ := pool.Snapshot(h.key); snap.State != connector.StateReady {
 			return fmt.Errorf("state %s", snap.State)

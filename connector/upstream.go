@@ -154,7 +154,7 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
 	if err != nil {
 		stop()
 		e := s.red.scrubError(classify(err, stack.obs.last()))
-		u.Close()
+		_ = u.Close()
 		return nil, e
 	}
 	go u.readLoop()
@@ -341,7 +341,7 @@ func (u *Upstream) Close() error {
 	}
 	u.closed = true
 	u.mu.Unlock()
-	u.fail(&Error{Reason: ReasonSessionEnded, Message: "upstream session closed"})
+	_ = u.fail(&Error{Reason: ReasonSessionEnded, Message: "upstream session closed"})
 	var err error
 	if u.conn != nil {
 		err = u.conn.Close()
@@ -364,7 +364,7 @@ func (u *Upstream) SessionID() string {
 // end closes the Upstream for reason: its owner's config changed, the server went away or
 // the egress decision no longer allows it.
 func (u *Upstream) end(reason *Error) {
-	u.fail(reason)
+	_ = u.fail(reason)
 	go func() { _ = u.Close() }()
 }
 

@@ -120,4 +120,3 @@ func (endpointChanged) Update(e event.UpdateEvent) bool {
 	after, ok2 := e.ObjectNew.(*mcpv1alpha1.MCPServer)
 	return ok1 && ok2 && (before.Status.Endpoint != after.Status.Endpoint || before.Status.Transport != after.Status.Transport)
 }
-

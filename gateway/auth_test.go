@@ -76,11 +76,11 @@ func TestCallersAreAuthenticatedAndAuthorizedPerServer(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := initialize(t, h.front.URL+gateway.ServerPath(namespace, tc.server), tc.token)
-			if resp.StatusCode != tc.wantStatus {
-				t.Errorf("status = %d; want %d", resp.StatusCode, tc.wantStatus)
+			if resp.status != tc.wantStatus {
+				t.Errorf("status = %d; want %d", resp.status, tc.wantStatus)
 			}
-			if tc.wantStatus == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
-				t.Errorf("WWW-Authenticate = %q; want a Bearer challenge", resp.Header.Get("WWW-Authenticate"))
+			if tc.wantStatus == http.StatusUnauthorized && !strings.HasPrefix(resp.header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("WWW-Authenticate = %q; want a Bearer challenge", resp.header.Get("WWW-Authenticate"))
 			}
 		})
 	}
@@ -106,9 +106,8 @@ func TestUnknownServerIs404ForACallerAllowedEverywhere(t *testing.T) {
 		o.Authenticator = tokens{callerToken: "admin"}
 		o.Access = sar.AuthorizationV1().SubjectAccessReviews()
 	}})
-	resp := initialize(t, h.front.URL+gateway.ServerPath(namespace, "missing"), callerToken)
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("status for an unknown server = %d; want 404", resp.StatusCode)
+	if resp := initialize(t, h.front.URL+gateway.ServerPath(namespace, "missing"), callerToken); resp.status != http.StatusNotFound {
+		t.Errorf("status for an unknown server = %d; want 404", resp.status)
 	}
 }
 
@@ -119,22 +118,28 @@ func TestAServerThatIsNotReadyIsRefusedWithItsReason(t *testing.T) {
 		obj.Status.Conditions[0].Message = "connection denied by policy"
 	}})
 	resp := initialize(t, h.url(), callerToken)
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("status = %d; want 503", resp.StatusCode)
+	if resp.status != http.StatusServiceUnavailable {
+		t.Fatalf("status = %d; want 503", resp.status)
 	}
 	var body struct {
 		Error struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	data, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(data, &body); err != nil || !strings.Contains(body.Error.Message, mcpv1alpha1.ReasonEgressDenied) {
-		t.Errorf("body = %s; want a JSON-RPC error naming the Ready reason", data)
+	if err := json.Unmarshal([]byte(resp.body), &body); err != nil || !strings.Contains(body.Error.Message, mcpv1alpha1.ReasonEgressDenied) {
+		t.Errorf("body = %s; want a JSON-RPC error naming the Ready reason", resp.body)
 	}
 }
 
-// initialize sends one initialize request and returns the response.
-func initialize(t *testing.T, url, token string) *http.Response {
+// answer is an HTTP response, read in full.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// initialize sends one initialize request and returns the answer.
+func initialize(t *testing.T, url, token string) answer {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
@@ -150,6 +155,10 @@ func initialize(t *testing.T, url, token string) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = resp.Body.Close() })
-	return resp
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: string(data)}
 }

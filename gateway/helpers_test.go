@@ -37,8 +37,8 @@ type upstreamServer struct {
 	*httptest.Server
 	mcp *mcp.Server
 
-	mu      sync.Mutex
-	headers []http.Header
+	mu          sync.Mutex
+	headers     []http.Header
 	httpMethods []string
 }
 

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -28,11 +27,11 @@ func TestSessionLimitsRefuseNewSessionsWith503(t *testing.T) {
 			h.connect(nil)
 			h.connect(nil)
 			resp := initialize(t, h.url(), callerToken)
-			if resp.StatusCode != http.StatusServiceUnavailable {
-				t.Fatalf("third session: status %d; want 503", resp.StatusCode)
+			if resp.status != http.StatusServiceUnavailable {
+				t.Fatalf("third session: status %d; want 503", resp.status)
 			}
-			if body := readAll(t, resp); !strings.Contains(body, tc.want) {
-				t.Errorf("body = %s; want a JSON-RPC error naming %s", body, tc.want)
+			if !strings.Contains(resp.body, tc.want) {
+				t.Errorf("body = %s; want a JSON-RPC error naming %s", resp.body, tc.want)
 			}
 		})
 	}
@@ -45,9 +44,9 @@ func TestRequestsBeyondTheRateAre429WithRetryAfter(t *testing.T) {
 	var limited atomic.Int32
 	for range 6 {
 		resp := initialize(t, h.url(), callerToken)
-		if resp.StatusCode == http.StatusTooManyRequests {
+		if resp.status == http.StatusTooManyRequests {
 			limited.Add(1)
-			if resp.Header.Get("Retry-After") == "" {
+			if resp.header.Get("Retry-After") == "" {
 				t.Error("429 without Retry-After")
 			}
 		}
@@ -64,10 +63,10 @@ func TestASessionIDIsUselessToAnotherCallerAndUnknownIDsAre404(t *testing.T) {
 		o.Authenticator = tokens{callerToken: "alice", "mallory-token": "mallory"}
 		o.Access = sar.AuthorizationV1().SubjectAccessReviews()
 	}})
-	resp := initialize(t, h.url(), callerToken)
-	id := resp.Header.Get("Mcp-Session-Id")
+	init := initialize(t, h.url(), callerToken)
+	id := init.header.Get("Mcp-Session-Id")
 	if id == "" {
-		t.Fatalf("no session id; status %d", resp.StatusCode)
+		t.Fatalf("no session id; status %d", init.status)
 	}
 	for _, tc := range []struct{ token, id string }{{"mallory-token", id}, {callerToken, "no-such-session"}} {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, h.url(),
@@ -85,13 +84,4 @@ func TestASessionIDIsUselessToAnotherCallerAndUnknownIDsAre404(t *testing.T) {
 			t.Errorf("request with session id %s… as %s: status %d; want 404", tc.id[:4], tc.token[:4], resp.StatusCode)
 		}
 	}
-}
-
-func readAll(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
 }

@@ -34,8 +34,10 @@ func TestServerRequestsAndNotificationsTravelBothWays(t *testing.T) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("elicitation: %w", err)
 		}
-		sample, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
-			MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}},
+		// Sampling is deprecated (SEP-2577) but servers still send it, and the gateway
+		// relays what they send.
+		sample, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{ //nolint:staticcheck // see above
+			MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}, //nolint:staticcheck // see above
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("sampling: %w", err)
@@ -50,8 +52,8 @@ func TestServerRequestsAndNotificationsTravelBothWays(t *testing.T) {
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
 		},
-		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			return &mcp.CreateMessageResult{Role: "assistant", Model: "test", Content: &mcp.TextContent{Text: "sampled"}}, nil
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { //nolint:staticcheck // sampling is deprecated, still relayed
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "test", Content: &mcp.TextContent{Text: "sampled"}}, nil //nolint:staticcheck // sampling is deprecated, still relayed
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			progress <- req.Params.Progress

@@ -52,8 +52,10 @@ type Upstream struct {
 	cancel  context.CancelFunc
 	version *negotiatedVersion
 
-	incoming chan readResult
 	injected chan jsonrpc.Message
+	// wake interrupts a Read blocked on the connection, for an injected notification or
+	// an ending; nil while no Read is blocked.
+	wake     atomic.Pointer[context.CancelFunc]
 	failed   chan struct{}
 	failOnce sync.Once
 	failure  *Error
@@ -62,11 +64,6 @@ type Upstream struct {
 	initID  jsonrpc.ID
 	pending map[jsonrpc.ID]context.CancelFunc
 	closed  bool
-}
-
-type readResult struct {
-	msg jsonrpc.Message
-	err error
 }
 
 // negotiatedVersion is the protocol version an Upstream's initialize settled on, for the
@@ -124,7 +121,6 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
 		stack:     stack,
 		timeout:   s.cfg.Timeout,
 		version:   &negotiatedVersion{},
-		incoming:  make(chan readResult),
 		injected:  make(chan jsonrpc.Message, maxInjected),
 		failed:    make(chan struct{}),
 		pending:   make(map[jsonrpc.ID]context.CancelFunc),
@@ -157,7 +153,6 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
 		_ = u.Close()
 		return nil, e
 	}
-	go u.readLoop()
 	return u, nil
 }
 
@@ -167,45 +162,58 @@ func (u *Upstream) Transport() Transport { return u.transport }
 // Key names the Upstream's server.
 func (u *Upstream) Key() Key { return u.key }
 
-// readLoop moves what the connection reads to Read, so that Read can also deliver
-// injected notifications and an ending.
-func (u *Upstream) readLoop() {
-	for {
-		msg, err := u.conn.Read(u.ctx)
-		select {
-		case u.incoming <- readResult{msg, err}:
-		case <-u.failed:
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // Read implements mcp.Connection. Its errors are *Error values, classified and scrubbed
 // of the config's secrets like the pool's own.
 func (u *Upstream) Read(ctx context.Context) (jsonrpc.Message, error) {
-	select {
-	case <-u.failed:
-		return nil, u.failure
-	default:
-	}
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-u.failed:
-		return nil, u.failure
-	case msg := <-u.injected:
-		return msg, nil
-	case r := <-u.incoming:
-		if r.err != nil {
-			return nil, u.fail(u.classify(r.err))
+	for {
+		if msg, err, ok := u.pendingRead(); ok {
+			return msg, err
 		}
-		if resp, ok := r.msg.(*jsonrpc.Response); ok {
+		readCtx, wake := context.WithCancel(ctx)
+		u.wake.Store(&wake)
+		// An injection that came before the Store did not see it: look again.
+		if msg, err, ok := u.pendingRead(); ok {
+			u.wake.Store(nil)
+			wake()
+			return msg, err
+		}
+		msg, err := u.conn.Read(readCtx)
+		u.wake.Store(nil)
+		woken := readCtx.Err() != nil && ctx.Err() == nil
+		wake()
+		if err != nil {
+			if woken {
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, u.fail(u.classify(err))
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok {
 			u.answered(resp)
 		}
-		return r.msg, nil
+		return msg, nil
+	}
+}
+
+// pendingRead returns what Read must return before reading the connection: the ending,
+// or an injected notification.
+func (u *Upstream) pendingRead() (jsonrpc.Message, error, bool) {
+	select {
+	case <-u.failed:
+		return nil, u.failure, true
+	case msg := <-u.injected:
+		return msg, nil, true
+	default:
+		return nil, nil, false
+	}
+}
+
+// interrupt wakes a Read blocked on the connection.
+func (u *Upstream) interrupt() {
+	if wake := u.wake.Load(); wake != nil {
+		(*wake)()
 	}
 }
 
@@ -219,7 +227,9 @@ func (u *Upstream) Write(_ context.Context, msg jsonrpc.Message) error {
 		return u.failure
 	default:
 	}
-	ctx, cancel := context.WithCancel(u.ctx)
+	// Not a child of u.ctx, which would keep every call's context until the Upstream
+	// closes; Close cancels the calls still owed an answer instead.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(u.ctx))
 	req, isRequest := msg.(*jsonrpc.Request)
 	call := isRequest && req.IsCall()
 	if call {
@@ -259,18 +269,15 @@ func (u *Upstream) forget(req *jsonrpc.Request, call bool) {
 	u.mu.Unlock()
 }
 
-// answered ends the HTTP exchange of the call resp answers and, for initialize, notes
-// the protocol version the server chose.
+// answered forgets the call resp answers and, for initialize, notes the protocol version
+// the server chose.
 func (u *Upstream) answered(resp *jsonrpc.Response) {
 	u.mu.Lock()
-	cancel := u.pending[resp.ID]
+	// The exchange is not cancelled: go-sdk closes the stream once the answer is in, and
+	// cancelling first would cost the kept-alive connection.
 	delete(u.pending, resp.ID)
 	isInit := u.initID.IsValid() && resp.ID == u.initID
 	u.mu.Unlock()
-	if cancel != nil {
-		// The answer has been read off the stream: nothing more of it is owed.
-		defer cancel()
-	}
 	if isInit && resp.Error == nil {
 		var res struct {
 			ProtocolVersion string `json:"protocolVersion"`
@@ -307,6 +314,7 @@ func (u *Upstream) cancelled(req *jsonrpc.Request) {
 func (u *Upstream) inject(msg jsonrpc.Message) {
 	select {
 	case u.injected <- msg:
+		u.interrupt()
 	default:
 	}
 }
@@ -327,6 +335,7 @@ func (u *Upstream) fail(e *Error) *Error {
 	u.failOnce.Do(func() {
 		u.failure = u.owner.red.scrubError(e)
 		close(u.failed)
+		u.interrupt()
 	})
 	return u.failure
 }
@@ -340,7 +349,12 @@ func (u *Upstream) Close() error {
 		return nil
 	}
 	u.closed = true
+	pending := u.pending
+	u.pending = map[jsonrpc.ID]context.CancelFunc{}
 	u.mu.Unlock()
+	for _, cancel := range pending {
+		cancel()
+	}
 	_ = u.fail(&Error{Reason: ReasonSessionEnded, Message: "upstream session closed"})
 	var err error
 	if u.conn != nil {

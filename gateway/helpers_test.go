@@ -43,7 +43,7 @@ type upstreamServer struct {
 }
 
 // newUpstream starts an upstream with the tools echo, search_notes and delete_all.
-func newUpstream(t *testing.T) *upstreamServer {
+func newUpstream(t testing.TB) *upstreamServer {
 	t.Helper()
 	u := &upstreamServer{mcp: mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, nil)}
 	type echoArgs struct {
@@ -92,18 +92,18 @@ func (u *upstreamServer) seenHeaders(name string) []string {
 }
 
 // loopbackRules allows loopback addresses, as a namespace's MCPEgressPolicy would.
-func loopbackRules(t *testing.T) *egress.ServerRules {
+func loopbackRules(t testing.TB) *egress.ServerRules {
 	return rules(t, &mcpv1alpha1.MCPEgressPolicySpec{
 		Egress: []mcpv1alpha1.EgressRule{{To: []mcpv1alpha1.EgressPeer{{IPBlock: &mcpv1alpha1.IPBlock{CIDR: "127.0.0.0/8"}}}}},
 	})
 }
 
 // denyAllRules is a policy that selects the server and allows nothing.
-func denyAllRules(t *testing.T) *egress.ServerRules {
+func denyAllRules(t testing.TB) *egress.ServerRules {
 	return rules(t, &mcpv1alpha1.MCPEgressPolicySpec{})
 }
 
-func rules(t *testing.T, spec *mcpv1alpha1.MCPEgressPolicySpec) *egress.ServerRules {
+func rules(t testing.TB, spec *mcpv1alpha1.MCPEgressPolicySpec) *egress.ServerRules {
 	t.Helper()
 	labels := map[string]string{"app": "notes"}
 	spec.ServerSelector = metav1.LabelSelector{MatchLabels: labels}
@@ -119,7 +119,7 @@ func rules(t *testing.T, spec *mcpv1alpha1.MCPEgressPolicySpec) *egress.ServerRu
 
 // harness is a pool holding a session with one upstream and a gateway in front of it.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	pool     *connector.Pool
 	gw       *gateway.Gateway
 	front    *httptest.Server
@@ -138,7 +138,7 @@ type harnessOptions struct {
 	upstreamURL string
 }
 
-func newHarness(t *testing.T, ho harnessOptions) *harness {
+func newHarness(t testing.TB, ho harnessOptions) *harness {
 	t.Helper()
 	h := &harness{t: t, upstream: newUpstream(t), key: connector.Key{Namespace: namespace, Name: "notes"},
 		audit: &logLines{}, registry: prometheus.NewRegistry()}

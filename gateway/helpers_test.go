@@ -40,6 +40,14 @@ type upstreamServer struct {
 	mu          sync.Mutex
 	headers     []http.Header
 	httpMethods []string
+	redirect    string // when set, every request is redirected there
+}
+
+// redirectTo makes the upstream answer every later request with a 307 to target.
+func (u *upstreamServer) redirectTo(target string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.redirect = target
 }
 
 // newUpstream starts an upstream with the tools echo, search_notes and delete_all.
@@ -66,7 +74,12 @@ func newUpstream(t testing.TB) *upstreamServer {
 		u.mu.Lock()
 		u.headers = append(u.headers, r.Header.Clone())
 		u.httpMethods = append(u.httpMethods, r.Method)
+		redirect := u.redirect
 		u.mu.Unlock()
+		if redirect != "" {
+			http.Redirect(w, r, redirect, http.StatusTemporaryRedirect)
+			return
+		}
 		handler.ServeHTTP(w, r)
 	}))
 	t.Cleanup(u.Close)
@@ -136,6 +149,8 @@ type harnessOptions struct {
 	// upstreamURL, when set, is the server the pool connects to instead of the harness's
 	// own upstream.
 	upstreamURL string
+	// upstreamQuery is appended to the upstream's URL: a query string is a secret.
+	upstreamQuery string
 }
 
 func newHarness(t testing.TB, ho harnessOptions) *harness {
@@ -152,6 +167,7 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 	if ho.upstreamURL != "" {
 		cfg.URL = ho.upstreamURL
 	}
+	cfg.URL += ho.upstreamQuery
 	pool.Ensure(h.key, cfg)
 	testutil.Eventually(t, 10*time.Second, "the pool's session to become ready", func() error {
 		if snap, _ := pool.Snapshot(h.key); snap.State != connector.StateReady {

@@ -278,6 +278,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	agentGatewayToken := agentToken(t) // the agent's own token for the gateway steps
+	var agentSent []string             // the agent's arguments and answers, which no log may hold
 	step(t, "an agent uses every server through the gateway with its own token", func(t *testing.T) {
 		for _, name := range []string{"streamable", "sse", "stdio"} {
 			t.Run(name, func(t *testing.T) {
@@ -288,7 +289,7 @@ func TestEndToEnd(t *testing.T) {
 				// connector.Upstream), so a stdio server's elicitation never reaches the
 				// agent and the call hangs.
 				elicitation := name != "stdio"
-				useServer(ctx, t, gatewayURL(t, catalogURL, agentGatewayToken, name), agentGatewayToken, name, elicitation)
+				agentSent = append(agentSent, useServer(ctx, t, gatewayURL(t, catalogURL, agentGatewayToken, name), agentGatewayToken, name, elicitation)...)
 				if !elicitation {
 					t.Run("elicitation", func(t *testing.T) {
 						t.Skip("not checked: a stdio server's requests to the client do not reach it through the gateway (the upstream opens no standalone GET stream)")
@@ -512,6 +513,11 @@ func TestEndToEnd(t *testing.T) {
 			// The gateway's callers' tokens are as secret as the upstream's.
 			if strings.Contains(text, agentGatewayToken) {
 				t.Errorf("the agent's token leaked into %s", where)
+			}
+			for _, sent := range agentSent {
+				if strings.Contains(text, sent) {
+					t.Errorf("what the agent sent through the gateway (%q) appears in %s", sent, where)
+				}
 			}
 		}
 	})

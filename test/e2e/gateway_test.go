@@ -122,10 +122,11 @@ func connectGateway(ctx context.Context, endpoint, token string, elicit func(con
 
 // useServer does through the gateway what an agent does with a server: a tool call, a
 // resource read, a prompt and, when elicitation is set, an elicitation round trip, each
-// checked by its answer.
-func useServer(ctx context.Context, t *testing.T, endpoint, token, name string, elicitation bool) {
+// checked by its answer. It returns what the agent sent: arguments and answers that the
+// gateway must not log.
+func useServer(ctx context.Context, t *testing.T, endpoint, token, name string, elicitation bool) (sent []string) {
 	t.Helper()
-	answer := "Ada Lovelace via " + name
+	answer := "Ada Lovelace via " + name + " " + strconv.FormatInt(time.Now().UnixNano(), 36)
 	var asked atomic.Int32
 	elicit := func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		asked.Add(1)
@@ -138,6 +139,7 @@ func useServer(ctx context.Context, t *testing.T, endpoint, token, name string, 
 	defer session.Close()
 
 	msg := "hello " + name + " " + strconv.FormatInt(time.Now().UnixNano(), 36)
+	sent = append(sent, msg)
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": msg}})
 	if err != nil {
 		t.Fatalf("echo: %v", err)
@@ -179,8 +181,9 @@ func useServer(ctx context.Context, t *testing.T, endpoint, token, name string, 
 	}
 
 	if !elicitation {
-		return
+		return sent
 	}
+	sent = append(sent, answer)
 	// server-everything adds the tool once it sees the client advertise elicitation,
 	// right after initialization, and says so with tools/list_changed.
 	testutil.Eventually(t, 10*time.Second, "trigger-elicitation-request to be offered", func() error {
@@ -206,6 +209,7 @@ func useServer(ctx context.Context, t *testing.T, endpoint, token, name string, 
 	if got := texts(res.Content); res.IsError || !strings.Contains(got, "- Name: "+answer) || !strings.Contains(got, "- Agreed to terms: true") {
 		t.Errorf("trigger-elicitation-request: the result does not reflect the answer (error %v):\n%s", res.IsError, got)
 	}
+	return sent
 }
 
 // texts joins the text of the text contents.

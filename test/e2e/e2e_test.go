@@ -89,13 +89,14 @@ func TestEndToEnd(t *testing.T) {
 	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
 	catalogAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
 	catalogURL := "http://" + catalogAddr
+	metricsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
 	managerArgs := []string{
 		"--kubeconfig", kubeconfigPath,
 		"--stdio-runtime=local",
 		"--catalog-auth=tokenreview",
 		"--catalog-bind-address", catalogAddr,
 		"--health-probe-bind-address", probeAddr,
-		"--metrics-bind-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t))),
+		"--metrics-bind-address", metricsAddr, // served over HTTPS behind TokenReview, the default
 		// Every server here is on loopback, which the default posture (public) denies.
 		"--default-egress=all",
 		"--default-probe-interval", probeInterval.String(),
@@ -259,6 +260,146 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	step(t, "RBAC grants the agent use of its servers by name", func(t *testing.T) {
+		kubectlApply(t, gatewayRBAC())
+		// The authorizer's informers take a moment to see the new bindings.
+		testutil.Eventually(t, 10*time.Second, "kubectl auth can-i to see the Role", func() error {
+			if got := canI("streamable", agentUser); got != "yes" {
+				return fmt.Errorf("can-i use streamable as the agent: %q, want yes", got)
+			}
+			if got := canI(deniedServer, "system:serviceaccount:"+ns+":"+lockedCaller); got != "yes" {
+				return fmt.Errorf("can-i use %s as %s: %q, want yes", deniedServer, lockedCaller, got)
+			}
+			return nil
+		})
+		if got := canI(deniedServer, agentUser); got != "no" {
+			t.Errorf("kubectl auth can-i use %s as the agent: %q, want no", deniedServer, got)
+		}
+	})
+
+	agentGatewayToken := agentToken(t) // the agent's own token for the gateway steps
+	var agentSent []string             // the agent's arguments and answers, which no log may hold
+	step(t, "an agent uses every server through the gateway with its own token", func(t *testing.T) {
+		for _, name := range []string{"streamable", "sse", "stdio"} {
+			t.Run(name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				// Known gap: the bridge sends its subprocess's requests on the standalone
+				// GET stream, which the gateway's upstream sessions never open (see
+				// connector.Upstream), so a stdio server's elicitation never reaches the
+				// agent and the call hangs.
+				elicitation := name != "stdio"
+				agentSent = append(agentSent, useServer(ctx, t, gatewayURL(t, catalogURL, agentGatewayToken, name), agentGatewayToken, name, elicitation)...)
+				if !elicitation {
+					t.Run("elicitation", func(t *testing.T) {
+						t.Skip("not checked: a stdio server's requests to the client do not reach it through the gateway (the upstream opens no standalone GET stream)")
+					})
+				}
+			})
+		}
+		// The streamable server is reachable only with the Secret's token, so the calls
+		// above prove the gateway attached it; the agent's own token must not have
+		// travelled on.
+		for _, got := range proxy.foreignAuthorizations() {
+			if strings.Contains(got, agentGatewayToken) {
+				t.Errorf("the agent's token reached the upstream server")
+			} else {
+				t.Errorf("the upstream server was sent an Authorization header other than the Secret's (%d bytes)", len(got))
+			}
+		}
+		// A closed gateway session ends its stdio subprocess: only the operator's own
+		// session is left.
+		testutil.Eventually(t, 10*time.Second, "the gateway's stdio subprocesses to exit", func() error {
+			if bridges, servers := splitProcesses(markedProcesses(t, runMarker)); len(bridges) != 1 || len(servers) != 1 {
+				return fmt.Errorf("%d bridges and %d server processes: %v %v", len(bridges), len(servers), bridges, servers)
+			}
+			return nil
+		})
+	})
+
+	step(t, "the gateway refuses callers who may not use a server", func(t *testing.T) {
+		endpoint := func(namespace, name string) string {
+			return catalogURL + "/mcp/namespaces/" + namespace + "/servers/" + name
+		}
+		if a := postInitialize(t, endpoint(ns, "streamable"), ""); a.status != http.StatusUnauthorized ||
+			!strings.HasPrefix(a.header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("no token: %d, WWW-Authenticate %q, want 401 with a Bearer challenge", a.status, a.header.Get("WWW-Authenticate"))
+		}
+		if a := postInitialize(t, endpoint(ns, "streamable"), "not-a-token"); a.status != http.StatusUnauthorized {
+			t.Errorf("a bad token: %d, want 401", a.status)
+		}
+		if a := postInitialize(t, endpoint(ns, deniedServer), agentGatewayToken); a.status != http.StatusForbidden {
+			t.Errorf("the agent on %s, which it was not granted: %d, want 403: %s", deniedServer, a.status, a.body)
+		}
+		if a := postInitialize(t, endpoint(otherNS, "elsewhere"), agentGatewayToken); a.status != http.StatusForbidden {
+			t.Errorf("the agent on a server of another namespace: %d, want 403: %s", a.status, a.body)
+		}
+		lockedToken := serviceAccountToken(t, lockedCaller)
+		if a := postInitialize(t, endpoint(ns, missingServer), lockedToken); a.status != http.StatusNotFound {
+			t.Errorf("a caller allowed on a server that does not exist: %d, want 404: %s", a.status, a.body)
+		}
+		// Allowed, but the server is not Ready: the client learns why.
+		a := postInitialize(t, endpoint(ns, deniedServer), lockedToken)
+		if a.status != http.StatusServiceUnavailable {
+			t.Fatalf("a caller allowed on %s, which is not Ready: %d, want 503: %s", deniedServer, a.status, a.body)
+		}
+		if rpcErr, err := a.jsonrpcError(); err != nil {
+			t.Errorf("503 for %s: %v", deniedServer, err)
+		} else if !strings.Contains(rpcErr.Message, mcpv1alpha1.ReasonEgressDenied) {
+			t.Errorf("503 for %s: JSON-RPC error %q does not name EgressDenied", deniedServer, rpcErr.Message)
+		}
+	})
+
+	step(t, "the audit log and metrics record the agent's calls", func(t *testing.T) {
+		for _, name := range []string{"streamable", "sse", "stdio"} {
+			var calls, started, ended int
+			for _, l := range auditLines(t, manager.logPath) {
+				if l.str("caller") != agentUser || l.str("namespace") != ns || l.str("server") != name {
+					continue
+				}
+				switch l.str("msg") {
+				case "Session started":
+					started++
+				case "Session ended":
+					ended++
+				case "Tool call":
+					if l.str("tool") == "echo" && l.str("outcome") == "ok" && l.str("duration") != "" && l["id"] != nil {
+						calls++
+					}
+				}
+			}
+			if calls != 1 || started == 0 || ended != started {
+				t.Errorf("%s: audit log has %d ok echo calls by %s, %d sessions started and %d ended; want 1 call and every session ended",
+					name, calls, agentUser, started, ended)
+			}
+		}
+
+		token := grantMetrics(t, root)
+		var text string
+		testutil.Eventually(t, 10*time.Second, "the manager's metrics", func() error {
+			var err error
+			text, err = scrapeMetrics(metricsAddr, token)
+			return err
+		})
+		for _, name := range []string{"streamable", "sse", "stdio"} {
+			server := map[string]string{"namespace": ns, "name": name}
+			if n, ok := metricValue(text, "switchboard_gateway_requests_total",
+				map[string]string{"namespace": ns, "name": name, "method": "tools/call", "outcome": "ok"}); !ok || n < 1 {
+				t.Errorf("%s: switchboard_gateway_requests_total for ok tools/call = %v (found %v), want the echo call counted", name, n, ok)
+			}
+			if n, ok := metricValue(text, "switchboard_gateway_request_duration_seconds_count",
+				map[string]string{"namespace": ns, "name": name, "method": "tools/call"}); !ok || n < 1 {
+				t.Errorf("%s: switchboard_gateway_request_duration_seconds_count for tools/call = %v (found %v), want the echo call timed", name, n, ok)
+			}
+			if n, ok := metricValue(text, "switchboard_gateway_sessions", server); !ok || n != 0 {
+				t.Errorf("%s: switchboard_gateway_sessions = %v (found %v), want 0 once the agent closed its sessions", name, n, ok)
+			}
+		}
+		if strings.Contains(text, secretToken) || strings.Contains(text, agentGatewayToken) {
+			t.Errorf("a token appears in the metrics")
+		}
+	})
+
 	// What the first manager built, to compare after the crash.
 	before := observe(t, runMarker)
 	step(t, "steady state: one bridge, one server process, one finalizer", func(t *testing.T) {
@@ -359,6 +500,7 @@ func TestEndToEnd(t *testing.T) {
 			"kubectl describe mcps":      kubectl(t, "describe", "mcps", "-A"),
 			"kubectl get events -o yaml": kubectl(t, "get", "events", "-A", "-o", "yaml"),
 			"the first manager's log":    readFile(t, filepath.Join(work, "manager-1.log")),
+			"the gateway's audit lines":  auditText(t, filepath.Join(work, "manager-1.log")),
 			"the second manager's log":   readFile(t, filepath.Join(work, "manager-2.log")),
 		}
 		for where, text := range places {
@@ -367,6 +509,15 @@ func TestEndToEnd(t *testing.T) {
 			}
 			if strings.Contains(text, secretToken) {
 				t.Errorf("the Secret-backed header value leaked into %s", where)
+			}
+			// The gateway's callers' tokens are as secret as the upstream's.
+			if strings.Contains(text, agentGatewayToken) {
+				t.Errorf("the agent's token leaked into %s", where)
+			}
+			for _, sent := range agentSent {
+				if strings.Contains(text, sent) {
+					t.Errorf("what the agent sent through the gateway (%q) appears in %s", sent, where)
+				}
 			}
 		}
 	})

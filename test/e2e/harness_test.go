@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -124,11 +125,23 @@ func startControlPlane(t *testing.T, dir string) string {
 
 // authProxy fronts backend on a loopback port and refuses every request whose
 // Authorization header is not want, so that a server becomes Ready only when the
-// operator really sends the header it resolved from a Secret.
+// operator really sends the header it resolved from a Secret. It remembers every other
+// Authorization value it was sent, so a test can tell whose credentials reached it.
 type authProxy struct {
 	URL        string
 	authorized atomic.Int64
 	refused    atomic.Int64
+
+	mu      sync.Mutex
+	foreign []string // Authorization values of refused requests, "" for none
+}
+
+// foreignAuthorizations returns the Authorization values, other than the expected one,
+// that requests carried.
+func (p *authProxy) foreignAuthorizations() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.foreign)
 }
 
 func startAuthProxy(t *testing.T, backend, want string) *authProxy {
@@ -147,8 +160,11 @@ func startAuthProxy(t *testing.T, backend, want string) *authProxy {
 	srv := &http.Server{
 		ReadHeaderTimeout: 5 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Authorization") != want {
+			if got := r.Header.Get("Authorization"); got != want {
 				p.refused.Add(1)
+				p.mu.Lock()
+				p.foreign = append(p.foreign, got)
+				p.mu.Unlock()
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}

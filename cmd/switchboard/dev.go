@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,6 +33,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
 	"github.com/switchboard-mcp/switchboard/internal/kustomize"
 )
@@ -188,6 +191,16 @@ func dev(ctx context.Context, opts devOptions) (err error) {
 		settle(ctx, c, objects, opts.settleWait)
 	}
 
+	endpoints := gatewayEndpoints(opts.catalogAddr, objects)
+	notesURL := ""
+	for _, e := range endpoints {
+		if e.name == string(demo.Notes) {
+			notesURL = e.url
+			step("Calling the notes server's tools through the gateway with a go-sdk client, without a token")
+			callNotesThroughGateway(ctx, os.Stdout, notesURL)
+		}
+	}
+
 	fmt.Printf(`
 Switchboard dev is up (%s). In another terminal:
 
@@ -197,12 +210,19 @@ Switchboard dev is up (%s). In another terminal:
   curl -s http://%s/api/v1/tools
 
 Catalogue:      http://%s/api/v1 (REST), http://%s/mcp (MCP), no authentication
-Metrics:        http://%s/metrics
+`, time.Since(started).Round(100*time.Millisecond), kubeconfig, opts.catalogAddr, opts.catalogAddr, opts.catalogAddr)
+	printGatewayEndpoints(os.Stdout, endpoints)
+	metricsURL := "http://" + opts.metricsAddr + "/metrics"
+	if opts.metricsAddr == "0" {
+		metricsURL = "off (--metrics-bind-address=0)"
+	}
+	fmt.Printf(`Metrics:        %s
 Manager log:    %s
-
-Press Ctrl-C to stop.
-`, time.Since(started).Round(100*time.Millisecond), kubeconfig, opts.catalogAddr, opts.catalogAddr, opts.catalogAddr,
-		opts.metricsAddr, logFile.Name())
+`, metricsURL, logFile.Name())
+	if notesURL != "" {
+		printGatewayCurl(os.Stdout, notesURL)
+	}
+	fmt.Print("\nPress Ctrl-C to stop.\n")
 
 	select {
 	case <-ctx.Done():
@@ -466,4 +486,121 @@ func mustScheme() *runtime.Scheme {
 		panic(err)
 	}
 	return scheme
+}
+
+// gatewayEndpoint is one sample server's MCP endpoint on the gateway.
+type gatewayEndpoint struct {
+	name, url string
+}
+
+// gatewayEndpoints returns the gateway URL of every MCPServer among the samples, in the
+// samples' order.
+func gatewayEndpoints(catalogAddr string, objects []*unstructured.Unstructured) []gatewayEndpoint {
+	var endpoints []gatewayEndpoint
+	for _, obj := range objects {
+		if obj.GetKind() == "MCPServer" {
+			endpoints = append(endpoints, gatewayEndpoint{
+				name: obj.GetName(),
+				url:  "http://" + catalogAddr + gateway.ServerPath(obj.GetNamespace(), obj.GetName()),
+			})
+		}
+	}
+	return endpoints
+}
+
+func printGatewayEndpoints(w io.Writer, endpoints []gatewayEndpoint) {
+	if len(endpoints) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Gateway:        one MCP endpoint (Streamable HTTP) per server, no authentication:")
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	for _, e := range endpoints {
+		fmt.Fprintf(tw, "                  %s\t%s\n", e.name, e.url)
+	}
+	_ = tw.Flush()
+}
+
+// The note dev saves through the gateway, so that search_notes, called by dev and by the
+// curl lines it prints, has something to find.
+const (
+	demoNoteTitle = "Hello from the gateway"
+	demoNoteBody  = "Saved by switchboard dev through the gateway, which sent the notes token for it."
+	demoNoteQuery = "gateway"
+)
+
+// callNotesThroughGateway calls add_note and then search_notes on the notes server
+// through its gateway endpoint, as an agent would, and prints what they answer. The
+// client holds no token: the notes server answers 401 without one, so an answer shows
+// that the gateway added the Secret's. A failure is printed, not returned: the rest of
+// the demo works without it.
+func callNotesThroughGateway(ctx context.Context, w io.Writer, url string) {
+	if err := callNotes(ctx, w, url); err != nil {
+		fmt.Fprintf(w, "    could not call the notes server through the gateway: %v\n", err)
+	}
+}
+
+func callNotes(ctx context.Context, w io.Writer, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-dev", Version: "v1"}, nil)
+	// Two calls and done: no standalone stream to wait on server messages.
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		return err
+	}
+	defer session.Close()
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"add_note", map[string]any{"title": demoNoteTitle, "body": demoNoteBody}},
+		{"search_notes", map[string]any{"query": demoNoteQuery}},
+	} {
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: call.tool, Arguments: call.args})
+		if err != nil {
+			return fmt.Errorf("%s: %w", call.tool, err)
+		}
+		if res.IsError {
+			return fmt.Errorf("%s answered an error: %s", call.tool, resultText(res))
+		}
+		args, err := json.Marshal(call.args)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "    %s %s\n      -> %s\n", call.tool, args, resultText(res))
+	}
+	return nil
+}
+
+// resultText is what a tool answered, as a person would read it.
+func resultText(res *mcp.CallToolResult) string {
+	var texts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, t.Text)
+		}
+	}
+	if len(texts) == 0 && res.StructuredContent != nil {
+		if data, err := json.Marshal(res.StructuredContent); err == nil {
+			texts = append(texts, string(data))
+		}
+	}
+	return strings.Join(texts, " ")
+}
+
+// printGatewayCurl prints a curl session with the notes server through the gateway
+// that a person can paste into bash or zsh: initialize, notifications/initialized,
+// tools/call search_notes, then end the session.
+func printGatewayCurl(w io.Writer, url string) {
+	fmt.Fprintf(w, `
+Call search_notes through the gateway yourself, without the notes token (bash or zsh; in a
+cluster add -H "Authorization: Bearer $TOKEN" with your ServiceAccount's token):
+
+  URL=%s
+  H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2025-11-25')
+  SID=$(curl -s -o /dev/null -D - "${H[@]}" "$URL" -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}' | awk 'tolower($1) == "mcp-session-id:" {print $2}' | tr -d '\r')
+  curl -s "${H[@]}" -H "Mcp-Session-Id: $SID" "$URL" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+  curl -s "${H[@]}" -H "Mcp-Session-Id: $SID" "$URL" -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_notes","arguments":{"query":"%s"}}}'
+  curl -s -X DELETE -H "Mcp-Session-Id: $SID" "$URL"
+`, url, demoNoteQuery)
 }

@@ -123,6 +123,44 @@ func TestDevBringsUpTheDemoAndCtrlCLeavesNothingBehind(t *testing.T) {
 		t.Errorf("catalogue search for dice lacks roll_dice: %s", tools)
 	}
 
+	// dev prints every demo server's endpoint on the gateway, on the catalogue's address.
+	for name := range want {
+		url := "http://" + catalogAddr + "/mcp/namespaces/switchboard-demo/servers/" + name
+		if !strings.Contains(output.String(), url) {
+			t.Errorf("dev does not print the gateway URL %s:\n%s", url, output)
+		}
+	}
+
+	// The notes server answers 401 to a caller without its token...
+	if code := postStatus(t, "http://"+notesAddr+"/mcp"); code != http.StatusUnauthorized {
+		t.Errorf("the notes server answered %d to a request without its token, want 401", code)
+	}
+	// ...yet dev's go-sdk client, which holds none, got search_notes' answer through the
+	// gateway,
+	if answer := lineAfter(output.String(), `    search_notes {"query":"gateway"}`); !strings.Contains(answer, `"title":"`+demoNoteTitle+`"`) {
+		t.Errorf("dev does not print search_notes finding its note through the gateway (got %q):\n%s", answer, output)
+	}
+	// and so do the curl lines dev prints, pasted into bash.
+	script := printedCurl(output.String())
+	if script == "" {
+		t.Fatalf("dev prints no curl lines for the gateway:\n%s", output)
+	}
+	curlOut, err := exec.CommandContext(context.Background(), "bash", "-euo", "pipefail", "-c", script).CombinedOutput()
+	if err != nil || !strings.Contains(string(curlOut), `"id":2,"result"`) || !strings.Contains(string(curlOut), demoNoteTitle) {
+		t.Errorf("the printed curl lines did not get search_notes' answer (%v):\n%s\n%s", err, script, curlOut)
+	}
+	// Both calls went through the gateway, which audited them.
+	audited := 0
+	for _, line := range strings.Split(readFile(t, filepath.Join(stateDir, "manager.log")), "\n") {
+		if strings.Contains(line, "gateway.audit") && strings.Contains(line, "Tool call") &&
+			strings.Contains(line, `"tool": "search_notes"`) && strings.Contains(line, `"outcome": "ok"`) {
+			audited++
+		}
+	}
+	if audited != 2 {
+		t.Errorf("the gateway audited %d successful search_notes calls, want 2 (dev's and curl's)", audited)
+	}
+
 	// dev serves metrics over plain HTTP without authentication, as it prints.
 	if !strings.Contains(output.String(), "Metrics:        http://"+metricsAddr+"/metrics") {
 		t.Errorf("dev does not print its metrics address http://%s/metrics:\n%s", metricsAddr, output)
@@ -190,6 +228,49 @@ func httpGet(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %d %v\n%s", url, resp.StatusCode, err, body)
 	}
 	return string(body)
+}
+
+// postStatus returns the status code of an empty MCP POST to url.
+func postStatus(t *testing.T, url string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// lineAfter returns the line of text that follows the line equal to line, or "".
+func lineAfter(text, line string) string {
+	lines := strings.Split(text, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		if lines[i] == line {
+			return lines[i+1]
+		}
+	}
+	return ""
+}
+
+// printedCurl returns the shell lines dev prints for calling search_notes with curl,
+// from "URL=" to the closing DELETE, without their indent.
+func printedCurl(output string) string {
+	var script []string
+	for _, line := range strings.Split(output, "\n") {
+		if strings.HasPrefix(line, "  URL=") || len(script) > 0 {
+			script = append(script, strings.TrimPrefix(line, "  "))
+		}
+		if len(script) > 0 && strings.Contains(line, "-X DELETE") {
+			break
+		}
+	}
+	return strings.Join(script, "\n")
 }
 
 func readFile(t *testing.T, path string) string {

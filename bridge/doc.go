@@ -23,7 +23,10 @@
 //     CodeUnsupportedProtocolVersion, so go-sdk clients fall back to initialize;
 //   - notifications and requests from the subprocess (progress, logging, sampling) travel
 //     on the session's standalone SSE stream (the client's GET), since the bridge cannot
-//     tie them to the HTTP request they relate to;
+//     tie them to the HTTP request they relate to, or on a subscriptions/listen stream
+//     when the client opened one: in a session older than that method (2026-07-28) the
+//     bridge holds such a call open itself rather than pass it to the subprocess, so that
+//     a client that cannot open the GET (the gateway's upstream) still receives them;
 //   - a client request must use a method MCP defines: the transport refuses others.
 //
 // It must not: hand-roll JSON-RPC or Streamable HTTP framing, proxy through an mcp.Server

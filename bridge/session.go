@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +62,7 @@ type session struct {
 	pending     map[jsonrpc.ID]struct{} // client calls the subprocess has not answered
 	initID      jsonrpc.ID              // the initialize call, once seen
 	initialized bool                    // the subprocess answered initialize without error
+	protocol    string                  // the protocol version the subprocess chose
 	ending      bool
 	reason      error
 	requests    int         // client requests in flight, for idle reaping
@@ -134,6 +136,11 @@ func (s *session) relayHook(_ context.Context, from relay.Side, msg jsonrpc.Mess
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 		if !s.track(req) {
 			return relay.Answer(errorResponse(req.ID, s.endReason()))
+		}
+		if s.holdsListen(req) {
+			// Never answered: it stays open until the client cancels it or the session
+			// ends, which answers it with the reason.
+			return relay.Drop()
 		}
 	}
 	if s.isEnding() {
@@ -216,7 +223,31 @@ func (s *session) settle(resp *jsonrpc.Response) {
 	delete(s.pending, resp.ID)
 	if s.initID.IsValid() && resp.ID == s.initID && resp.Error == nil {
 		s.initialized = true
+		var res struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		if json.Unmarshal(resp.Result, &res) == nil {
+			s.protocol = res.ProtocolVersion
+		}
 	}
+}
+
+// listenProtocol is the first protocol version with subscriptions/listen (SEP-2575).
+const listenProtocol = "2026-07-28"
+
+// holdsListen reports whether the bridge itself holds req open as the stream for what the
+// subprocess sends outside any request: a subscriptions/listen call in a session older
+// than the protocol that has the method. go-sdk's server transport sends such messages
+// on a listen stream when one is open, else on the standalone GET stream; a client that
+// cannot open that GET (the gateway's raw go-sdk connection) opens a listen stream
+// instead, and a subprocess of that protocol would only answer it with an error.
+func (s *session) holdsListen(req *jsonrpc.Request) bool {
+	if req.Method != "subscriptions/listen" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.initialized && s.protocol < listenProtocol
 }
 
 // isInitialized reports whether the subprocess answered initialize successfully.

@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,9 +37,12 @@ var (
 // config.
 //
 // go-sdk gives a raw Streamable HTTP connection no way to open the standalone GET
-// stream (it does so only for an mcp.Client, go-sdk#657). Messages a server sends there,
-// outside any request, would be lost; list_changed notifications, which are news for
-// every session, reach an Upstream from the pool's own session instead (see inject).
+// stream (it does so only for an mcp.Client, go-sdk#657), where a server sends what
+// answers no request. In its place the Upstream opens a subscriptions/listen stream once
+// the session is initialized (see listen), which go-sdk's server transport, and so
+// Switchboard's bridge, routes those messages to. A server that knows no such stream
+// loses them as before, except list_changed notifications, which are news for every
+// session and reach an Upstream from the pool's own session (see inject).
 type Upstream struct {
 	key       Key
 	transport Transport
@@ -60,10 +64,28 @@ type Upstream struct {
 	failOnce sync.Once
 	failure  *Error
 
-	mu      sync.Mutex
-	initID  jsonrpc.ID
-	pending map[jsonrpc.ID]context.CancelFunc
-	closed  bool
+	mu       sync.Mutex
+	initID   jsonrpc.ID
+	listenID jsonrpc.ID // the Upstream's own subscriptions/listen call, once made
+	pending  map[jsonrpc.ID]*pendingCall
+	answers  []jsonrpc.Message // the Upstream's own answers to calls, for Read
+	closed   bool
+}
+
+// pendingCall is a call on its way to the server or waiting for its answer.
+type pendingCall struct {
+	cancel context.CancelFunc
+	timer  *time.Timer // nil for the listen call, which has no answer to wait for
+}
+
+// stop ends the call's timer and, with cancel, its HTTP exchange.
+func (c *pendingCall) stop(cancel bool) {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if cancel {
+		c.cancel()
+	}
 }
 
 // negotiatedVersion is the protocol version an Upstream's initialize settled on, for the
@@ -123,7 +145,7 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
 		version:   &negotiatedVersion{},
 		injected:  make(chan jsonrpc.Message, maxInjected),
 		failed:    make(chan struct{}),
-		pending:   make(map[jsonrpc.ID]context.CancelFunc),
+		pending:   make(map[jsonrpc.ID]*pendingCall),
 	}
 	u.ctx, u.cancel = context.WithCancel(context.WithValue(p.ctx, negotiatedVersionKey{}, u.version))
 	if !s.addUpstream(u) {
@@ -190,16 +212,24 @@ func (u *Upstream) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			return nil, u.fail(u.classify(err))
 		}
-		if resp, ok := msg.(*jsonrpc.Response); ok {
-			u.answered(resp)
+		if resp, ok := msg.(*jsonrpc.Response); ok && u.answered(resp) {
+			continue // the answer to the Upstream's own listen call: nobody else asked
 		}
 		return msg, nil
 	}
 }
 
 // pendingRead returns what Read must return before reading the connection: the ending,
-// or an injected notification.
+// one of the Upstream's own answers, or an injected notification.
 func (u *Upstream) pendingRead() (jsonrpc.Message, error, bool) {
+	u.mu.Lock()
+	if len(u.answers) > 0 {
+		msg := u.answers[0]
+		u.answers = u.answers[1:]
+		u.mu.Unlock()
+		return msg, nil, true
+	}
+	u.mu.Unlock()
 	select {
 	case <-u.failed:
 		return nil, u.failure, true
@@ -217,10 +247,12 @@ func (u *Upstream) interrupt() {
 	}
 }
 
-// Write implements mcp.Connection. A call's HTTP exchange lives until its answer has been
-// read; anything else's ends when Write returns. Getting the server to start answering is
-// bounded by the server's timeout; a call's answer may then stream for as long as the
-// server takes (the client cancels it with notifications/cancelled).
+// Write implements mcp.Connection. A call is sent on a goroutine of its own and Write
+// returns at once: a server may hold a call's answer, headers included, until the client
+// has answered a request of its own (an elicitation, say), which the client can only
+// send once Write has returned. The call is bounded by the server's timeout; a call that
+// fails or times out is answered with a JSON-RPC error, read like the server's answers.
+// Anything else is sent before Write returns, within the timeout.
 func (u *Upstream) Write(_ context.Context, msg jsonrpc.Message) error {
 	select {
 	case <-u.failed:
@@ -230,53 +262,80 @@ func (u *Upstream) Write(_ context.Context, msg jsonrpc.Message) error {
 	// Not a child of u.ctx, which would keep every call's context until the Upstream
 	// closes; Close cancels the calls still owed an answer instead.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(u.ctx))
-	req, isRequest := msg.(*jsonrpc.Request)
-	call := isRequest && req.IsCall()
-	if call {
-		u.mu.Lock()
-		if req.Method == "initialize" {
-			u.initID = req.ID
-		}
-		u.pending[req.ID] = cancel
-		u.mu.Unlock()
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		u.call(ctx, cancel, req)
+		return nil
 	}
 	timer := time.AfterFunc(u.timeout, cancel)
 	err := u.conn.Write(ctx, msg)
 	timedOut := !timer.Stop()
-	if !call || err != nil {
-		u.forget(req, call)
-		cancel()
-	}
-	if isRequest && req.Method == "notifications/cancelled" {
-		u.cancelled(req)
+	cancel()
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil {
+		switch {
+		case req.Method == "notifications/cancelled":
+			u.cancelled(req)
+		case req.Method == "notifications/initialized" && u.transport == TransportStreamableHTTP &&
+			protocolVersionOf(u.ctx) < modernProtocol:
+			go u.listen()
+		}
 	}
 	if err != nil {
 		if timedOut {
-			return newError(ReasonTimeout, "server did not start answering within %s", u.timeout)
+			return newError(ReasonTimeout, "server did not take the message within %s", u.timeout)
 		}
 		return u.owner.red.scrubError(u.classify(err))
 	}
 	return nil
 }
 
-// forget drops a call's bookkeeping after its Write failed.
-func (u *Upstream) forget(req *jsonrpc.Request, call bool) {
-	if !call {
-		return
-	}
+// call sends req and waits, at most the server's timeout, for its answer.
+func (u *Upstream) call(ctx context.Context, cancel context.CancelFunc, req *jsonrpc.Request) {
+	pc := &pendingCall{cancel: cancel}
+	pc.timer = time.AfterFunc(u.timeout, func() {
+		u.failCall(req.ID, newError(ReasonTimeout, "server did not answer %s within %s", req.Method, u.timeout))
+	})
 	u.mu.Lock()
-	delete(u.pending, req.ID)
+	if req.Method == "initialize" {
+		u.initID = req.ID
+	}
+	u.pending[req.ID] = pc
 	u.mu.Unlock()
+	go func() {
+		if err := u.conn.Write(ctx, req); err != nil {
+			u.failCall(req.ID, u.owner.red.scrubError(u.classify(err)))
+		}
+	}()
+}
+
+// failCall answers a call that is still owed an answer with e, ending its exchange.
+func (u *Upstream) failCall(id jsonrpc.ID, e *Error) {
+	u.mu.Lock()
+	pc := u.pending[id]
+	delete(u.pending, id)
+	if pc != nil && !u.closed {
+		u.answers = append(u.answers, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
+			Code: jsonrpc.CodeInternalError, Message: e.Reason + ": " + e.Message,
+		}})
+	}
+	u.mu.Unlock()
+	if pc != nil {
+		pc.stop(true)
+		u.interrupt()
+	}
 }
 
 // answered forgets the call resp answers and, for initialize, notes the protocol version
-// the server chose.
-func (u *Upstream) answered(resp *jsonrpc.Response) {
+// the server chose. It reports whether resp answers the Upstream's own listen call.
+func (u *Upstream) answered(resp *jsonrpc.Response) (own bool) {
 	u.mu.Lock()
-	// The exchange is not cancelled: go-sdk closes the stream once the answer is in, and
-	// cancelling first would cost the kept-alive connection.
+	if pc := u.pending[resp.ID]; pc != nil {
+		// The exchange is not cancelled: go-sdk closes the stream once the answer is
+		// in, and cancelling first would cost the kept-alive connection.
+		pc.stop(false)
+	}
 	delete(u.pending, resp.ID)
 	isInit := u.initID.IsValid() && resp.ID == u.initID
+	own = u.listenID.IsValid() && resp.ID == u.listenID
 	u.mu.Unlock()
 	if isInit && resp.Error == nil {
 		var res struct {
@@ -285,6 +344,36 @@ func (u *Upstream) answered(resp *jsonrpc.Response) {
 		if json.Unmarshal(resp.Result, &res) == nil && res.ProtocolVersion != "" {
 			u.version.v.Store(&res.ProtocolVersion)
 		}
+	}
+	return own
+}
+
+// listen opens the stream on which the server sends what answers no request: a
+// subscriptions/listen call (SEP-2575) that go-sdk's server transport routes those
+// messages to, in place of the standalone GET stream of sessions before 2026-07-28. It
+// subscribes to no notification of its own: it only gives the messages a way in. A
+// server that does not know the method answers with an error, which Read drops.
+func (u *Upstream) listen() {
+	id, err := jsonrpc.MakeID("switchboard-listen-" + rand.Text())
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(u.ctx))
+	u.mu.Lock()
+	if u.closed {
+		u.mu.Unlock()
+		cancel()
+		return
+	}
+	u.listenID = id
+	u.pending[id] = &pendingCall{cancel: cancel}
+	u.mu.Unlock()
+	req := &jsonrpc.Request{ID: id, Method: "subscriptions/listen", Params: json.RawMessage(`{"notifications":{}}`)}
+	if err := u.conn.Write(ctx, req); err != nil {
+		u.mu.Lock()
+		delete(u.pending, id)
+		u.mu.Unlock()
+		cancel()
 	}
 }
 
@@ -302,11 +391,11 @@ func (u *Upstream) cancelled(req *jsonrpc.Request) {
 		return
 	}
 	u.mu.Lock()
-	cancel := u.pending[id]
+	pc := u.pending[id]
 	delete(u.pending, id)
 	u.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if pc != nil {
+		pc.stop(true)
 	}
 }
 
@@ -350,10 +439,10 @@ func (u *Upstream) Close() error {
 	}
 	u.closed = true
 	pending := u.pending
-	u.pending = map[jsonrpc.ID]context.CancelFunc{}
+	u.pending = map[jsonrpc.ID]*pendingCall{}
 	u.mu.Unlock()
-	for _, cancel := range pending {
-		cancel()
+	for _, pc := range pending {
+		pc.stop(true)
 	}
 	_ = u.fail(&Error{Reason: ReasonSessionEnded, Message: "upstream session closed"})
 	var err error

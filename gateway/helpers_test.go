@@ -151,6 +151,8 @@ type harnessOptions struct {
 	upstreamURL string
 	// upstreamQuery is appended to the upstream's URL: a query string is a secret.
 	upstreamQuery string
+	// protocol is the upstream's transport; StreamableHTTP when empty.
+	protocol connector.Protocol
 }
 
 func newHarness(t testing.TB, ho harnessOptions) *harness {
@@ -168,6 +170,9 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 		cfg.URL = ho.upstreamURL
 	}
 	cfg.URL += ho.upstreamQuery
+	if ho.protocol != "" {
+		cfg.Protocol = ho.protocol
+	}
 	pool.Ensure(h.key, cfg)
 	testutil.Eventually(t, 10*time.Second, "the pool's session to become ready", func() error {
 		if snap, _ := pool.Snapshot(h.key); snap.State != connector.StateReady {

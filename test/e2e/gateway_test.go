@@ -121,10 +121,10 @@ func connectGateway(ctx context.Context, endpoint, token string, elicit func(con
 }
 
 // useServer does through the gateway what an agent does with a server: a tool call, a
-// resource read, a prompt and, when elicitation is set, an elicitation round trip, each
+// resource read, a prompt and an elicitation round trip, each
 // checked by its answer. It returns what the agent sent: arguments and answers that the
 // gateway must not log.
-func useServer(ctx context.Context, t *testing.T, endpoint, token, name string, elicitation bool) (sent []string) {
+func useServer(ctx context.Context, t *testing.T, endpoint, token, name string) (sent []string) {
 	t.Helper()
 	answer := "Ada Lovelace via " + name + " " + strconv.FormatInt(time.Now().UnixNano(), 36)
 	var asked atomic.Int32
@@ -180,9 +180,6 @@ func useServer(ctx context.Context, t *testing.T, endpoint, token, name string, 
 		t.Errorf("prompts/get simple-prompt: %d messages, want the simple prompt's text", len(prompt.Messages))
 	}
 
-	if !elicitation {
-		return sent
-	}
 	sent = append(sent, answer)
 	// server-everything adds the tool once it sees the client advertise elicitation,
 	// right after initialization, and says so with tools/list_changed.

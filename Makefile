@@ -69,6 +69,7 @@ test: ## Run all tests (unit and envtest integration) with the race detector, th
 	@# Heap-measuring tests run without the race detector, whose shadow memory and
 	@# slowdown would distort their figures (they carry a !race build tag).
 	$(GO) test -count=1 $(GO_TEST_FLAGS) -run 'TestHostileServersStayWithinTheDiscoveryMemoryBudget' ./connector/
+	$(GO) test -count=1 $(GO_TEST_FLAGS) -run 'TestAThousandSessionsOnAHungServerLeaveOtherServersAlone' ./gateway/
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary, real MCP servers.

@@ -82,7 +82,11 @@ func newUpstream(t testing.TB) *upstreamServer {
 		}
 		handler.ServeHTTP(w, r)
 	}))
-	t.Cleanup(u.Close)
+	// Streams the pools hold open would keep Close waiting: cut them first.
+	t.Cleanup(func() {
+		u.CloseClientConnections()
+		u.Close()
+	})
 	return u
 }
 
@@ -153,6 +157,8 @@ type harnessOptions struct {
 	upstreamQuery string
 	// protocol is the upstream's transport; StreamableHTTP when empty.
 	protocol connector.Protocol
+	// timeout, when set, is the upstream's timeout instead of 5s.
+	timeout time.Duration
 }
 
 func newHarness(t testing.TB, ho harnessOptions) *harness {
@@ -172,6 +178,9 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 	cfg.URL += ho.upstreamQuery
 	if ho.protocol != "" {
 		cfg.Protocol = ho.protocol
+	}
+	if ho.timeout > 0 {
+		cfg.Timeout = ho.timeout
 	}
 	pool.Ensure(h.key, cfg)
 	testutil.Eventually(t, 10*time.Second, "the pool's session to become ready", func() error {
@@ -233,6 +242,21 @@ func (h *harness) connect(opts *mcp.ClientOptions) *mcp.ClientSession {
 	if err != nil {
 		h.t.Fatalf("connecting through the gateway: %v", err)
 	}
+	return cs
+}
+
+// connectTo opens a client session through the gateway with another server than the
+// harness's own.
+func (h *harness) connectTo(key connector.Key) *mcp.ClientSession {
+	h.t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: h.front.URL + gateway.ServerPath(key.Namespace, key.Name), MaxRetries: -1,
+	}, nil)
+	if err != nil {
+		h.t.Fatalf("connecting to %s through the gateway: %v", key, err)
+	}
+	h.t.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
 

@@ -188,13 +188,13 @@ func (u *Upstream) Key() Key { return u.key }
 // of the config's secrets like the pool's own.
 func (u *Upstream) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
-		if msg, err, ok := u.pendingRead(); ok {
+		if msg, ok, err := u.pendingRead(); ok {
 			return msg, err
 		}
 		readCtx, wake := context.WithCancel(ctx)
 		u.wake.Store(&wake)
 		// An injection that came before the Store did not see it: look again.
-		if msg, err, ok := u.pendingRead(); ok {
+		if msg, ok, err := u.pendingRead(); ok {
 			u.wake.Store(nil)
 			wake()
 			return msg, err
@@ -221,22 +221,22 @@ func (u *Upstream) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 // pendingRead returns what Read must return before reading the connection: the ending,
 // one of the Upstream's own answers, or an injected notification.
-func (u *Upstream) pendingRead() (jsonrpc.Message, error, bool) {
+func (u *Upstream) pendingRead() (msg jsonrpc.Message, ok bool, err error) {
 	u.mu.Lock()
 	if len(u.answers) > 0 {
 		msg := u.answers[0]
 		u.answers = u.answers[1:]
 		u.mu.Unlock()
-		return msg, nil, true
+		return msg, true, nil
 	}
 	u.mu.Unlock()
 	select {
 	case <-u.failed:
-		return nil, u.failure, true
+		return nil, true, u.failure
 	case msg := <-u.injected:
-		return msg, nil, true
+		return msg, true, nil
 	default:
-		return nil, nil, false
+		return nil, false, nil
 	}
 }
 

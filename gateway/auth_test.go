@@ -75,7 +75,7 @@ func TestCallersAreAuthenticatedAndAuthorizedPerServer(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := initialize(t, h.front.URL+gateway.ServerPath(namespace, tc.server), tc.token)
+			resp := initialize(t, h.front.URL+catalog.GatewayPath(namespace, tc.server), tc.token)
 			if resp.status != tc.wantStatus {
 				t.Errorf("status = %d; want %d", resp.status, tc.wantStatus)
 			}
@@ -106,7 +106,7 @@ func TestUnknownServerIs404ForACallerAllowedEverywhere(t *testing.T) {
 		o.Authenticator = tokens{callerToken: "admin"}
 		o.Access = sar.AuthorizationV1().SubjectAccessReviews()
 	}})
-	if resp := initialize(t, h.front.URL+gateway.ServerPath(namespace, "missing"), callerToken); resp.status != http.StatusNotFound {
+	if resp := initialize(t, h.front.URL+catalog.GatewayPath(namespace, "missing"), callerToken); resp.status != http.StatusNotFound {
 		t.Errorf("status for an unknown server = %d; want 404", resp.status)
 	}
 }

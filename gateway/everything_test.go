@@ -106,8 +106,9 @@ func startEverythingBridge(t *testing.T) string {
 	go func() { served <- b.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
-		<-served
+		if err := <-served; err != nil {
+			t.Errorf("the bridge stopped with %v", err)
+		}
 	})
 	return "http://" + ln.Addr().String() + "/mcp"
 }
-

@@ -27,15 +27,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 )
 
-// PathPrefix is where the gateway's endpoints live; one server's is
-// PathPrefix + "{namespace}/servers/{name}".
-const PathPrefix = "/mcp/namespaces/"
-
-// ServerPath is the gateway path of one MCPServer.
-func ServerPath(namespace, name string) string {
-	return PathPrefix + namespace + "/servers/" + name
-}
-
 // Defaults of Options fields left zero.
 const (
 	DefaultMaxSessions     = 2048
@@ -164,12 +155,13 @@ func New(opts Options) (*Gateway, error) {
 			cache: cache.NewLRUExpireCache(16384)}
 	}
 	g.mux = http.NewServeMux()
-	g.mux.HandleFunc(PathPrefix+"{namespace}/servers/{name}", g.serveServer)
+	// The catalogue owns the path (catalog.GatewayPath): it publishes it as gatewayPath.
+	g.mux.HandleFunc(catalog.GatewayPathPrefix+"{namespace}/servers/{name}", g.serveServer)
 	return g, nil
 }
 
 // Handler returns the gateway's HTTP handler, for the catalogue's server to mount at
-// PathPrefix.
+// catalog.GatewayPathPrefix.
 func (g *Gateway) Handler() http.Handler { return g.mux }
 
 // Update records the latest state of an MCPServer.

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/gateway"
@@ -233,7 +234,7 @@ func readyServer(key connector.Key) *mcpv1alpha1.MCPServer {
 }
 
 // url is the gateway endpoint of the harness's server.
-func (h *harness) url() string { return h.front.URL + gateway.ServerPath(h.key.Namespace, h.key.Name) }
+func (h *harness) url() string { return h.front.URL + catalog.GatewayPath(h.key.Namespace, h.key.Name) }
 
 // connect opens a client session through the gateway, sending the caller's token.
 func (h *harness) connect(opts *mcp.ClientOptions) *mcp.ClientSession {
@@ -251,7 +252,7 @@ func (h *harness) connectTo(key connector.Key) *mcp.ClientSession {
 	h.t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: h.front.URL + gateway.ServerPath(key.Namespace, key.Name), MaxRetries: -1,
+		Endpoint: h.front.URL + catalog.GatewayPath(key.Namespace, key.Name), MaxRetries: -1,
 	}, nil)
 	if err != nil {
 		h.t.Fatalf("connecting to %s through the gateway: %v", key, err)

@@ -32,8 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/egress"
-	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
 	"github.com/switchboard-mcp/switchboard/internal/kustomize"
 )
@@ -501,7 +501,7 @@ func gatewayEndpoints(catalogAddr string, objects []*unstructured.Unstructured) 
 		if obj.GetKind() == "MCPServer" {
 			endpoints = append(endpoints, gatewayEndpoint{
 				name: obj.GetName(),
-				url:  "http://" + catalogAddr + gateway.ServerPath(obj.GetNamespace(), obj.GetName()),
+				url:  "http://" + catalogAddr + catalog.GatewayPath(obj.GetNamespace(), obj.GetName()),
 			})
 		}
 	}

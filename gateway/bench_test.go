@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
@@ -26,8 +28,10 @@ import (
 //	go test -run '^$' -bench ToolsCall -benchtime 2000x -count 3 ./gateway/
 func BenchmarkToolsCall(b *testing.B) {
 	upstream := testenv.StartConformanceServer(b)
-	h := newHarness(b, harnessOptions{upstreamURL: upstream,
-		gateway: func(o *gateway.Options) { o.MaxPendingCalls = 1024 }})
+	h := newHarness(b, harnessOptions{upstreamURL: upstream, gateway: func(o *gateway.Options) {
+		// The manager's audit log: zap's JSON encoder, here into nothing.
+		o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
+	}})
 	targets := []struct{ name, url string }{{"direct", upstream}, {"gateway", h.url()}}
 	if _, err := testenv.Thv(); err == nil {
 		targets = append(targets, struct{ name, url string }{"thv", testenv.StartThvProxy(b, upstream)})

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
 
@@ -65,8 +66,7 @@ type session struct {
 	protocol    string                  // the protocol version the subprocess chose
 	ending      bool
 	reason      error
-	requests    int         // client requests in flight, for idle reaping
-	idle        *time.Timer // nil when idle reaping is off or the session is ending
+	activity    *mcphttp.Activity // client requests in flight, for idle reaping
 	done        chan struct{}
 }
 
@@ -105,9 +105,7 @@ func (b *Bridge) startSession(id string, seq uint64) (*session, error) {
 		proc.closeOutputs()
 		return nil, fmt.Errorf("connecting transports: %w", err)
 	}
-	if b.opts.IdleTimeout > 0 {
-		s.idle = time.AfterFunc(b.opts.IdleTimeout, s.reapIfIdle)
-	}
+	s.activity = mcphttp.NewActivity(b.opts.IdleTimeout, func() { s.end(ErrIdle) })
 	go func() {
 		defer close(s.stderr)
 		logStderr(s.log, proc.stderr)
@@ -283,40 +281,10 @@ func (s *session) replyError(id jsonrpc.ID, reason error) {
 
 // beginRequest marks a client request in flight, which holds off idle reaping. It reports
 // false once the session is ending.
-func (s *session) beginRequest() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ending {
-		return false
-	}
-	if s.requests == 0 && s.idle != nil {
-		s.idle.Stop()
-	}
-	s.requests++
-	return true
-}
+func (s *session) beginRequest() bool { return !s.isEnding() && s.activity.Begin() }
 
 // endRequest marks a client request done; the last one restarts the idle timer.
-func (s *session) endRequest() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests--
-	if s.requests == 0 && s.idle != nil {
-		s.idle.Reset(s.b.opts.IdleTimeout)
-	}
-}
-
-// reapIfIdle ends the session unless a request began since the idle timer fired.
-func (s *session) reapIfIdle() {
-	s.mu.Lock()
-	if s.requests > 0 || s.ending {
-		s.mu.Unlock()
-		return
-	}
-	pending := s.beginEndLocked(ErrIdle)
-	s.mu.Unlock()
-	s.finishEnd(pending)
-}
+func (s *session) endRequest() { s.activity.End() }
 
 // end ends the session for reason; only the first call counts. It fails the calls the
 // subprocess still owes, closes the client side at once, and stops the subprocess in the
@@ -327,22 +295,13 @@ func (s *session) end(reason error) {
 		s.mu.Unlock()
 		return
 	}
-	pending := s.beginEndLocked(reason)
-	s.mu.Unlock()
-	s.finishEnd(pending)
-}
-
-// beginEndLocked marks the session ending and returns the calls still owed; s.mu is held.
-func (s *session) beginEndLocked(reason error) map[jsonrpc.ID]struct{} {
 	s.ending = true
 	s.reason = reason
-	if s.idle != nil {
-		s.idle.Stop()
-		s.idle = nil
-	}
+	s.activity.Stop()
 	pending := s.pending
 	s.pending = nil
-	return pending
+	s.mu.Unlock()
+	s.finishEnd(pending)
 }
 
 func (s *session) finishEnd(pending map[jsonrpc.ID]struct{}) {

@@ -14,12 +14,20 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
 
 // errorLinger is how long the client side of a session stays open after the session
 // ended for a reason the client did not choose, so that its calls learn that reason.
 const errorLinger = 250 * time.Millisecond
+
+// How long, and how often, the gateway tries again to write a server's message to a client
+// that has not opened its standalone stream yet.
+const (
+	redeliverPatience = 5 * time.Second
+	redeliverInterval = 20 * time.Millisecond
+)
 
 // maxAuditText bounds what the audit log quotes of a client-chosen string (a tool name,
 // a request id).
@@ -47,8 +55,8 @@ type session struct {
 	initialized bool
 	ending      bool
 	reason      error
-	requests    int
-	idle        *time.Timer
+
+	activity *mcphttp.Activity // requests in flight, for idle reaping
 }
 
 // call is a client call on its way to the server.
@@ -70,6 +78,7 @@ func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *ca
 		transport: &mcp.StreamableServerTransport{SessionID: id},
 		calls:     make(map[jsonrpc.ID]*call),
 	}
+	s.activity = mcphttp.NewActivity(g.opts.IdleTimeout, func() { s.end(errIdle) })
 	s.audit = g.audit.WithValues("caller", caller.User.Username, "namespace", key.Namespace, "server", key.Name, "session", seq)
 	client, err := s.transport.Connect(context.Background())
 	if err != nil {
@@ -79,11 +88,8 @@ func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *ca
 	return s, nil
 }
 
-// start begins relaying and the idle timer.
+// start begins relaying.
 func (s *session) start() {
-	s.mu.Lock()
-	s.idle = time.AfterFunc(s.g.opts.IdleTimeout, s.reapIfIdle)
-	s.mu.Unlock()
 	r := relay.New(s.client, s.upstream, relay.Options{
 		Hook:        s.hook,
 		WriteFailed: s.writeFailed,
@@ -206,9 +212,15 @@ func (s *session) auditCall(id jsonrpc.ID, c *call, outcome string, extra ...any
 
 // writeFailed handles a message the relay could not deliver. A call the server could not
 // be sent is answered with the reason; the client side stops once the session ends.
-func (s *session) writeFailed(_ context.Context, to relay.Side, msg jsonrpc.Message, err error) bool {
+func (s *session) writeFailed(ctx context.Context, to relay.Side, msg jsonrpc.Message, err error) bool {
 	if to == relay.Client {
-		return s.isEnding()
+		if s.isEnding() {
+			return true
+		}
+		if _, isResponse := msg.(*jsonrpc.Response); !isResponse {
+			s.redeliver(ctx, msg)
+		}
+		return false
 	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || !req.IsCall() {
@@ -223,6 +235,23 @@ func (s *session) writeFailed(_ context.Context, to relay.Side, msg jsonrpc.Mess
 	}
 	s.replyError(req.ID, fmt.Errorf("MCPServer %s: %w", s.key, err))
 	return false
+}
+
+// redeliver tries again, for a while, to write the client a request or notification of
+// the server's. go-sdk's server transport sends what answers no client request on the
+// client's standalone stream, and refuses it until the client has opened that stream,
+// which clients do only after initialize: a server that asks something at once (an
+// elicitation during the first call) would otherwise lose its question. Messages from
+// the server wait meanwhile, which keeps their order.
+func (s *session) redeliver(ctx context.Context, msg jsonrpc.Message) {
+	deadline := time.Now().Add(redeliverPatience)
+	for time.Now().Before(deadline) && !s.isEnding() {
+		time.Sleep(redeliverInterval)
+		if s.client.Write(ctx, msg) == nil {
+			return
+		}
+	}
+	s.g.log.V(1).Info("Dropped a message from the MCP server: the client opened no stream to carry it", "session", s.seq)
 }
 
 // closed handles a side the relay can no longer read: either side ending ends the
@@ -255,38 +284,10 @@ func (s *session) isInitialized() bool {
 
 // beginRequest marks a client request in flight, which holds off idle reaping; false
 // once the session is ending.
-func (s *session) beginRequest() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ending {
-		return false
-	}
-	if s.requests == 0 && s.idle != nil {
-		s.idle.Stop()
-	}
-	s.requests++
-	return true
-}
+func (s *session) beginRequest() bool { return !s.isEnding() && s.activity.Begin() }
 
-// endRequest marks a client request done; the last one restarts the idle timer.
-func (s *session) endRequest() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests--
-	if s.requests == 0 && s.idle != nil {
-		s.idle.Reset(s.g.opts.IdleTimeout)
-	}
-}
-
-// reapIfIdle ends the session unless a request began since the idle timer fired.
-func (s *session) reapIfIdle() {
-	s.mu.Lock()
-	busy := s.requests > 0 || s.ending
-	s.mu.Unlock()
-	if !busy {
-		s.end(errIdle)
-	}
-}
+// endRequest marks a client request done.
+func (s *session) endRequest() { s.activity.End() }
 
 // end ends the session for reason; only the first call counts. Calls the server still
 // owes are answered with the reason, later requests get 404 (so the client starts a new
@@ -298,9 +299,7 @@ func (s *session) end(reason error) {
 		return
 	}
 	s.ending, s.reason = true, reason
-	if s.idle != nil {
-		s.idle.Stop()
-	}
+	s.activity.Stop()
 	pending := s.calls
 	s.calls = nil
 	s.mu.Unlock()

@@ -1,8 +1,11 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -41,7 +44,21 @@ type upstreamServer struct {
 	mu          sync.Mutex
 	headers     []http.Header
 	httpMethods []string
-	redirect    string // when set, every request is redirected there
+	rpcMethods  []string // the JSON-RPC method of every request message received
+	redirect    string   // when set, every request is redirected there
+}
+
+// calls returns how many requests for method the upstream received.
+func (u *upstreamServer) calls(method string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, m := range u.rpcMethods {
+		if m == method {
+			n++
+		}
+	}
+	return n
 }
 
 // redirectTo makes the upstream answer every later request with a 307 to target.
@@ -77,6 +94,18 @@ func newUpstream(t testing.TB) *upstreamServer {
 		u.httpMethods = append(u.httpMethods, r.Method)
 		redirect := u.redirect
 		u.mu.Unlock()
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(body, &msg) == nil && msg.Method != "" {
+				u.mu.Lock()
+				u.rpcMethods = append(u.rpcMethods, msg.Method)
+				u.mu.Unlock()
+			}
+		}
 		if redirect != "" {
 			http.Redirect(w, r, redirect, http.StatusTemporaryRedirect)
 			return

@@ -82,3 +82,30 @@ func post(t *testing.T, url, sessionID, body string) *http.Response {
 	}
 	return resp
 }
+
+// A client that never opens its standalone stream still gets its answers at once: the
+// server's messages that wait for that stream do not hold up the relay.
+func TestMessagesWaitingForTheClientsStreamHoldUpNoAnswer(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: h.url(), DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	// A new tool: the server tells every session, on a stream this client never opens.
+	mcp.AddTool(h.upstream.mcp, &mcp.Tool{Name: "added"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	time.Sleep(100 * time.Millisecond) // the notification is waiting by now
+	for i := range 3 {
+		// Well below redeliverPatience, which an answer queued behind the waiting
+		// notification would take.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d while a notification waits for the client's stream: %v", i, err)
+		}
+	}
+}

@@ -27,6 +27,8 @@ const errorLinger = 250 * time.Millisecond
 const (
 	redeliverPatience = 5 * time.Second
 	redeliverInterval = 20 * time.Millisecond
+	// maxUndelivered bounds the server's messages waiting for the client's stream.
+	maxUndelivered = 32
 )
 
 // maxAuditText bounds what the audit log quotes of a client-chosen string (a tool name,
@@ -57,6 +59,12 @@ type session struct {
 	reason      error
 
 	activity *mcphttp.Activity // requests in flight, for idle reaping
+
+	// undelivered holds the server's messages that wait for the client's standalone
+	// stream; one goroutine, started with the first, retries them in order.
+	undelivered     chan jsonrpc.Message
+	redeliveryStart sync.Once
+	done            chan struct{} // closed once the session ends
 }
 
 // call is a client call on its way to the server.
@@ -77,6 +85,9 @@ func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *ca
 		upstream:  up,
 		transport: &mcp.StreamableServerTransport{SessionID: id},
 		calls:     make(map[jsonrpc.ID]*call),
+
+		undelivered: make(chan jsonrpc.Message, maxUndelivered),
+		done:        make(chan struct{}),
 	}
 	s.activity = mcphttp.NewActivity(g.opts.IdleTimeout, func() { s.end(errIdle) })
 	s.audit = g.audit.WithValues("caller", caller.User.Username, "namespace", key.Namespace, "server", key.Name, "session", seq)
@@ -212,13 +223,13 @@ func (s *session) auditCall(id jsonrpc.ID, c *call, outcome string, extra ...any
 
 // writeFailed handles a message the relay could not deliver. A call the server could not
 // be sent is answered with the reason; the client side stops once the session ends.
-func (s *session) writeFailed(ctx context.Context, to relay.Side, msg jsonrpc.Message, err error) bool {
+func (s *session) writeFailed(_ context.Context, to relay.Side, msg jsonrpc.Message, err error) bool {
 	if to == relay.Client {
 		if s.isEnding() {
 			return true
 		}
 		if _, isResponse := msg.(*jsonrpc.Response); !isResponse {
-			s.redeliver(ctx, msg)
+			s.redeliverLater(msg)
 		}
 		return false
 	}
@@ -237,21 +248,44 @@ func (s *session) writeFailed(ctx context.Context, to relay.Side, msg jsonrpc.Me
 	return false
 }
 
-// redeliver tries again, for a while, to write the client a request or notification of
-// the server's. go-sdk's server transport sends what answers no client request on the
-// client's standalone stream, and refuses it until the client has opened that stream,
-// which clients do only after initialize: a server that asks something at once (an
-// elicitation during the first call) would otherwise lose its question. Messages from
-// the server wait meanwhile, which keeps their order.
-func (s *session) redeliver(ctx context.Context, msg jsonrpc.Message) {
-	deadline := time.Now().Add(redeliverPatience)
-	for time.Now().Before(deadline) && !s.isEnding() {
-		time.Sleep(redeliverInterval)
-		if s.client.Write(ctx, msg) == nil {
+// redeliverLater queues a request or notification of the server's that the client could
+// not be written yet. go-sdk's server transport sends what answers no client request on
+// the client's standalone stream, and refuses it until the client has opened that
+// stream, which clients do only after initialize: a server that asks something at once
+// (an elicitation during the first call) would otherwise lose its question. The relay
+// goes on meanwhile, so that answers to the client's calls are not held up behind it.
+func (s *session) redeliverLater(msg jsonrpc.Message) {
+	select {
+	case s.undelivered <- msg:
+		s.redeliveryStart.Do(func() { go s.redeliver() })
+	default:
+		s.g.log.V(1).Info("Dropped a message from the MCP server: too many wait for the client's stream", "session", s.seq)
+	}
+}
+
+// redeliver writes the queued messages to the client in order, each retried for at most
+// redeliverPatience, until the session ends.
+func (s *session) redeliver() {
+	for {
+		var msg jsonrpc.Message
+		select {
+		case msg = <-s.undelivered:
+		case <-s.done:
 			return
 		}
+		deadline := time.Now().Add(redeliverPatience)
+		for s.client.Write(context.Background(), msg) != nil {
+			if time.Now().After(deadline) {
+				s.g.log.V(1).Info("Dropped a message from the MCP server: the client opened no stream to carry it", "session", s.seq)
+				break
+			}
+			select {
+			case <-time.After(redeliverInterval):
+			case <-s.done:
+				return
+			}
+		}
 	}
-	s.g.log.V(1).Info("Dropped a message from the MCP server: the client opened no stream to carry it", "session", s.seq)
 }
 
 // closed handles a side the relay can no longer read: either side ending ends the
@@ -300,6 +334,7 @@ func (s *session) end(reason error) {
 	}
 	s.ending, s.reason = true, reason
 	s.activity.Stop()
+	close(s.done)
 	pending := s.calls
 	s.calls = nil
 	s.mu.Unlock()

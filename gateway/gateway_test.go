@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -68,8 +69,6 @@ func TestToolFiltersHideAndRefuseTools(t *testing.T) {
 		t.Errorf("an allowed tool after a refusal = %q, %v; want found", got, err)
 	}
 }
-
-var _ = mcp.NewClient
 
 func TestPinnedDigestMismatchRefusesEveryToolCall(t *testing.T) {
 	const pinned = "sha256:" + "0000000000000000000000000000000000000000000000000000000000000000"
@@ -141,5 +140,22 @@ func TestARotatedSecretEndsSessionsAndTheNextSessionUsesTheNewValue(t *testing.T
 	auth := h.upstream.seenHeaders("Authorization")
 	if last := auth[len(auth)-1]; last != "Bearer rotated-secret" {
 		t.Errorf("the upstream's last Authorization = %q; want the rotated value", last)
+	}
+}
+
+// A tool that reports failure in its result is audited as tool-error, apart from calls
+// the gateway refused or the server could not answer.
+func TestAToolsOwnFailureIsAuditedAsToolError(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	mcp.AddTool(h.upstream.mcp, &mcp.Tool{Name: "fail"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such note"}}}, nil, nil
+	})
+	cs := h.connect(nil)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "fail"})
+	if err != nil || !res.IsError {
+		t.Fatalf("calling fail: %v, %v; want a tool error result", res, err)
+	}
+	if lines := h.audit.matching("Tool call", `"tool"="fail"`, `"outcome"="tool-error"`); len(lines) != 1 {
+		t.Errorf("audit lines for the failing tool = %q; want one with outcome tool-error", lines)
 	}
 }

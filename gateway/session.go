@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -394,6 +395,10 @@ func filterToolList(result json.RawMessage, srv *server) (json.RawMessage, error
 
 // isToolError reports whether a tools/call result says the tool failed (isError).
 func isToolError(result json.RawMessage) bool {
+	// Most results are not errors: they are not parsed in full to find that out.
+	if !bytes.Contains(result, []byte(`"isError"`)) {
+		return false
+	}
 	var r struct {
 		IsError bool `json:"isError"`
 	}

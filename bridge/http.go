@@ -109,14 +109,8 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 		return
 	}
 
-	msg, err := jsonrpc.DecodeMessage(body)
-	if err != nil {
-		http.Error(w, "malformed JSON-RPC message: a session starts with one initialize request", http.StatusBadRequest)
-		return
-	}
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || req.Method != "initialize" {
-		mcphttp.RefuseSessionless(w, msg)
+	req := mcphttp.InitializeRequest(w, body)
+	if req == nil {
 		return
 	}
 	s, err := b.newSession()

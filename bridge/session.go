@@ -66,7 +66,8 @@ type session struct {
 	protocol    string                  // the protocol version the subprocess chose
 	ending      bool
 	reason      error
-	activity    *mcphttp.Activity // client requests in flight, for idle reaping
+	activity    *mcphttp.Activity   // client requests in flight, for idle reaping
+	redelivery  *mcphttp.Redelivery // the subprocess's messages waiting for the client's stream
 	done        chan struct{}
 }
 
@@ -106,6 +107,7 @@ func (b *Bridge) startSession(id string, seq uint64) (*session, error) {
 		return nil, fmt.Errorf("connecting transports: %w", err)
 	}
 	s.activity = mcphttp.NewActivity(b.opts.IdleTimeout, func() { s.end(ErrIdle) })
+	s.redelivery = mcphttp.NewRedelivery(s.client, s.done, s.log)
 	go func() {
 		defer close(s.stderr)
 		logStderr(s.log, proc.stderr)
@@ -167,9 +169,9 @@ func (s *session) relayWriteFailed(_ context.Context, to relay.Side, msg jsonrpc
 		}
 		return true
 	}
-	// The session lives on: a notification with no stream open to carry it, or a
-	// response whose HTTP request went away. Streamable HTTP has no other place for it.
-	s.log.V(1).Info("Dropped a message from the MCP server", "reason", err.Error())
+	// The session lives on: a message for a stream the client has not opened yet, or a
+	// response whose HTTP request went away.
+	s.redelivery.Add(msg)
 	return false
 }
 

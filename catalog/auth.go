@@ -67,10 +67,7 @@ type caller struct {
 }
 
 // anonymous is the caller of every request in AuthNone mode.
-var anonymous = &caller{
-	Identity: &Identity{User: authenticationv1.UserInfo{Username: "system:anonymous"}, Key: "anonymous"},
-	all:      true,
-}
+var anonymous = &caller{Identity: Anonymous, all: true}
 
 // scope is the set of namespaces a caller may see.
 type scope struct {
@@ -208,26 +205,14 @@ func (g *gatekeeper) allowed(ctx context.Context, c *caller, namespace string) (
 		return ok, nil
 	}
 	g.metrics.authCache("access", false)
-	extra := make(map[string]authorizationv1.ExtraValue, len(c.User.Extra))
-	for k, v := range c.User.Extra {
-		extra[k] = authorizationv1.ExtraValue(v)
-	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	review, err := g.access.Create(ctx, &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   c.User.Username,
-			UID:    c.User.UID,
-			Groups: c.User.Groups,
-			Extra:  extra,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace,
-				Verb:      "list",
-				Group:     mcpv1alpha1.GroupVersion.Group,
-				Resource:  "mcpservers",
-			},
-		},
-	}, metav1.CreateOptions{})
+	review, err := g.access.Create(ctx, c.AccessReview(authorizationv1.ResourceAttributes{
+		Namespace: namespace,
+		Verb:      "list",
+		Group:     mcpv1alpha1.GroupVersion.Group,
+		Resource:  "mcpservers",
+	}), metav1.CreateOptions{})
 	if err != nil {
 		return false, fmt.Errorf("reviewing access to namespace %q: %w", namespace, err)
 	}
@@ -371,6 +356,25 @@ type Identity struct {
 	User authenticationv1.UserInfo
 	// Key is a digest of User (name, UID, groups and extra) to key authorization caches by.
 	Key string
+}
+
+// Anonymous is the caller of every request when authentication is off (AuthNone).
+var Anonymous = &Identity{User: authenticationv1.UserInfo{Username: "system:anonymous"}, Key: "anonymous"}
+
+// AccessReview returns the SubjectAccessReview that asks whether the identity may do
+// what attrs describe.
+func (id *Identity) AccessReview(attrs authorizationv1.ResourceAttributes) *authorizationv1.SubjectAccessReview {
+	extra := make(map[string]authorizationv1.ExtraValue, len(id.User.Extra))
+	for k, v := range id.User.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	return &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               id.User.Username,
+		UID:                id.User.UID,
+		Groups:             id.User.Groups,
+		Extra:              extra,
+		ResourceAttributes: &attrs,
+	}}
 }
 
 // NewAuthenticator returns an Authenticator that reviews unknown tokens through unknown

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,7 +53,7 @@ type Upstream struct {
 	// ctx carries the negotiated protocol version to the HTTP layer; it ends with Close.
 	ctx     context.Context
 	cancel  context.CancelFunc
-	version *negotiatedVersion
+	version *atomic.Pointer[string]
 
 	injected chan jsonrpc.Message
 	// wake interrupts a Read blocked on the connection, for an injected notification or
@@ -88,17 +87,16 @@ func (c *pendingCall) stop(cancel bool) {
 	}
 }
 
-// negotiatedVersion is the protocol version an Upstream's initialize settled on, for the
-// HTTP layer to send as MCP-Protocol-Version: go-sdk sets that header itself only for a
-// connection an mcp.Client initialized.
-type negotiatedVersion struct{ v atomic.Pointer[string] }
-
+// negotiatedVersionKey carries, in an Upstream's request contexts, the protocol version
+// its initialize settled on (an *atomic.Pointer[string]), for the HTTP layer to send as
+// MCP-Protocol-Version: go-sdk sets that header itself only for a connection an
+// mcp.Client initialized.
 type negotiatedVersionKey struct{}
 
 // protocolVersionOf returns the negotiated version an Upstream's request context carries.
 func protocolVersionOf(ctx context.Context) string {
-	if nv, ok := ctx.Value(negotiatedVersionKey{}).(*negotiatedVersion); ok {
-		if v := nv.v.Load(); v != nil {
+	if nv, ok := ctx.Value(negotiatedVersionKey{}).(*atomic.Pointer[string]); ok {
+		if v := nv.Load(); v != nil {
 			return *v
 		}
 	}
@@ -142,7 +140,7 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
 		owner:     s,
 		stack:     stack,
 		timeout:   s.cfg.Timeout,
-		version:   &negotiatedVersion{},
+		version:   &atomic.Pointer[string]{},
 		injected:  make(chan jsonrpc.Message, maxInjected),
 		failed:    make(chan struct{}),
 		pending:   make(map[jsonrpc.ID]*pendingCall),
@@ -180,9 +178,6 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
 
 // Transport is the transport the Upstream speaks to the server.
 func (u *Upstream) Transport() Transport { return u.transport }
-
-// Key names the Upstream's server.
-func (u *Upstream) Key() Key { return u.key }
 
 // Read implements mcp.Connection. Its errors are *Error values, classified and scrubbed
 // of the config's secrets like the pool's own.
@@ -342,7 +337,7 @@ func (u *Upstream) answered(resp *jsonrpc.Response) (own bool) {
 			ProtocolVersion string `json:"protocolVersion"`
 		}
 		if json.Unmarshal(resp.Result, &res) == nil && res.ProtocolVersion != "" {
-			u.version.v.Store(&res.ProtocolVersion)
+			u.version.Store(&res.ProtocolVersion)
 		}
 	}
 	return own
@@ -532,6 +527,3 @@ func (s *session) notifyUpstreams(method string) {
 		u.inject(&jsonrpc.Request{Method: method, Params: json.RawMessage("{}")})
 	})
 }
-
-// String names the Upstream in logs: server and transport, never a session id.
-func (u *Upstream) String() string { return fmt.Sprintf("%s (%s)", u.key, u.transport) }

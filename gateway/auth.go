@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
@@ -30,9 +29,6 @@ type Authenticator interface {
 	AuthenticateRequest(ctx context.Context, r *http.Request) (*catalog.Identity, error)
 }
 
-// anonymous is the caller of every request when authentication is off.
-var anonymous = &catalog.Identity{User: authenticationv1.UserInfo{Username: "system:anonymous"}, Key: "anonymous"}
-
 // accessReviewer answers "may this caller use this server?" with SubjectAccessReview,
 // caching each answer for at most ttl.
 type accessReviewer struct {
@@ -49,27 +45,15 @@ func (a *accessReviewer) allowed(ctx context.Context, caller *catalog.Identity, 
 		allowed, _ := v.(bool)
 		return allowed, nil
 	}
-	extra := make(map[string]authorizationv1.ExtraValue, len(caller.User.Extra))
-	for k, v := range caller.User.Extra {
-		extra[k] = authorizationv1.ExtraValue(v)
-	}
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	review, err := a.reviews.Create(ctx, &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   caller.User.Username,
-			UID:    caller.User.UID,
-			Groups: caller.User.Groups,
-			Extra:  extra,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: key.Namespace,
-				Verb:      UseVerb,
-				Group:     mcpv1alpha1.GroupVersion.Group,
-				Resource:  "mcpservers",
-				Name:      key.Name,
-			},
-		},
-	}, metav1.CreateOptions{})
+	review, err := a.reviews.Create(ctx, caller.AccessReview(authorizationv1.ResourceAttributes{
+		Namespace: key.Namespace,
+		Verb:      UseVerb,
+		Group:     mcpv1alpha1.GroupVersion.Group,
+		Resource:  "mcpservers",
+		Name:      key.Name,
+	}), metav1.CreateOptions{})
 	if err != nil {
 		return false, fmt.Errorf("reviewing access to MCPServer %s: %w", key, err)
 	}

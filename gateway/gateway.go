@@ -297,7 +297,7 @@ func (g *Gateway) serveServer(w http.ResponseWriter, r *http.Request) {
 // 401, 403, 429 or 503 when not.
 func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connector.Key) (*catalog.Identity, bool) {
 	if g.opts.Authenticator == nil {
-		return anonymous, true
+		return catalog.Anonymous, true
 	}
 	caller, err := g.opts.Authenticator.AuthenticateRequest(r.Context(), r)
 	switch {
@@ -385,14 +385,8 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 		return
 	}
 
-	msg, err := jsonrpc.DecodeMessage(body)
-	if err != nil {
-		http.Error(w, "malformed JSON-RPC message: a session starts with one initialize request", http.StatusBadRequest)
-		return
-	}
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || req.Method != "initialize" {
-		mcphttp.RefuseSessionless(w, msg)
+	req := mcphttp.InitializeRequest(w, body)
+	if req == nil {
 		return
 	}
 	if !srv.ready {

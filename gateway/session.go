@@ -23,15 +23,6 @@ import (
 // ended for a reason the client did not choose, so that its calls learn that reason.
 const errorLinger = 250 * time.Millisecond
 
-// How long, and how often, the gateway tries again to write a server's message to a client
-// that has not opened its standalone stream yet.
-const (
-	redeliverPatience = 5 * time.Second
-	redeliverInterval = 20 * time.Millisecond
-	// maxUndelivered bounds the server's messages waiting for the client's stream.
-	maxUndelivered = 32
-)
-
 // maxAuditText bounds what the audit log quotes of a client-chosen string (a tool name,
 // a request id).
 const maxAuditText = 128
@@ -61,11 +52,8 @@ type session struct {
 
 	activity *mcphttp.Activity // requests in flight, for idle reaping
 
-	// undelivered holds the server's messages that wait for the client's standalone
-	// stream; one goroutine, started with the first, retries them in order.
-	undelivered     chan jsonrpc.Message
-	redeliveryStart sync.Once
-	done            chan struct{} // closed once the session ends
+	redelivery *mcphttp.Redelivery // the server's messages waiting for the client's stream
+	done       chan struct{}       // closed once the session ends
 }
 
 // call is a client call on its way to the server.
@@ -87,8 +75,7 @@ func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *ca
 		transport: &mcp.StreamableServerTransport{SessionID: id},
 		calls:     make(map[jsonrpc.ID]*call),
 
-		undelivered: make(chan jsonrpc.Message, maxUndelivered),
-		done:        make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	s.activity = mcphttp.NewActivity(g.opts.IdleTimeout, func() { s.end(errIdle) })
 	s.audit = g.audit.WithValues("caller", caller.User.Username, "namespace", key.Namespace, "server", key.Name, "session", seq)
@@ -97,6 +84,7 @@ func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *ca
 		return nil, fmt.Errorf("connecting the client transport: %w", err)
 	}
 	s.client = client
+	s.redelivery = mcphttp.NewRedelivery(client, s.done, g.log.WithValues("session", seq))
 	return s, nil
 }
 
@@ -229,9 +217,7 @@ func (s *session) writeFailed(_ context.Context, to relay.Side, msg jsonrpc.Mess
 		if s.isEnding() {
 			return true
 		}
-		if _, isResponse := msg.(*jsonrpc.Response); !isResponse {
-			s.redeliverLater(msg)
-		}
+		s.redelivery.Add(msg)
 		return false
 	}
 	req, ok := msg.(*jsonrpc.Request)
@@ -247,46 +233,6 @@ func (s *session) writeFailed(_ context.Context, to relay.Side, msg jsonrpc.Mess
 	}
 	s.replyError(req.ID, fmt.Errorf("MCPServer %s: %w", s.key, err))
 	return false
-}
-
-// redeliverLater queues a request or notification of the server's that the client could
-// not be written yet. go-sdk's server transport sends what answers no client request on
-// the client's standalone stream, and refuses it until the client has opened that
-// stream, which clients do only after initialize: a server that asks something at once
-// (an elicitation during the first call) would otherwise lose its question. The relay
-// goes on meanwhile, so that answers to the client's calls are not held up behind it.
-func (s *session) redeliverLater(msg jsonrpc.Message) {
-	select {
-	case s.undelivered <- msg:
-		s.redeliveryStart.Do(func() { go s.redeliver() })
-	default:
-		s.g.log.V(1).Info("Dropped a message from the MCP server: too many wait for the client's stream", "session", s.seq)
-	}
-}
-
-// redeliver writes the queued messages to the client in order, each retried for at most
-// redeliverPatience, until the session ends.
-func (s *session) redeliver() {
-	for {
-		var msg jsonrpc.Message
-		select {
-		case msg = <-s.undelivered:
-		case <-s.done:
-			return
-		}
-		deadline := time.Now().Add(redeliverPatience)
-		for s.client.Write(context.Background(), msg) != nil {
-			if time.Now().After(deadline) {
-				s.g.log.V(1).Info("Dropped a message from the MCP server: the client opened no stream to carry it", "session", s.seq)
-				break
-			}
-			select {
-			case <-time.After(redeliverInterval):
-			case <-s.done:
-				return
-			}
-		}
-	}
 }
 
 // closed handles a side the relay can no longer read: either side ending ends the

@@ -70,6 +70,23 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	return nil, false
 }
 
+// InitializeRequest returns the initialize request that the body of a POST without a
+// session ID must be. For anything else it answers the client (400: a session starts
+// with initialize) and returns nil.
+func InitializeRequest(w http.ResponseWriter, body []byte) *jsonrpc.Request {
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		http.Error(w, "malformed JSON-RPC message: a session starts with one initialize request", http.StatusBadRequest)
+		return nil
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.Method != "initialize" {
+		RefuseSessionless(w, msg)
+		return nil
+	}
+	return req
+}
+
 // RefuseSessionless answers a message that carries no session ID and is not an
 // initialize request. A SEP-2575 server/discover probe learns that this endpoint only
 // speaks the session-based protocol, so a go-sdk client falls back to initialize.

@@ -194,3 +194,41 @@ func healthy(url string) bool {
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// BenchmarkBridgeNewSession measures how long a new client waits for its session
+// (initialize and its answer) with the npm reference server, whose Node.js process takes
+// a while to boot: with no warm process, and with one kept started ahead
+// (Options.WarmProcesses). Each iteration opens one session each way and ends both with
+// DELETE; the cold one goes first, so that the warm bridge's replacement spare has had
+// the time to boot that it has when agents do not arrive back to back.
+func BenchmarkBridgeNewSession(b *testing.B) {
+	argv := serverEverything(b)
+	cold := startBridge(b, bridge.Options{Command: argv, MaxSessions: 64, GracePeriod: time.Second})
+	warm := startBridge(b, bridge.Options{Command: argv, MaxSessions: 64, GracePeriod: time.Second, WarmProcesses: 1})
+	bridges := []*running{cold, warm}
+	totals := make([]time.Duration, len(bridges))
+	connect := func(r *running) time.Duration {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		cs, err := r.connect(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(start)
+		_ = cs.Close()
+		return took
+	}
+	n := 0
+	for b.Loop() {
+		for i, r := range bridges {
+			totals[i] += connect(r)
+		}
+		n++
+	}
+	coldMean, warmMean := totals[0]/time.Duration(n), totals[1]/time.Duration(n)
+	b.ReportMetric(float64(coldMean.Nanoseconds()), "cold-ns/session")
+	b.ReportMetric(float64(warmMean.Nanoseconds()), "warm-ns/session")
+	b.Logf("new session (initialize) with server-everything: no warm process %v, one warm process %v (%.2fx)",
+		coldMean, warmMean, float64(warmMean)/float64(coldMean))
+}

@@ -14,9 +14,17 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// ErrTooManySessions means a new session was refused because Options.MaxSessions
-// sessions are running.
+// ErrTooManySessions means a new session was refused because each of the
+// Options.MaxSessions sessions had a request in flight, so none could be evicted.
 var ErrTooManySessions = errors.New("too many sessions")
+
+// ErrEvicted ends the least recently used idle session when a new session needs its slot.
+// Its client gets 404 on its next request and, as MCP says, starts a new session.
+var ErrEvicted = errors.New("session evicted: the bridge was at its session limit and this session was the least recently used")
+
+// slotWait bounds how long a new session waits for an ending session's subprocess to be
+// reaped and give its slot back, on top of the grace period that subprocess has.
+const slotWait = 5 * time.Second
 
 // endedMemory is how many ended sessions the bridge remembers, to tell a client that
 // comes back why its session is gone.
@@ -38,8 +46,12 @@ type Bridge struct {
 	ended    map[string]string   // recently ended session IDs and why
 	endedIDs []string            // ended's keys, oldest first
 	slots    int                 // sessions whose subprocess is not yet reaped
+	changed  chan struct{}       // closed and replaced when a slot is freed or a session starts
 	seq      uint64
 	closing  bool
+
+	spares  *spares // nil without Options.WarmProcesses
+	metrics *metrics
 
 	wg        sync.WaitGroup // one per session until its subprocess is reaped
 	closeOnce sync.Once
@@ -62,12 +74,36 @@ func New(opts Options) (*Bridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bridge{
+	b := &Bridge{
 		opts:     opts,
 		log:      opts.Logger,
 		sessions: make(map[string]*session),
 		ended:    make(map[string]string),
-	}, nil
+		changed:  make(chan struct{}),
+	}
+	b.metrics = newMetrics(b)
+	if opts.WarmProcesses > 0 {
+		b.spares = newSpares(b, opts.WarmProcesses)
+	}
+	return b, nil
+}
+
+// startProcess starts a subprocess of the server command and logs its stderr.
+func (b *Bridge) startProcess() (*process, error) {
+	proc, err := startProcess(b.opts.Command, b.opts.Env, b.opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	proc.logStderrTo(b.log.WithValues("pid", proc.pid))
+	return proc, nil
+}
+
+// takeProcess returns the subprocess for a new session: a warm spare when there is one.
+func (b *Bridge) takeProcess() (*process, error) {
+	if b.spares != nil {
+		return b.spares.take()
+	}
+	return b.startProcess()
 }
 
 // Sessions returns the live sessions, oldest first.
@@ -82,23 +118,12 @@ func (b *Bridge) Sessions() []SessionInfo {
 	return infos
 }
 
-// newSession reserves a slot and starts a session with a fresh subprocess.
-func (b *Bridge) newSession() (*session, error) {
-	b.mu.Lock()
-	if b.closing {
-		b.mu.Unlock()
-		return nil, ErrShuttingDown
+// newSession reserves a slot and starts a session with its own subprocess.
+func (b *Bridge) newSession(ctx context.Context) (*session, error) {
+	seq, err := b.reserveSlot(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if b.slots >= b.opts.MaxSessions {
-		b.mu.Unlock()
-		return nil, fmt.Errorf("%w: all %d sessions are in use", ErrTooManySessions, b.opts.MaxSessions)
-	}
-	b.slots++
-	b.seq++
-	seq := b.seq
-	b.wg.Add(1)
-	b.mu.Unlock()
-
 	s, err := b.startSession(rand.Text(), seq)
 	if err != nil {
 		b.sessionDone()
@@ -108,6 +133,7 @@ func (b *Bridge) newSession() (*session, error) {
 	closing := b.closing
 	if !closing {
 		b.sessions[s.id] = s
+		b.broadcastLocked()
 	}
 	b.mu.Unlock()
 	if closing {
@@ -116,6 +142,79 @@ func (b *Bridge) newSession() (*session, error) {
 		return nil, ErrShuttingDown
 	}
 	return s, nil
+}
+
+// reserveSlot takes a session slot for a new session. At the limit it evicts the least
+// recently used session that has no request in flight and waits for its subprocess to be
+// reaped; it fails with ErrTooManySessions only when every session has a request in
+// flight. It returns the new session's sequence number.
+func (b *Bridge) reserveSlot(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.GracePeriod+slotWait)
+	defer cancel()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		if b.closing {
+			return 0, ErrShuttingDown
+		}
+		if b.slots < b.opts.MaxSessions {
+			b.slots++
+			b.seq++
+			b.wg.Add(1)
+			return b.seq, nil
+		}
+		// Every slot is taken. Slots of sessions that are ending come back once their
+		// subprocess is reaped; without any, one live session has to go.
+		if b.slots == len(b.sessions) {
+			victim := b.evictableLocked()
+			if victim == nil {
+				b.metrics.refused.Inc()
+				return 0, fmt.Errorf("%w: each of the %d sessions has a request in flight", ErrTooManySessions, b.opts.MaxSessions)
+			}
+			b.mu.Unlock()
+			b.metrics.evictions.Inc()
+			victim.log.Info("Evicting the least recently used session to make room for a new one", "maxSessions", b.opts.MaxSessions)
+			victim.end(ErrEvicted)
+			b.mu.Lock()
+			continue
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
+		b.mu.Lock()
+		if ctx.Err() != nil {
+			b.metrics.refused.Inc()
+			return 0, fmt.Errorf("%w: the %d sessions are still ending", ErrTooManySessions, b.opts.MaxSessions)
+		}
+	}
+}
+
+// evictableLocked picks the least recently used live session with no request in flight and
+// stops its activity, so that it can begin none before it ends; nil when every session
+// is busy.
+func (b *Bridge) evictableLocked() *session {
+	for {
+		var victim *session
+		var victimUsed time.Time
+		for _, s := range b.sessions {
+			if used, idle := s.activity.IdleSince(); idle && (victim == nil || used.Before(victimUsed)) {
+				victim, victimUsed = s, used
+			}
+		}
+		if victim == nil || victim.activity.StopIfIdle() {
+			return victim
+		}
+		// It began a request since: look again.
+	}
+}
+
+// broadcastLocked wakes the sessions waiting in reserveSlot.
+func (b *Bridge) broadcastLocked() {
+	close(b.changed)
+	b.changed = make(chan struct{})
 }
 
 // lookup returns the live session with the given ID, or nil and why there is none.
@@ -151,6 +250,7 @@ func (b *Bridge) forget(s *session, reason error) {
 func (b *Bridge) sessionDone() {
 	b.mu.Lock()
 	b.slots--
+	b.broadcastLocked()
 	b.mu.Unlock()
 	b.wg.Done()
 }
@@ -173,6 +273,9 @@ func (b *Bridge) Close() error {
 		for _, s := range live {
 			s.end(ErrShuttingDown)
 		}
+		if b.spares != nil {
+			b.spares.close()
+		}
 	})
 	b.wg.Wait()
 	return nil
@@ -193,7 +296,7 @@ func (b *Bridge) Serve(ctx context.Context, ln net.Listener) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	b.log.Info("Serving MCP over Streamable HTTP", "address", ln.Addr().String(), "path", "/mcp",
-		"command", b.opts.Command[0], "maxSessions", b.opts.MaxSessions, "idleTimeout", b.opts.IdleTimeout.String())
+		"command", b.opts.Command[0], "maxSessions", b.opts.MaxSessions, "idleTimeout", b.opts.IdleTimeout.String(), "warmProcesses", b.opts.WarmProcesses)
 
 	var serveErr error
 	select {

@@ -4,9 +4,14 @@
 // `switchboard bridge` runs inside the pod of an MCPServer with spec.stdio.
 //
 // The package owns:
-//   - the MCP endpoint (/mcp) and the probes (/healthz, /readyz) of the bridge's HTTP server;
-//   - the session table: session IDs, the --max-sessions limit, idle reaping;
-//   - the subprocesses: one process group each, started per session, stopped by closing
+//   - the MCP endpoint (/mcp), the probes (/healthz, /readyz) and the metrics (/metrics)
+//     of the bridge's HTTP server;
+//   - the session table: session IDs, idle reaping, and the --max-sessions limit, at which
+//     a new session evicts the least recently used session with no request in flight
+//     (most clients never send DELETE, so a limit that only refused would lock every
+//     later client out);
+//   - the subprocesses: one process group each, started per session (or ahead of it, as
+//     a warm spare), stopped by closing
 //     stdin, then a grace period, then SIGTERM and a second later SIGKILL to the whole
 //     group, and always reaped, so that no zombie is left;
 //   - bounds: message size in both directions, stderr line length and log rate.

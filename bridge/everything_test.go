@@ -3,8 +3,6 @@ package bridge_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -93,52 +91,23 @@ func TestServerEverythingConcurrentClientsGetTheirOwnProcess(t *testing.T) {
 	}
 }
 
-func TestServerEverythingSessionLimitAnswersClearly(t *testing.T) {
+func TestServerEverythingSessionLimitEvictsTheIdleSession(t *testing.T) {
 	r := startBridge(t, bridge.Options{Command: serverEverything(t), MaxSessions: 1, GracePeriod: time.Second})
 	first := r.mustConnect(t)
+	firstPID := pidOf(t, r, first)
+	mustCallText(t, first, "echo", map[string]any{"message": "first"})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err := r.connect(ctx)
-	if err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
-		t.Fatalf("second session: err = %v, want Service Unavailable", err)
-	}
-
-	// Any client sees why: a 503 with a JSON-RPC error naming the limit.
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(data), "too many sessions: all 1 sessions are in use") ||
-		resp.Header.Get("Retry-After") == "" {
-		t.Errorf("over the limit: %d %q (Retry-After %q), want 503 naming the limit", resp.StatusCode, data, resp.Header.Get("Retry-After"))
-	}
-	if n := len(r.Sessions()); n != 1 {
-		t.Errorf("%d sessions after refusals, want 1", n)
-	}
-
-	// The existing session is not disturbed.
-	if got := mustCallText(t, first, "echo", map[string]any{"message": "still here"}); !strings.Contains(got, "still here") {
+	second := r.mustConnect(t)
+	if got := mustCallText(t, second, "echo", map[string]any{"message": "second"}); !strings.Contains(got, "second") {
 		t.Errorf("echo = %q", got)
 	}
-	// Once it ends, its slot is free again.
-	if err := first.Close(); err != nil {
-		t.Fatalf("closing the first session: %v", err)
+	if alive(firstPID) {
+		t.Error("the evicted session's process is still running")
 	}
-	eventually(t, 15*time.Second, "a new session after the first one ended", func() bool {
-		cs, err := r.connect(ctx)
-		if err != nil {
-			return false
-		}
-		_ = cs.Close()
-		return true
-	})
+	assertSessionGone(t, r, first)
+	if lines := r.logs.matching("Session ended", "session evicted"); len(lines) != 1 {
+		t.Errorf("eviction log lines: %q", lines)
+	}
 }
 
 func TestServerEverythingKilledProcessEndsOnlyItsSession(t *testing.T) {

@@ -46,7 +46,8 @@ func (b *Bridge) newHTTPServer(ctx context.Context) *http.Server {
 }
 
 // Handler returns the bridge's HTTP handler: the MCP endpoint at /mcp, liveness at
-// /healthz and readiness at /readyz (which fails once the bridge is shutting down).
+// /healthz, readiness at /readyz (which fails once the bridge is shutting down) and
+// Prometheus metrics at /metrics.
 func (b *Bridge) Handler() http.Handler {
 	mux := http.NewServeMux()
 	bodyTimeout := bodyReadTimeout
@@ -61,6 +62,7 @@ func (b *Bridge) Handler() http.Handler {
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	mux.Handle("GET /metrics", b.metrics.handler())
 	return mux
 }
 
@@ -100,6 +102,12 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 
 	if id := r.Header.Get(mcphttp.SessionIDHeader); id != "" {
 		s, why := b.lookup(id)
+		if s != nil && isListenCall(body) {
+			// A stream for what the server sends outside requests, like a standalone GET:
+			// it lasts as long as the session, so it does not count as a request in flight.
+			s.transport.ServeHTTP(w, r)
+			return
+		}
 		if s == nil || !s.beginRequest() {
 			mcphttp.NotFound(w, why)
 			return
@@ -113,7 +121,7 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 	if req == nil {
 		return
 	}
-	s, err := b.newSession()
+	s, err := b.newSession(r.Context())
 	if err != nil {
 		status := http.StatusServiceUnavailable
 		switch {
@@ -138,6 +146,20 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 		// The client went away, or the subprocess refused initialize: nobody can use it.
 		s.end(errors.New("session was not initialized"))
 	}
+}
+
+// isListenCall reports whether a POST body is a subscriptions/listen call. The cheap
+// search comes first: nearly every body is something else.
+func isListenCall(body []byte) bool {
+	if !bytes.Contains(body, []byte(`"subscriptions/listen"`)) {
+		return false
+	}
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	return ok && req.IsCall() && req.Method == "subscriptions/listen"
 }
 
 // serveGET attaches a standalone SSE stream to a session.

@@ -59,6 +59,13 @@ type floodArgs struct {
 	Bytes int `json:"bytes"`
 }
 
+// blockArgs name two files: the tool creates Started as it begins and returns once
+// Release exists, so a test holds a call in flight for exactly as long as it needs.
+type blockArgs struct {
+	Started string `json:"started"`
+	Release string `json:"release"`
+}
+
 type stderrArgs struct {
 	Lines int    `json:"lines"`
 	Text  string `json:"text"`
@@ -114,6 +121,22 @@ func runTestServer() error {
 			}
 			go func() { _ = cmd.Wait() }()
 			return textResult(strconv.Itoa(cmd.Process.Pid)), nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "block", Description: "Returns once the release file exists."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, args blockArgs) (*mcp.CallToolResult, any, error) {
+			if err := os.WriteFile(args.Started, nil, 0o600); err != nil {
+				return nil, nil, err
+			}
+			for {
+				if _, err := os.Stat(args.Release); err == nil {
+					return textResult("released"), nil, nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
 		})
 	mcp.AddTool(server, &mcp.Tool{Name: "linger", Description: "Makes the server outlive its stdin."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {

@@ -33,11 +33,17 @@ type Options struct {
 	// Dir is the working directory of each subprocess; empty means the bridge's own.
 	Dir string
 
-	// MaxSessions bounds the concurrent sessions, and so the running subprocesses. A new
-	// session beyond it is refused with HTTP 503 and existing sessions are not disturbed.
-	// An ended session holds its slot until its subprocess has been reaped. Zero means
+	// MaxSessions bounds the concurrent sessions, and so the running subprocesses. At the
+	// limit a new session evicts the least recently used session that has no request in
+	// flight (its client gets 404 on its next request and starts a new session); it is
+	// refused with HTTP 503 only while every session has a request in flight. An ended
+	// session holds its slot until its subprocess has been reaped. Zero means
 	// DefaultMaxSessions.
 	MaxSessions int
+	// WarmProcesses is how many subprocesses are kept started ahead of new sessions, so
+	// that a new session does not wait for the server to boot; they are in addition to
+	// MaxSessions. Zero keeps none.
+	WarmProcesses int
 	// IdleTimeout ends a session, and stops its subprocess, once no client request has
 	// been in flight for this long. A standalone SSE stream (a hanging GET) does not count
 	// as activity. Zero disables idle reaping.
@@ -64,8 +70,8 @@ func (o Options) withDefaults() (Options, error) {
 	if _, err := exec.LookPath(o.Command[0]); err != nil {
 		return o, fmt.Errorf("mcp server command: %w", err)
 	}
-	if o.MaxSessions < 0 || o.IdleTimeout < 0 || o.GracePeriod < 0 || o.MaxMessageBytes < 0 {
-		return o, errors.New("max sessions, idle timeout, grace period and max message bytes must not be negative")
+	if o.MaxSessions < 0 || o.WarmProcesses < 0 || o.IdleTimeout < 0 || o.GracePeriod < 0 || o.MaxMessageBytes < 0 {
+		return o, errors.New("max sessions, warm processes, idle timeout, grace period and max message bytes must not be negative")
 	}
 	if o.MaxSessions == 0 {
 		o.MaxSessions = DefaultMaxSessions

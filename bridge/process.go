@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // termWait is how long a process group has between SIGTERM and SIGKILL.
@@ -29,6 +31,8 @@ type process struct {
 
 	exited  chan struct{} // closed once the leader has been reaped
 	waitErr error         // the leader's exit, readable once exited is closed
+
+	stderrDone chan struct{} // closed once stderr reached EOF (see logStderrTo)
 }
 
 // startProcess starts argv in a new process group with its own pipes. Pipes are
@@ -84,6 +88,8 @@ func startProcess(argv, env []string, dir string) (*process, error) {
 		stdout: stdoutR,
 		stderr: stderrR,
 		exited: make(chan struct{}),
+
+		stderrDone: make(chan struct{}),
 	}
 	go func() {
 		// Always reap the leader, whatever ended it, so that no zombie is left behind.
@@ -93,6 +99,16 @@ func startProcess(argv, env []string, dir string) (*process, error) {
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// logStderrTo logs what the process writes to stderr to log until EOF, then closes
+// stderrDone. Call it once, right after the start: a process whose stderr nobody reads
+// blocks once the pipe is full.
+func (p *process) logStderrTo(log logr.Logger) {
+	go func() {
+		defer close(p.stderrDone)
+		logStderr(log, p.stderr)
+	}()
 }
 
 // hasExited reports whether the leader has been reaped.

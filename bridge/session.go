@@ -56,7 +56,6 @@ type session struct {
 	client    mcp.Connection // messages from and to the HTTP client
 	server    mcp.Connection // messages from and to the subprocess
 	ctx       context.Context
-	stderr    chan struct{} // closed once stderr reached EOF
 	started   time.Time
 
 	mu          sync.Mutex
@@ -71,10 +70,10 @@ type session struct {
 	done        chan struct{}
 }
 
-// startSession starts a subprocess and connects it to a fresh Streamable HTTP transport.
-// The caller has reserved a session slot; startSession gives it back on failure.
+// startSession connects a subprocess (a spare, or one started now) to a fresh Streamable
+// HTTP transport. The caller has reserved a session slot and gives it back on failure.
 func (b *Bridge) startSession(id string, seq uint64) (*session, error) {
-	proc, err := startProcess(b.opts.Command, b.opts.Env, b.opts.Dir)
+	proc, err := b.takeProcess()
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +86,6 @@ func (b *Bridge) startSession(id string, seq uint64) (*session, error) {
 		proc:      proc,
 		transport: &mcp.StreamableServerTransport{SessionID: id},
 		ctx:       ctx,
-		stderr:    make(chan struct{}),
 		started:   time.Now(),
 		pending:   make(map[jsonrpc.ID]struct{}),
 		done:      make(chan struct{}),
@@ -108,10 +106,6 @@ func (b *Bridge) startSession(id string, seq uint64) (*session, error) {
 	}
 	s.activity = mcphttp.NewActivity(b.opts.IdleTimeout, func() { s.end(ErrIdle) })
 	s.redelivery = mcphttp.NewRedelivery(s.client, s.done, s.log)
-	go func() {
-		defer close(s.stderr)
-		logStderr(s.log, proc.stderr)
-	}()
 	r := relay.New(s.client, s.server, relay.Options{
 		Hook:        s.relayHook,
 		WriteFailed: s.relayWriteFailed,
@@ -335,11 +329,11 @@ func (s *session) teardown(reason error) {
 		s.log.Error(err, "Could not stop the MCP server process")
 	}
 	select {
-	case <-s.stderr:
+	case <-s.proc.stderrDone:
 	case <-time.After(outputDrain):
 	}
 	s.proc.closeOutputs()
-	<-s.stderr
+	<-s.proc.stderrDone
 
 	exit := "still running"
 	if s.proc.hasExited() {

@@ -20,6 +20,7 @@ import (
 type bridgeOptions struct {
 	listen          string
 	maxSessions     int
+	warmProcesses   int
 	idleTimeout     time.Duration
 	gracePeriod     time.Duration
 	maxMessageBytes int
@@ -30,8 +31,10 @@ func (o *bridgeOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", ":8080",
 		"Address the MCP endpoint (/mcp) and the probes (/healthz, /readyz) listen on.")
 	fs.IntVar(&o.maxSessions, "max-sessions", bridge.DefaultMaxSessions,
-		"Concurrent client sessions, each with its own server process; more are refused with HTTP 503.")
-	fs.DurationVar(&o.idleTimeout, "idle-timeout", 10*time.Minute,
+		"Concurrent client sessions, each with its own server process. At the limit a new session evicts the least recently used idle one; HTTP 503 only while every session has a request in flight.")
+	fs.IntVar(&o.warmProcesses, "warm-processes", 1,
+		"Server processes kept started ahead of new sessions (in addition to --max-sessions), so that a new session does not wait for the server to boot; 0 keeps none.")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", 2*time.Minute,
 		"End a session and stop its process after this long without a client request; 0 never does.")
 	fs.DurationVar(&o.gracePeriod, "grace-period", bridge.DefaultGracePeriod,
 		"How long a server process has to exit after its stdin is closed before its process group gets SIGTERM (and SIGKILL a second later).")
@@ -74,6 +77,7 @@ Flags:
 	b, err := bridge.New(bridge.Options{
 		Command:         command,
 		MaxSessions:     opts.maxSessions,
+		WarmProcesses:   opts.warmProcesses,
 		IdleTimeout:     opts.idleTimeout,
 		GracePeriod:     opts.gracePeriod,
 		MaxMessageBytes: opts.maxMessageBytes,

@@ -14,6 +14,7 @@ type Activity struct {
 
 	mu       sync.Mutex
 	requests int
+	lastUsed time.Time   // when the last request began or ended
 	timer    *time.Timer // nil when reaping is off or the activity stopped
 	stopped  bool
 }
@@ -21,7 +22,7 @@ type Activity struct {
 // NewActivity starts tracking a new session, which counts as idle from now on: onIdle
 // runs once, on a goroutine of its own, when it has been idle for timeout.
 func NewActivity(timeout time.Duration, onIdle func()) *Activity {
-	a := &Activity{timeout: timeout, onIdle: onIdle}
+	a := &Activity{timeout: timeout, onIdle: onIdle, lastUsed: time.Now()}
 	if timeout > 0 {
 		a.timer = time.AfterFunc(timeout, a.fire)
 	}
@@ -40,6 +41,7 @@ func (a *Activity) Begin() bool {
 		a.timer.Stop()
 	}
 	a.requests++
+	a.lastUsed = time.Now()
 	return true
 }
 
@@ -48,6 +50,7 @@ func (a *Activity) End() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.requests--
+	a.lastUsed = time.Now()
 	if a.requests == 0 && a.timer != nil {
 		a.timer.Reset(a.timeout)
 	}
@@ -57,11 +60,36 @@ func (a *Activity) End() {
 func (a *Activity) Stop() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.stopLocked()
+}
+
+func (a *Activity) stopLocked() {
 	a.stopped = true
 	if a.timer != nil {
 		a.timer.Stop()
 		a.timer = nil
 	}
+}
+
+// IdleSince reports when the session last had a request begin or end, and false while a
+// request is in flight or once the activity stopped.
+func (a *Activity) IdleSince() (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastUsed, a.requests == 0 && !a.stopped
+}
+
+// StopIfIdle stops the activity, as Stop does, but only while no request is in flight; it
+// reports whether it did. From then on Begin refuses, so a session chosen for eviction
+// cannot start a request between the choice and its end.
+func (a *Activity) StopIfIdle() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.requests > 0 || a.stopped {
+		return false
+	}
+	a.stopLocked()
+	return true
 }
 
 // fire reaps the session unless a request began, or it stopped, since the timer fired.

@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -156,4 +157,50 @@ func TestNewSessionIsRefusedOnlyWhenEverySessionIsBusy(t *testing.T) {
 		t.Errorf("echo = %q", got)
 	}
 	assertSessionGone(t, r, busy)
+}
+
+// A subscriptions/listen stream (what the gateway opens in place of a standalone GET) lasts
+// as long as its session, like a GET: it does not keep the session from being evicted.
+func TestAListenStreamIsNoRequestInFlight(t *testing.T) {
+	opts := helperOptions(t)
+	opts.MaxSessions = 1
+	r := startBridge(t, opts)
+
+	init := r.do(t, http.MethodPost, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
+	id := init.header.Get("Mcp-Session-Id")
+	if init.status != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %d %q", init.status, init.body)
+	}
+	if resp := r.do(t, http.MethodPost, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil); resp.status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %q", resp.status, resp.body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	// The response headers come with the first event, which the held call never sends.
+	streamEnd := make(chan string, 1)
+	go func() {
+		listen, err := http.DefaultClient.Do(req)
+		if err != nil {
+			streamEnd <- err.Error()
+			return
+		}
+		defer func() { _ = listen.Body.Close() }()
+		data, _ := io.ReadAll(listen.Body)
+		streamEnd <- fmt.Sprintf("%d %s", listen.StatusCode, data)
+	}()
+	eventually(t, 10*time.Second, "the listen call to reach the session", func() bool { return r.PendingCalls(id) == 1 })
+
+	next := r.mustConnect(t)
+	if got := mustCallText(t, next, "echo", map[string]any{"message": "room"}); got != "room" {
+		t.Errorf("echo = %q", got)
+	}
+	// The evicted session's stream ends, carrying the reason as the listen call's answer.
+	if got := <-streamEnd; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, "session evicted") {
+		t.Errorf("the listen stream ended with %q, want the eviction as its answer", got)
+	}
 }

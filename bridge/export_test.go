@@ -13,3 +13,15 @@ func ShortenHTTPTimeouts(t testing.TB, header, body time.Duration) {
 	readHeaderTimeout, bodyReadTimeout = header, body
 	t.Cleanup(func() { readHeaderTimeout, bodyReadTimeout = oldHeader, oldBody })
 }
+
+// PendingCalls returns how many client calls of the live session id the bridge tracks as
+// unanswered, so that a test can wait until a call it sent has arrived.
+func (b *Bridge) PendingCalls(id string) int {
+	s, _ := b.lookup(id)
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}

@@ -116,13 +116,51 @@ func workloadName(server string) string {
 }
 
 // bridgeCommand is the server container's command: the bridge, then the user's command.
+// PerSession is the bridge's default and is left out, so that the Deployments of servers
+// that do not set sessionMode stay as they were and their pods do not roll.
 func bridgeCommand(stdio *mcpv1alpha1.StdioServerSpec, binary, listen string) []string {
 	maxSessions := stdio.MaxSessions
 	if maxSessions == 0 {
 		maxSessions = 4
 	}
-	cmd := []string{binary, "bridge", "--listen", listen, "--max-sessions", strconv.Itoa(int(maxSessions)), "--"}
+	cmd := []string{binary, "bridge", "--listen", listen, "--max-sessions", strconv.Itoa(int(maxSessions))}
+	if stdio.SessionMode == mcpv1alpha1.StdioSessionModeShared {
+		cmd = append(cmd, "--session-mode", string(mcpv1alpha1.StdioSessionModeShared))
+	}
+	cmd = append(cmd, "--")
 	return append(cmd, stdio.Command...)
+}
+
+// containerSecurityContext is the security context of both containers of a stdio server
+// pod: no privilege escalation and no capabilities always, and the user and group the
+// spec asks for. The init container that copies the bridge runs as that user too: then
+// runAsNonRoot holds for every container of the pod (as Pod Security "restricted"
+// demands, and as the user asked), and the copied binary belongs to the user that runs
+// it. Any user can do the copy: the switchboard binary in the operator image is
+// executable by everyone and an emptyDir is writable by everyone. Unset fields add
+// nothing, so without a securityContext the containers run as their images' users,
+// exactly as before the field existed.
+func containerSecurityContext(sc *mcpv1alpha1.StdioSecurityContext) *corev1.SecurityContext {
+	c := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	if sc != nil {
+		c.RunAsNonRoot, c.RunAsUser, c.RunAsGroup = sc.RunAsNonRoot, sc.RunAsUser, sc.RunAsGroup
+	}
+	return c
+}
+
+// podSecurityContext is the pod-level security context: the RuntimeDefault seccomp
+// profile always, and the spec's fsGroup, which only the pod level has.
+func podSecurityContext(sc *mcpv1alpha1.StdioSecurityContext) *corev1.PodSecurityContext {
+	p := &corev1.PodSecurityContext{
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if sc != nil {
+		p.FSGroup = sc.FSGroup
+	}
+	return p
 }
 
 // Ensure applies the server's Deployment, Service and NetworkPolicy with server-side
@@ -247,10 +285,6 @@ func (p *PodRuntime) apply(ctx context.Context, owner *mcpv1alpha1.MCPServer, de
 // user's image with the bridge in front of the user's command.
 func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels, selector map[string]string) *appsv1.Deployment {
 	stdio := obj.Spec.Stdio
-	restricted := &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr.To(false),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-	}
 	probe := func(path string) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 			Path: path, Port: intstr.FromInt32(bridgePort),
@@ -265,7 +299,7 @@ func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels,
 		Ports:           []corev1.ContainerPort{{Name: "mcp", ContainerPort: bridgePort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe:  probe("/readyz"),
 		LivenessProbe:   probe("/healthz"),
-		SecurityContext: restricted,
+		SecurityContext: containerSecurityContext(stdio.SecurityContext),
 		VolumeMounts:    []corev1.VolumeMount{{Name: bridgeVolume, MountPath: bridgeMountPath, ReadOnly: true}},
 	}
 	if stdio.Resources != nil {
@@ -277,7 +311,7 @@ func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels,
 		// The image's own entrypoint is the switchboard binary, wherever the image keeps
 		// it (/switchboard from the Dockerfile, /ko-app/switchboard from ko).
 		Args:            []string{"install", bridgeBinaryPath},
-		SecurityContext: restricted,
+		SecurityContext: containerSecurityContext(stdio.SecurityContext),
 		VolumeMounts:    []corev1.VolumeMount{{Name: bridgeVolume, MountPath: bridgeMountPath}},
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
@@ -289,9 +323,7 @@ func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels,
 		Volumes: []corev1.Volume{{Name: bridgeVolume, VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))},
 		}}},
-		SecurityContext: &corev1.PodSecurityContext{
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext: podSecurityContext(stdio.SecurityContext),
 		// A stdio server has no business with the Kubernetes API unless it is given a
 		// ServiceAccount of its own.
 		ServiceAccountName:           stdio.ServiceAccountName,

@@ -18,9 +18,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
@@ -90,6 +92,29 @@ func TestStdioWorkloadMatchesGoldenFiles(t *testing.T) {
 	golden(t, "stdio-deployment", deploy, deploy.Spec)
 	golden(t, "stdio-service", svc, svc.Spec)
 	golden(t, "stdio-networkpolicy", np, np.Spec)
+}
+
+// TestSharedNonRootStdioWorkloadMatchesGoldenFile pins the Deployment of a server with
+// sessionMode Shared and a securityContext: the bridge gets --session-mode Shared, both
+// containers run as the user and group asked for, and the pod gets the fsGroup.
+func TestSharedNonRootStdioWorkloadMatchesGoldenFile(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, ns, withPodRuntime())
+	obj := stdioServer(ns, "golden-shared")
+	obj.Spec.Stdio.SessionMode = mcpv1alpha1.StdioSessionModeShared
+	obj.Spec.Stdio.MaxSessions = 256
+	obj.Spec.Stdio.SecurityContext = &mcpv1alpha1.StdioSecurityContext{
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](10001), RunAsGroup: ptr.To[int64](10002), FSGroup: ptr.To[int64](10003),
+	}
+	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+
+	deploy := &appsv1.Deployment{}
+	g.Eventually(func() error {
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mcp-golden-shared"}, deploy)
+	}, eventually, poll).Should(Succeed())
+	golden(t, "stdio-deployment-shared-nonroot", deploy, deploy.Spec)
 }
 
 // TestDeploymentCommandServesTheServer takes the container command and arguments from the

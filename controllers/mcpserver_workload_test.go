@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -229,5 +230,63 @@ func TestStdioWorkloadGoesWithTheStdioSpec(t *testing.T) {
 		st, reason := condition(got, mcpv1alpha1.ConditionWorkloadAvailable)
 		g.Expect(st).To(Equal(metav1.ConditionFalse))
 		g.Expect(reason).To(Equal(mcpv1alpha1.ReasonSuspended))
+	}, eventually, poll).Should(Succeed())
+}
+
+// TestStdioSessionModeAndSecurityContextChangeThePodOnlyWhenSet upgrades nothing by
+// accident: spelling out the default sessionMode leaves the Deployment alone (its pods do
+// not roll), Shared and a securityContext roll it with the bridge flag and the user, and
+// going back to the defaults restores the very pod template the server started with.
+func TestStdioSessionModeAndSecurityContextChangeThePodOnlyWhenSet(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, ns, withPodRuntime())
+	obj := stdioServer(ns, "modes")
+	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+
+	key := client.ObjectKey{Namespace: ns, Name: "mcp-modes"}
+	deploy := &appsv1.Deployment{}
+	g.Eventually(func() error { return k8sClient.Get(ctx, key, deploy) }, eventually, poll).Should(Succeed())
+	original := deploy.Spec.Template.DeepCopy()
+	g.Expect(original.Spec.Containers[0].Command).NotTo(ContainElement("--session-mode"))
+	reconciled := func(g Gomega) {
+		got := get(g, obj)
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+	}
+
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.SessionMode = mcpv1alpha1.StdioSessionModePerSession })
+	g.Eventually(reconciled, eventually, poll).Should(Succeed())
+	g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
+	g.Expect(deploy.Generation).To(BeEquivalentTo(1), "an explicit PerSession must not roll the pods")
+
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) {
+		o.Spec.Stdio.SessionMode = mcpv1alpha1.StdioSessionModeShared
+		o.Spec.Stdio.MaxSessions = 200
+		o.Spec.Stdio.SecurityContext = &mcpv1alpha1.StdioSecurityContext{RunAsNonRoot: ptr.To(true), FSGroup: ptr.To[int64](2000)}
+	})
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
+		pod := deploy.Spec.Template.Spec
+		g.Expect(pod.Containers[0].Command).To(Equal([]string{
+			"/switchboard-bridge/switchboard", "bridge", "--listen", ":8080", "--max-sessions", "200", "--session-mode", "Shared", "--", "node", "dist/index.js",
+		}))
+		for _, c := range append(pod.InitContainers, pod.Containers...) {
+			g.Expect(c.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()), "container %s", c.Name)
+			g.Expect(c.SecurityContext.RunAsUser).To(BeNil(), "container %s keeps its image's user", c.Name)
+			g.Expect(c.SecurityContext.AllowPrivilegeEscalation).To(HaveValue(BeFalse()), "container %s", c.Name)
+		}
+		g.Expect(pod.SecurityContext.FSGroup).To(HaveValue(BeEquivalentTo(2000)))
+		g.Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+	}, eventually, poll).Should(Succeed())
+
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) {
+		o.Spec.Stdio.SessionMode = ""
+		o.Spec.Stdio.MaxSessions = 6
+		o.Spec.Stdio.SecurityContext = nil
+	})
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
+		g.Expect(deploy.Spec.Template).To(Equal(*original))
 	}, eventually, poll).Should(Succeed())
 }

@@ -44,7 +44,10 @@ const (
 // LocalRuntime runs each stdio server's bridge as a local process on a loopback port,
 // with the same `switchboard bridge` command line the pod runtime puts in a Deployment.
 // It is for `switchboard dev` and tests, where no kubelet runs pods: processes are not
-// confined, so egress policies do not govern what the server itself reaches.
+// confined, so egress policies do not govern what the server itself reaches. Fields that
+// only a pod can honour (resources, serviceAccountName, securityContext) are not applied:
+// every process runs as the manager's own user, and the WorkloadAvailable message says
+// so when a securityContext asks for something else.
 //
 // It is a manager Runnable: when the manager stops, every process is stopped.
 type LocalRuntime struct {
@@ -71,8 +74,9 @@ type localProcess struct {
 	exited      chan struct{} // closed once the process has been waited for
 }
 
-// Ensure starts the server's bridge, or restarts it when its command, arguments or
-// environment changed or it exited, and reports whether it answers /readyz.
+// Ensure starts the server's bridge, or restarts it when its command, arguments,
+// environment, maxSessions or sessionMode changed or it exited, and reports whether it
+// answers /readyz.
 func (l *LocalRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, _ *egress.ServerRules) (WorkloadStatus, error) {
 	key := connector.Key{Namespace: obj.Namespace, Name: obj.Name}
 	env, err := l.resolveEnv(ctx, obj)
@@ -112,7 +116,7 @@ func (l *LocalRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, _
 	status := WorkloadStatus{Endpoint: p.endpoint}
 	if p.ready(ctx, wait) {
 		status.Available = true
-		status.Message = fmt.Sprintf("Local bridge process %d serves %s (the local runtime does not confine egress)", p.cmd.Process.Pid, p.endpoint)
+		status.Message = fmt.Sprintf("Local bridge process %d serves %s (the local runtime does not confine egress%s)", p.cmd.Process.Pid, p.endpoint, localIgnoredNote(obj.Spec.Stdio))
 	} else {
 		status.Message = fmt.Sprintf("Local bridge process %d is not ready yet", p.cmd.Process.Pid)
 		status.RequeueAfter = l.PollInterval
@@ -232,13 +236,28 @@ func (l *LocalRuntime) resolveEnv(ctx context.Context, obj *mcpv1alpha1.MCPServe
 	return env, nil
 }
 
+// localIgnoredNote names what of the spec the local runtime cannot apply, for the
+// WorkloadAvailable message, so that nobody takes a local process for a confined one.
+func localIgnoredNote(stdio *mcpv1alpha1.StdioServerSpec) string {
+	if sc := stdio.SecurityContext; sc != nil && (sc.RunAsNonRoot != nil || sc.RunAsUser != nil || sc.RunAsGroup != nil || sc.FSGroup != nil) {
+		return ", and runs the server as the manager's own user: spec.stdio.securityContext is not applied"
+	}
+	return ""
+}
+
 // localFingerprint identifies what a running bridge was started with. It hashes the
 // resolved environment, so a rotated Secret restarts the process, and it keeps no value.
+// An unset sessionMode is the default, PerSession, and restarts nothing.
 func localFingerprint(stdio *mcpv1alpha1.StdioServerSpec, env []string) string {
+	mode := stdio.SessionMode
+	if mode == "" {
+		mode = mcpv1alpha1.StdioSessionModePerSession
+	}
 	data, _ := json.Marshal(struct {
 		Command, Args, Env []string
 		MaxSessions        int32
-	}{stdio.Command, stdio.Args, env, stdio.MaxSessions})
+		SessionMode        mcpv1alpha1.StdioSessionMode
+	}{stdio.Command, stdio.Args, env, stdio.MaxSessions, mode})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }

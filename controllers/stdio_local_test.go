@@ -8,10 +8,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
@@ -114,17 +118,21 @@ func TestStdioServerThroughLocalBridge(t *testing.T) {
 				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "server-env"}, Key: "mode"},
 			}}},
 			MaxSessions: 2,
+			// Not something the local runtime can apply: it says so instead.
+			SecurityContext: &mcpv1alpha1.StdioSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](10001)},
 		}},
 	}
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := readyIs(g, obj, metav1.ConditionTrue, "")
+		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Message).To(ContainSubstring("runs the server as the manager's own user: spec.stdio.securityContext is not applied"))
 		g.Expect(got.Status.Transport).To(Equal(mcpv1alpha1.TransportStdio))
 		g.Expect(got.Status.Endpoint).To(HavePrefix("http://127.0.0.1:"))
 		g.Expect(got.Status.Tools).To(ContainElement(HaveField("Name", "echo")))
 		g.Expect(got.Status.ServerInfo.Name).NotTo(BeEmpty())
-		st, _ := condition(got, mcpv1alpha1.ConditionWorkloadAvailable)
-		g.Expect(st).To(Equal(metav1.ConditionTrue))
 	}, eventually, poll).Should(Succeed())
 	g.Expect(bridgePIDs(t, bin)).To(HaveLen(1))
 	// Waiting for the bridge is not an outage: the first connect is "Connected".
@@ -140,4 +148,72 @@ func TestStdioServerThroughLocalBridge(t *testing.T) {
 	// Deleting the server leaves no process behind.
 	g.Expect(k8sClient.Delete(ctx, obj)).To(Succeed())
 	g.Eventually(func() []string { return bridgePIDs(t, bin) }, eventually, poll).Should(BeEmpty())
+}
+
+// TestLocalBridgeCommandFollowsSessionMode runs the local runtime with a stand-in for the
+// switchboard binary that records its arguments: the bridge gets --session-mode Shared
+// only in Shared mode, and changing the mode restarts the process.
+func TestLocalBridgeCommandFollowsSessionMode(t *testing.T) {
+	dir := t.TempDir()
+	argvFile := filepath.Join(dir, "argv")
+	fake := filepath.Join(dir, "switchboard")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$ARGV_FILE.tmp\" && mv \"$ARGV_FILE.tmp\" \"$ARGV_FILE\"\nexec sleep 60\n"
+	if err := os.WriteFile(fake, []byte(script), 0o700); err != nil { //nolint:gosec // the test's own stand-in executable
+		t.Fatal(err)
+	}
+	local := &controllers.LocalRuntime{Binary: fake, Logger: logr.Discard(), PollInterval: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- local.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Error(err)
+		}
+	})
+
+	obj := &mcpv1alpha1.MCPServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "files"},
+		Spec: mcpv1alpha1.MCPServerSpec{Stdio: &mcpv1alpha1.StdioServerSpec{
+			Image: "ghcr.io/acme/files:1", Command: []string{"files-server"}, Args: []string{"/data"},
+			Env: []corev1.EnvVar{{Name: "ARGV_FILE", Value: argvFile}}, MaxSessions: 4,
+		}},
+	}
+	argv := func(mode mcpv1alpha1.StdioSessionMode) []string {
+		t.Helper()
+		_ = os.Remove(argvFile)
+		obj.Spec.Stdio.SessionMode = mode
+		st, err := local.Ensure(context.Background(), obj, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Available {
+			t.Fatal("the stand-in serves no /readyz, yet the bridge is reported available")
+		}
+		var data []byte
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if data, err = os.ReadFile(argvFile); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("sessionMode %q: the bridge was not (re)started: %v", mode, err)
+		}
+		return strings.Fields(string(data))
+	}
+
+	perSession := []string{"bridge", "--listen", "LISTEN", "--max-sessions", "4", "--", "files-server", "/data"}
+	shared := []string{"bridge", "--listen", "LISTEN", "--max-sessions", "4", "--session-mode", "Shared", "--", "files-server", "/data"}
+	for _, step := range []struct {
+		mode mcpv1alpha1.StdioSessionMode
+		want []string
+	}{{"", perSession}, {mcpv1alpha1.StdioSessionModeShared, shared}, {mcpv1alpha1.StdioSessionModePerSession, perSession}} {
+		got := argv(step.mode)
+		if len(got) > 2 && got[1] == "--listen" {
+			got[2] = "LISTEN" // a free loopback port, different each start
+		}
+		if strings.Join(got, " ") != strings.Join(step.want, " ") {
+			t.Errorf("sessionMode %q: bridge started with\n  %q\nwant\n  %q", step.mode, got, step.want)
+		}
+	}
 }

@@ -183,9 +183,24 @@ type CABundleSource struct {
 	SecretKeyRef SecretKeyReference `json:"secretKeyRef"`
 }
 
+// StdioSessionMode says how the bridge maps client sessions onto server processes.
+// +kubebuilder:validation:Enum=PerSession;Shared
+type StdioSessionMode string
+
+const (
+	// StdioSessionModePerSession starts one server process per client session, initialized
+	// with that client's capabilities.
+	StdioSessionModePerSession StdioSessionMode = "PerSession"
+	// StdioSessionModeShared runs one long-lived server process per bridge replica and
+	// serves every client session from it. The bridge initializes it once, without any
+	// client's capabilities.
+	StdioSessionModeShared StdioSessionMode = "Shared"
+)
+
 // StdioServerSpec describes a stdio MCP server run from a container image. The operator
-// runs it behind the Switchboard bridge, which serves it over Streamable HTTP and starts
-// one subprocess per client session.
+// runs it behind the Switchboard bridge, which serves it over Streamable HTTP: one
+// subprocess per client session, or one shared subprocess (sessionMode).
+// +kubebuilder:validation:XValidation:rule="!has(self.maxSessions) || self.maxSessions <= 64 || (has(self.sessionMode) && self.sessionMode == 'Shared')",message="maxSessions above 64 needs sessionMode: Shared: each PerSession session runs its own process"
 type StdioServerSpec struct {
 	// image is the container image that holds the server.
 	// +required
@@ -195,7 +210,8 @@ type StdioServerSpec struct {
 	Image string `json:"image"`
 
 	// command is the executable and its leading arguments inside the image; the bridge
-	// executes it once per session. The image's entrypoint is not used, so it is required.
+	// executes it once per session (sessionMode PerSession) or once per bridge replica
+	// (Shared). The image's entrypoint is not used, so it is required.
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
@@ -229,13 +245,70 @@ type StdioServerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="serviceAccountName must be a DNS subdomain: lower-case letters, digits, '-' and '.'"
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
-	// maxSessions bounds the concurrent client sessions, and so the subprocesses, the
-	// bridge runs: 1 to 64.
+	// sessionMode says how the bridge maps client sessions onto server processes.
+	// PerSession (the default) starts one server process per client session, initialized
+	// with that client's capabilities: use it for servers that ask the client for
+	// sampling, elicitation or roots, or that keep state per client (a working
+	// directory, a login, an open browser). Shared runs one long-lived server process per
+	// bridge replica and serves every session from it; the bridge initializes it once
+	// without client capabilities, so the server never gets sampling, elicitation or
+	// roots from a client, and every client sees the same server state. Use it for
+	// servers that hold no per-client state (filesystem, git, fetch, search): sessions
+	// start without a process start and cost no process each.
+	// +optional
+	// +kubebuilder:default=PerSession
+	SessionMode StdioSessionMode `json:"sessionMode,omitempty"`
+
+	// maxSessions bounds the concurrent client sessions the bridge serves; more are
+	// refused. In PerSession mode each session is a server process, so it is 1 to 64; in
+	// Shared mode the sessions share one process and it may be up to 1024.
 	// +optional
 	// +kubebuilder:default=4
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=64
+	// +kubebuilder:validation:Maximum=1024
 	MaxSessions int32 `json:"maxSessions,omitempty"`
+
+	// securityContext sets the user and groups the server pod runs as. Unset, the
+	// containers run as their images' users. The bridge's init container runs as the
+	// same user. The local runtime of `switchboard dev` runs servers as the manager's
+	// own user and does not apply it.
+	// +optional
+	SecurityContext *StdioSecurityContext `json:"securityContext,omitempty"`
+}
+
+// StdioSecurityContext is the user and groups a stdio server pod runs as. The pod's
+// containers also always run without privilege escalation, with every capability
+// dropped and the RuntimeDefault seccomp profile; with runAsNonRoot: true the pod meets
+// the Pod Security "restricted" standard.
+// +kubebuilder:validation:XValidation:rule="!(has(self.runAsNonRoot) && self.runAsNonRoot && has(self.runAsUser) && self.runAsUser == 0)",message="runAsNonRoot: true contradicts runAsUser: 0 (root); set a non-zero runAsUser or drop runAsNonRoot"
+type StdioSecurityContext struct {
+	// runAsNonRoot, when true, makes the kubelet refuse to start the containers as root
+	// (UID 0). Without runAsUser the image's USER must then be numeric, or the kubelet
+	// cannot verify it and the pod does not start.
+	// +optional
+	RunAsNonRoot *bool `json:"runAsNonRoot,omitempty"`
+
+	// runAsUser is the UID the containers run as, 0 to 2147483647. Unset, the image's
+	// USER applies.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	RunAsUser *int64 `json:"runAsUser,omitempty"`
+
+	// runAsGroup is the primary GID of the containers' processes, 0 to 2147483647. It
+	// may be set without runAsUser: the kubelet then runs the image's USER with this
+	// group. Unset, the container runtime's default (the image's group) applies.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
+
+	// fsGroup is a supplemental GID of every container's processes, 0 to 2147483647;
+	// the kubelet also makes the pod's volumes group-owned by it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	FSGroup *int64 `json:"fsGroup,omitempty"`
 }
 
 // HealthCheck configures the connection's health probes.

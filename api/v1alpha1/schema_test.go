@@ -133,7 +133,14 @@ func TestSchemaRejectsInvalidManifests(t *testing.T) {
 		{"stdio with empty command", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: []"), []string{"spec.stdio.command", "at least 1 items"}, ""},
 		{"stdio with an empty command word", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: ['']"), []string{"spec.stdio.command[0]", "at least 1 chars long"}, ""},
 		{"maxSessions zero", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  maxSessions: 0"), []string{"spec.stdio.maxSessions", "greater than or equal to 1"}, ""},
-		{"maxSessions above 64", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  maxSessions: 65"), []string{"spec.stdio.maxSessions", "less than or equal to 64"}, ""},
+		{"maxSessions above 64 without sessionMode", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  maxSessions: 65"), []string{"spec.stdio", "maxSessions above 64 needs sessionMode: Shared: each PerSession session runs its own process"}, ""},
+		{"maxSessions above 64 in PerSession mode", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  sessionMode: PerSession\n  maxSessions: 1024"), []string{"spec.stdio", "maxSessions above 64 needs sessionMode: Shared"}, ""},
+		{"maxSessions above 1024 in Shared mode", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  sessionMode: Shared\n  maxSessions: 1025"), []string{"spec.stdio.maxSessions", "less than or equal to 1024"}, ""},
+		{"unknown sessionMode", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  sessionMode: PerClient"), []string{"spec.stdio.sessionMode", "Unsupported value", "PerSession", "Shared"}, ""},
+		{"runAsNonRoot with runAsUser 0", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsNonRoot: true, runAsUser: 0}"), []string{"spec.stdio.securityContext", "runAsNonRoot: true contradicts runAsUser: 0 (root); set a non-zero runAsUser or drop runAsNonRoot"}, ""},
+		{"negative runAsUser", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsUser: -1}"), []string{"spec.stdio.securityContext.runAsUser", "greater than or equal to 0"}, ""},
+		{"runAsGroup beyond 2147483647", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsGroup: 2147483648}"), []string{"spec.stdio.securityContext.runAsGroup", "less than or equal to 2147483647"}, ""},
+		{"negative fsGroup", server, stdioSpec("  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {fsGroup: -5}"), []string{"spec.stdio.securityContext.fsGroup", "greater than or equal to 0"}, ""},
 
 		// MCPServer: timing.
 		{"timeout below 1s", server, okHTTP + "timeout: 500ms", []string{"spec.timeout", "timeout must be between 1s and 5m"}, ""},
@@ -216,6 +223,12 @@ func TestSchemaAcceptsValidManifests(t *testing.T) {
 		{"exactly 32 headers", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\n  headers:" + manyHeaders(32)},
 		{"bounds of timing fields", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\ntimeout: 5m\nhealthCheck: {interval: 1h, failureThreshold: 20}"},
 		{"stdio at maxSessions 64", "MCPServer", "stdio:\n  image: ghcr.io/acme/server@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n  command: [node, dist/index.js]\n  maxSessions: 64"},
+		{"stdio PerSession at maxSessions 64", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  sessionMode: PerSession\n  maxSessions: 64"},
+		{"stdio Shared at maxSessions 1024", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  sessionMode: Shared\n  maxSessions: 1024"},
+		{"non-root with a user, group and fsGroup", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsNonRoot: true, runAsUser: 10001, runAsGroup: 0, fsGroup: 2147483647}"},
+		{"non-root with the image's user", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsNonRoot: true}"},
+		{"root on purpose", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsNonRoot: false, runAsUser: 0}"},
+		{"runAsGroup without runAsUser", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsGroup: 3000}"},
 		{"pinned tools and gateway limits at their bounds", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\ntools: {pinnedDigest: 'sha256:" + strings.Repeat("0123456789abcdef", 4) + "'}\ngateway: {maxSessions: 100000, requestsPerSecond: 1}"},
 		{"IPv6 block with except", "MCPEgressPolicy", "egress:\n  - to: [{ipBlock: {cidr: '2001:db8::/32', except: ['2001:db8:1::/48']}}]\n    ports: [{port: 1}, {port: 65535}]"},
 		{"isolating policy", "MCPEgressPolicy", "serverSelector: {}\nredirects: {policy: Deny, maxHops: 0}"},
@@ -251,6 +264,28 @@ func TestSchemaAppliesDefaults(t *testing.T) {
 	}
 	if hc := server.Spec.HealthCheck; hc.Interval == nil || hc.Interval.Duration != 30*time.Second || hc.FailureThreshold != 3 {
 		t.Errorf("healthCheck defaulted to %+v, want interval 30s and failureThreshold 3", hc)
+	}
+}
+
+func TestSchemaDefaultsStdioSessions(t *testing.T) {
+	namespace := newNamespace(t)
+	server := &mcpv1alpha1.MCPServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "stdio-defaults"},
+		Spec: mcpv1alpha1.MCPServerSpec{Stdio: &mcpv1alpha1.StdioServerSpec{
+			Image: "ghcr.io/acme/server:1.2.3", Command: []string{"node"},
+		}},
+	}
+	if err := k8sClient.Create(context.Background(), server); err != nil {
+		t.Fatalf("creating server: %v", err)
+	}
+	if got := server.Spec.Stdio.SessionMode; got != mcpv1alpha1.StdioSessionModePerSession {
+		t.Errorf("sessionMode defaulted to %q, want PerSession", got)
+	}
+	if got := server.Spec.Stdio.MaxSessions; got != 4 {
+		t.Errorf("maxSessions defaulted to %d, want 4", got)
+	}
+	if server.Spec.Stdio.SecurityContext != nil {
+		t.Errorf("securityContext defaulted to %+v, want none", server.Spec.Stdio.SecurityContext)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -21,9 +22,10 @@ import (
 // BenchmarkBridgeToolsCall compares one tools/call round trip through the bridge with the
 // same call over a direct stdio connection (go-sdk's CommandTransport) to the same server
 // command, and through the npm supergateway bridge (stateful stdio to Streamable HTTP) as
-// a peer. Each iteration makes one call each way, in rotating order, so that all see the
-// same machine load; it reports the three means and the ratios to direct (the bridge's
-// target is within 1.3x).
+// a peer. The bridge is the switchboard binary, in a process of its own as in a pod (and
+// as supergateway is). Each iteration makes one call each way, in rotating order, so that
+// all see the same machine load; it reports the means and their ratios to direct (the
+// bridge's target is within 1.3x).
 //
 // The server is the helper Go server, fast and deterministic, so that the server's own
 // cost does not hide the bridges'.
@@ -35,7 +37,14 @@ func BenchmarkBridgeToolsCall(b *testing.B) {
 // BenchmarkBridgeToolsCallServerEverything is the same comparison against the npm
 // reference server.
 func BenchmarkBridgeToolsCallServerEverything(b *testing.B) {
-	benchmarkToolsCall(b, serverEverything(b), nil)
+	benchmarkToolsCall(b, serverEverything(b), os.Environ())
+}
+
+// benchPath is one way to reach the server in a benchmark.
+type benchPath struct {
+	name    string
+	session *mcp.ClientSession
+	total   time.Duration
 }
 
 func benchmarkToolsCall(b *testing.B, argv, env []string) {
@@ -48,11 +57,11 @@ func benchmarkToolsCall(b *testing.B, argv, env []string) {
 		b.Fatal(err)
 	}
 	defer direct.Close()
-	r := startBridge(b, bridge.Options{Command: argv, Env: env, GracePeriod: time.Second})
-	bridged := r.mustConnect(b)
+	bridged := connectURL(b, testenv.StartBridgeBinary(b, []string{"--warm-processes", "0"}, argv, env), "")
 	// The same protocol version as the bridge's session: with 2026-07-28 and later,
 	// supergateway starts a process per request rather than one per session.
 	peer := startSupergateway(b, argv, env, bridged.InitializeResult().ProtocolVersion)
+	paths := []*benchPath{{name: "direct stdio", session: direct}, {name: "bridge", session: bridged}, {name: "supergateway", session: peer}}
 
 	call := func(cs *mcp.ClientSession) time.Duration {
 		// Fresh params each time: the client writes protocol metadata into them.
@@ -63,34 +72,55 @@ func benchmarkToolsCall(b *testing.B, argv, env []string) {
 		}
 		return time.Since(start)
 	}
-	sessions := []*mcp.ClientSession{direct, bridged, peer}
-	totals := make([]time.Duration, len(sessions))
-	for _, cs := range sessions {
-		call(cs) // warm up every path
+	for _, p := range paths {
+		call(p.session) // warm up every path
 	}
-
 	n := 0
 	for b.Loop() {
-		for i := range sessions {
-			j := (n + i) % len(sessions)
-			totals[j] += call(sessions[j])
+		for i := range paths {
+			p := paths[(n+i)%len(paths)]
+			p.total += call(p.session)
 		}
 		n++
 	}
-	directMean := totals[0] / time.Duration(n)
-	bridgedMean := totals[1] / time.Duration(n)
-	peerMean := totals[2] / time.Duration(n)
-	ratio := float64(bridgedMean) / float64(directMean)
-	peerRatio := float64(peerMean) / float64(directMean)
-	b.ReportMetric(float64(directMean.Nanoseconds()), "direct-ns/call")
-	b.ReportMetric(float64(bridgedMean.Nanoseconds()), "bridge-ns/call")
-	b.ReportMetric(float64(peerMean.Nanoseconds()), "supergateway-ns/call")
-	b.ReportMetric(ratio, "ratio")
-	b.ReportMetric(peerRatio, "supergateway-ratio")
-	if n >= 100 {
-		b.Logf("tools/call round trip: direct stdio %v, through the bridge %v (%.2fx, target 1.3x), "+
-			"through supergateway %v (%.2fx)", directMean, bridgedMean, ratio, peerMean, peerRatio)
+	reportPaths(b, n, "call", paths)
+}
+
+// reportPaths reports each path's mean per operation and its ratio to the first path's.
+func reportPaths(b *testing.B, n int, op string, paths []*benchPath) {
+	base := paths[0].total / time.Duration(n)
+	summary := make([]string, 0, len(paths))
+	for i, p := range paths {
+		mean := p.total / time.Duration(n)
+		unit := strings.ReplaceAll(p.name, " ", "-")
+		b.ReportMetric(float64(mean.Nanoseconds()), unit+"-ns/"+op)
+		if i == 0 {
+			summary = append(summary, fmt.Sprintf("%s %v", p.name, mean))
+			continue
+		}
+		ratio := float64(mean) / float64(base)
+		b.ReportMetric(ratio, unit+"-ratio")
+		summary = append(summary, fmt.Sprintf("%s %v (%.2fx)", p.name, mean, ratio))
 	}
+	if n >= 100 {
+		b.Logf("%s round trip over %d: %s", op, n, strings.Join(summary, ", "))
+	}
+}
+
+// connectURL starts a go-sdk client session with the MCP endpoint url, asking for
+// protocolVersion (empty: the client's latest); it is closed when the benchmark ends.
+func connectURL(b *testing.B, url, protocolVersion string) *mcp.ClientSession {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+	if err != nil {
+		b.Fatalf("connecting to %s: %v", url, err)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	return cs
 }
 
 // startSupergateway runs the npm supergateway bridge in stateful stdio to Streamable HTTP
@@ -152,16 +182,7 @@ func startSupergateway(b *testing.B, argv, env []string, protocolVersion string)
 			b.Fatalf("supergateway did not serve within 30s:\n%s", output.String())
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1},
-		&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
-	if err != nil {
-		b.Fatalf("connecting through supergateway: %v", err)
-	}
-	b.Cleanup(func() { _ = cs.Close() }) // runs before the process is stopped
-	return cs
+	return connectURL(b, base+"/mcp", protocolVersion) // closed before the process is stopped
 }
 
 // freePort returns a TCP port that was free on 127.0.0.1 a moment ago.

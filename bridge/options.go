@@ -23,6 +23,17 @@ const (
 	DefaultMaxMessageBytes = 16 << 20
 )
 
+// SessionMode says how client sessions map onto server processes.
+type SessionMode string
+
+const (
+	// PerSession runs one subprocess per client session, initialized by that client.
+	PerSession SessionMode = "PerSession"
+	// Shared runs one long-lived subprocess for every session, initialized once by the
+	// bridge without client capabilities (no sampling, elicitation or roots).
+	Shared SessionMode = "Shared"
+)
+
 // Options configures a Bridge.
 type Options struct {
 	// Command is the MCP server's argv: Command[0] is looked up in PATH and run once per
@@ -33,7 +44,11 @@ type Options struct {
 	// Dir is the working directory of each subprocess; empty means the bridge's own.
 	Dir string
 
-	// MaxSessions bounds the concurrent sessions, and so the running subprocesses. At the
+	// SessionMode is PerSession or Shared; empty means PerSession.
+	SessionMode SessionMode
+
+	// MaxSessions bounds the concurrent sessions, and in PerSession mode so the running
+	// subprocesses. At the
 	// limit a new session evicts the least recently used session that has no request in
 	// flight (its client gets 404 on its next request and starts a new session); it is
 	// refused with HTTP 503 only while every session has a request in flight. An ended
@@ -42,7 +57,7 @@ type Options struct {
 	MaxSessions int
 	// WarmProcesses is how many subprocesses are kept started ahead of new sessions, so
 	// that a new session does not wait for the server to boot; they are in addition to
-	// MaxSessions. Zero keeps none.
+	// MaxSessions. Zero keeps none. Shared mode has its one process and keeps none.
 	WarmProcesses int
 	// IdleTimeout ends a session, and stops its subprocess, once no client request has
 	// been in flight for this long. A standalone SSE stream (a hanging GET) does not count
@@ -72,6 +87,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxSessions < 0 || o.WarmProcesses < 0 || o.IdleTimeout < 0 || o.GracePeriod < 0 || o.MaxMessageBytes < 0 {
 		return o, errors.New("max sessions, warm processes, idle timeout, grace period and max message bytes must not be negative")
+	}
+	switch o.SessionMode {
+	case "":
+		o.SessionMode = PerSession
+	case PerSession, Shared:
+	default:
+		return o, fmt.Errorf("session mode %q: want %s or %s", o.SessionMode, PerSession, Shared)
 	}
 	if o.MaxSessions == 0 {
 		o.MaxSessions = DefaultMaxSessions

@@ -259,9 +259,12 @@ type StdioServerSpec struct {
 	// +kubebuilder:default=PerSession
 	SessionMode StdioSessionMode `json:"sessionMode,omitempty"`
 
-	// maxSessions bounds the concurrent client sessions the bridge serves; more are
-	// refused. In PerSession mode each session is a server process, so it is 1 to 64; in
-	// Shared mode the sessions share one process and it may be up to 1024.
+	// maxSessions bounds the concurrent client sessions the bridge serves. At the limit a
+	// new session ends the least recently used session that has no request in flight
+	// (its client starts a new one on its next request); a new session is refused only
+	// while every session has a request in flight. In PerSession mode each session is a
+	// server process, so it is 1 to 64; in Shared mode the sessions share one process and
+	// it may be up to 1024.
 	// +optional
 	// +kubebuilder:default=4
 	// +kubebuilder:validation:Minimum=1

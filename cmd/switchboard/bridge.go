@@ -19,6 +19,7 @@ import (
 // bridgeOptions are the bridge subcommand's flags.
 type bridgeOptions struct {
 	listen          string
+	sessionMode     string
 	maxSessions     int
 	warmProcesses   int
 	idleTimeout     time.Duration
@@ -30,8 +31,10 @@ type bridgeOptions struct {
 func (o *bridgeOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", ":8080",
 		"Address the MCP endpoint (/mcp) and the probes (/healthz, /readyz) listen on.")
+	fs.StringVar(&o.sessionMode, "session-mode", string(bridge.PerSession),
+		"PerSession runs a server process per client session; Shared runs one process for all sessions, initialized once without client capabilities (no sampling, elicitation or roots).")
 	fs.IntVar(&o.maxSessions, "max-sessions", bridge.DefaultMaxSessions,
-		"Concurrent client sessions, each with its own server process. At the limit a new session evicts the least recently used idle one; HTTP 503 only while every session has a request in flight.")
+		"Concurrent client sessions (and in PerSession mode server processes). At the limit a new session evicts the least recently used idle one; HTTP 503 only while every session has a request in flight.")
 	fs.IntVar(&o.warmProcesses, "warm-processes", 1,
 		"Server processes kept started ahead of new sessions (in addition to --max-sessions), so that a new session does not wait for the server to boot; 0 keeps none.")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 2*time.Minute,
@@ -52,8 +55,9 @@ func runBridge(args []string) int {
 		fmt.Fprint(fs.Output(), `Usage: switchboard bridge [flags] -- COMMAND [ARGS...]
 
 Serves the stdio MCP server COMMAND over Streamable HTTP at /mcp, running one COMMAND
-process per client session. SIGTERM closes every process's stdin, waits --grace-period,
-then terminates and kills what is left.
+process per client session (--session-mode PerSession) or one for all sessions
+(--session-mode Shared). Metrics are at /metrics. SIGTERM closes every process's stdin,
+waits --grace-period, then terminates and kills what is left.
 
 Flags:
 `)
@@ -76,6 +80,7 @@ Flags:
 
 	b, err := bridge.New(bridge.Options{
 		Command:         command,
+		SessionMode:     bridge.SessionMode(opts.sessionMode),
 		MaxSessions:     opts.maxSessions,
 		WarmProcesses:   opts.warmProcesses,
 		IdleTimeout:     opts.idleTimeout,

@@ -89,8 +89,9 @@ var errProcessReplaced = errors.New("shared mcp server process was replaced")
 //
 // Routing, from a client:
 //   - initialize is answered from the process's cached InitializeResult (waiting for the
-//     first one if need be), so a client learns the process's protocol version and
-//     capabilities; its notifications/initialized is not passed on;
+//     first one if need be): a client learns the protocol version the process chose and
+//     its capabilities, and its own capabilities go nowhere; its notifications/initialized
+//     is not passed on;
 //   - every other call goes to the process under an ID unique for the process, and its
 //     _meta.progressToken likewise; the response, and notifications/progress for that
 //     token, go back to the asking session only, under its own ID and token;
@@ -101,9 +102,9 @@ var errProcessReplaced = errors.New("shared mcp server process was replaced")
 //     is passed on, and anything else is answered locally with {};
 //   - logging/setLevel is passed on, and sets the level for the whole process: the last
 //     one any session set wins;
-//   - a response, notifications/progress and notifications/roots/list_changed are dropped:
-//     the process never learns of the client's requests to answer, and the bridge
-//     declared no roots.
+//   - a response and notifications/progress are dropped, since no request of the process
+//     reaches a client, and so is notifications/roots/list_changed, since the bridge
+//     declared no roots; any other notification is passed on.
 //
 // Routing, from the process:
 //   - notifications/resources/updated goes to the sessions subscribed to that URI, or to a
@@ -135,7 +136,7 @@ type sharedProcess struct {
 	next       *startAttempt            // what calls wait for while no process is live
 	initResult json.RawMessage          // the latest process's InitializeResult
 	subs       map[string]*subscription // live resource subscriptions by URI
-	logLevel   mcp.LoggingLevel         // the last level a session set, restored on restart
+	logLevel   json.RawMessage          // the params of the last logging/setLevel that succeeded
 	lastID     int64                    // process-unique request IDs and progress tokens
 	started    bool
 	closed     bool
@@ -172,10 +173,10 @@ type sharedCall struct {
 	id        jsonrpc.ID // in the process
 	origID    jsonrpc.ID // in the session
 	method    string
-	token     jsonrpc.ID      // the process progress token, if the call has one
-	origToken json.RawMessage // the session's progress token
-	uri       string          // of resources/subscribe
-	level     mcp.LoggingLevel
+	token     jsonrpc.ID             // the process progress token, if the call has one
+	origToken json.RawMessage        // the session's progress token
+	uri       string                 // of resources/subscribe
+	params    json.RawMessage        // of logging/setLevel, restored on a new process
 	reply     chan *jsonrpc.Response // the bridge's own call waits here when non-nil
 }
 
@@ -272,12 +273,18 @@ func (p *sharedProcess) close() error {
 			conns = append(conns, c)
 		}
 		var owed []*sharedCall
-		if p.current != nil {
-			owed = p.current.takeCallsLocked()
+		inc := p.current
+		if inc != nil {
+			owed = inc.takeCallsLocked()
 		}
 		p.live = nil
 		p.mu.Unlock()
 
+		if inc != nil {
+			// Closing stdin is the first step of stopping it anyway, and it releases any
+			// write a process that stopped reading holds up.
+			_ = inc.conn.Close()
+		}
 		failCalls(owed, ErrShuttingDown)
 		for _, c := range conns {
 			c.end()
@@ -496,10 +503,9 @@ func (p *sharedProcess) goLive(inc *incarnation, result json.RawMessage) bool {
 			restore = append(restore, req)
 		}
 	}
-	if p.logLevel != "" {
-		if req, err := p.ownCallLocked(inc, methodSetLevel, &mcp.SetLoggingLevelParams{Level: p.logLevel}, ""); err == nil {
-			restore = append(restore, req)
-		}
+	if p.logLevel != nil {
+		restore = append(restore, p.registerLocked(inc, &sharedCall{params: p.logLevel},
+			&jsonrpc.Request{Method: methodSetLevel, Params: p.logLevel}))
 	}
 	p.next.settle(nil)
 	p.mu.Unlock()
@@ -670,7 +676,7 @@ func (p *sharedProcess) routeResponse(inc *incarnation, resp *jsonrpc.Response) 
 		p.subscribeSettledLocked(call, resp.Error == nil)
 	case methodSetLevel:
 		if resp.Error == nil {
-			p.logLevel = call.level
+			p.logLevel = call.params
 			if call.conn != nil {
 				call.conn.logging = true
 			}
@@ -861,9 +867,6 @@ func (p *sharedProcess) ownCallLocked(inc *incarnation, method string, params an
 		return nil, err
 	}
 	call := &sharedCall{uri: uri}
-	if level, ok := params.(*mcp.SetLoggingLevelParams); ok {
-		call.level = level.Level
-	}
 	return p.registerLocked(inc, call, &jsonrpc.Request{Method: method, Params: raw}), nil
 }
 
@@ -1240,9 +1243,7 @@ func (c *sharedConn) call(ctx context.Context, req *jsonrpc.Request) {
 	case methodUnsubscribe:
 		c.p.unsubscribe(ctx, c, req)
 	case methodSetLevel:
-		var params mcp.SetLoggingLevelParams
-		_ = json.Unmarshal(req.Params, &params) // a malformed one is the server's to refuse
-		c.p.forward(ctx, c, req, &sharedCall{level: params.Level})
+		c.p.forward(ctx, c, req, &sharedCall{params: req.Params})
 	default:
 		c.p.forward(ctx, c, req, &sharedCall{})
 	}

@@ -395,7 +395,8 @@ func (v *virtual) initialize(ctx context.Context, id int64) (*jsonrpc.Response, 
 	resp, _, err := v.call(ctx, id, "initialize", &mcp.InitializeParams{
 		ProtocolVersion: "2025-11-25",
 		ClientInfo:      &mcp.Implementation{Name: fmt.Sprintf("client-%d", v.seq), Version: "v1"},
-		Capabilities:    &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}},
+		//nolint:staticcheck // a client may still declare sampling; the bridge must not pass it on
+		Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}},
 	})
 	if err != nil {
 		return nil, err
@@ -619,6 +620,9 @@ func TestSharedKilledProcessFailsItsCallsAndTheNextCallsSucceed(t *testing.T) {
 	if resp, _, err := victim.call(testCtx(t), 2, "resources/subscribe", &mcp.SubscribeParams{URI: "test://a"}); err != nil || resp.Error != nil {
 		t.Fatalf("subscribe: %v, %v", resp, err)
 	}
+	if resp, _, err := victim.call(testCtx(t), 20, "logging/setLevel", map[string]any{"level": "info"}); err != nil || resp.Error != nil {
+		t.Fatalf("setLevel: %v, %v", resp, err)
+	}
 	firstPID := sp.PID()
 	if text, _ := victim.mustTool(t, 3, "pid", struct{}{}); text != strconv.Itoa(firstPID) {
 		t.Fatalf("pid tool = %s, PID() = %d", text, firstPID)
@@ -660,7 +664,7 @@ func TestSharedKilledProcessFailsItsCallsAndTheNextCallsSucceed(t *testing.T) {
 		t.Errorf("the killed process %d was not reaped", firstPID)
 	}
 
-	// The new process was initialized once and got the subscription back.
+	// The new process was initialized once and got the subscription and the log level back.
 	report, _ := bystander.mustTool(t, 101, "stdin", struct{}{})
 	if !strings.Contains(report, `"initialize":1,"initialized":1`) {
 		t.Errorf("the new process's handshakes: %s, want one initialize and one initialized", report)
@@ -672,6 +676,9 @@ func TestSharedKilledProcessFailsItsCallsAndTheNextCallsSucceed(t *testing.T) {
 	_, notes := victim.mustTool(t, 6, "update", map[string]any{"uri": "test://a"})
 	if len(notes) != 1 || updatedURI(notes[0]) != "test://a" {
 		t.Errorf("update on the new process: notifications %v, want test://a updated", methods(notes))
+	}
+	if _, notes := victim.mustTool(t, 7, "log", map[string]any{"message": "restored"}); !slices.Equal(methods(notes), []string{"notifications/message"}) {
+		t.Errorf("log on the new process: notifications %v, want the log message", methods(notes))
 	}
 	if lines := logs.matching("Shared MCP server process ended", "signal: killed"); len(lines) != 1 {
 		t.Errorf("log lines for the killed process: %q", lines)
@@ -838,7 +845,7 @@ func TestSharedLogMessagesReachTheSessionsThatSetALevel(t *testing.T) {
 	listener.mustInitialize(t)
 	quiet.mustInitialize(t)
 	ctx := testCtx(t)
-	if resp, _, err := listener.call(ctx, 2, "logging/setLevel", &mcp.SetLoggingLevelParams{Level: "info"}); err != nil || resp.Error != nil {
+	if resp, _, err := listener.call(ctx, 2, "logging/setLevel", map[string]any{"level": "info"}); err != nil || resp.Error != nil {
 		t.Fatalf("setLevel: %v, %v", resp, err)
 	}
 	// Whoever makes the server log, the message goes to the sessions that asked for logs.
@@ -850,7 +857,9 @@ func TestSharedLogMessagesReachTheSessionsThatSetALevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var params mcp.LoggingMessageParams
+	var params struct {
+		Data any `json:"data"`
+	}
 	if err := json.Unmarshal(note.Params, &params); err != nil || note.Method != "notifications/message" || params.Data != "hello" {
 		t.Errorf("listener got %s %s, want the log message", note.Method, note.Params)
 	}

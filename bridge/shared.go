@@ -46,6 +46,7 @@ const (
 // MCP methods the multiplexer routes itself.
 const (
 	methodInitialize       = "initialize"
+	methodDiscover         = "server/discover"
 	methodInitialized      = "notifications/initialized"
 	methodCancelled        = "notifications/cancelled"
 	methodProgress         = "notifications/progress"
@@ -88,6 +89,8 @@ var errProcessReplaced = errors.New("shared mcp server process was replaced")
 // no process runs.
 //
 // Routing, from a client:
+//   - server/discover is refused with CodeUnsupportedProtocolVersion, so that a client
+//     falls back to initialize, the handshake the process knows;
 //   - initialize is answered from the process's cached InitializeResult (waiting for the
 //     first one if need be): a client learns the protocol version the process chose and
 //     its capabilities, and its own capabilities go nowhere; its notifications/initialized
@@ -1238,6 +1241,11 @@ func (c *sharedConn) call(ctx context.Context, req *jsonrpc.Request) {
 	switch req.Method {
 	case methodInitialize:
 		c.p.answerInitialize(ctx, c, req)
+	case methodDiscover:
+		// The process speaks the session the bridge began with initialize; a client that
+		// probes for the stateless protocol (SEP-2575) learns to fall back to initialize.
+		c.deliver(relay.ErrorResponse(req.ID, mcp.CodeUnsupportedProtocolVersion,
+			errors.New("the shared mcp server is used through sessions: send initialize")))
 	case methodSubscribe:
 		c.p.subscribe(ctx, c, req)
 	case methodUnsubscribe:

@@ -568,6 +568,15 @@ func TestSharedInitializeIsAnsweredFromTheProcessHandshake(t *testing.T) {
 		t.Errorf("late session: initialize = %v, %v; want the cached result", resp, err)
 	}
 
+	// A probe for the stateless protocol is refused so that clients fall back to initialize.
+	resp, _, err = late.call(testCtx(t), 9, "server/discover", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if werr := wireError(resp); werr == nil || werr.Code != mcp.CodeUnsupportedProtocolVersion {
+		t.Errorf("server/discover = %v, want CodeUnsupportedProtocolVersion", resp.Error)
+	}
+
 	text, _ := late.mustTool(t, 8, "stdin", struct{}{})
 	var report stdinReport
 	if err := json.Unmarshal([]byte(text), &report); err != nil {

@@ -1209,8 +1209,9 @@ func (c *sharedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 // Write takes a message from the session. A call that cannot reach the process is
-// answered on Read with a JSON-RPC error; Write itself fails only once the connection is
-// closed. A call may wait in Write for the process to be started.
+// answered on Read with a JSON-RPC error; Write itself fails only once the connection or
+// the sharedProcess is closed. A call may wait in Write while no process is initialized
+// (see sharedProcess).
 func (c *sharedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if c.isClosed() {
 		return mcp.ErrConnectionClosed

@@ -661,7 +661,8 @@ func TestSharedKilledProcessFailsItsCallsAndTheNextCallsSucceed(t *testing.T) {
 		t.Fatalf("the call in flight got %v, want an internal error saying the shared process was killed", resp.Error)
 	}
 
-	// Both sessions carry on, on a new process.
+	// Both sessions carry on, on a new process. The in-flight call was failed before the
+	// restart's pause began, so this call is sent while no process runs, and waits.
 	text, _ := victim.mustTool(t, 5, "pid", struct{}{})
 	if text == strconv.Itoa(firstPID) || text != strconv.Itoa(sp.PID()) {
 		t.Errorf("after the kill: pid tool = %s, PID() = %d, killed %d; want a new process", text, sp.PID(), firstPID)

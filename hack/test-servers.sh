@@ -2,7 +2,9 @@
 # Installs the third-party MCP servers and bridges the tests run against into a cache
 # folder outside the repo and prints the path of the server-everything entry point (a
 # Node.js script). With --supergateway it prints the entry point of the npm supergateway
-# bridge instead, the peer the bridge benchmark compares against. With --conformance it
+# bridge instead, the peer the bridge benchmark compares against. With --filesystem it
+# prints the entry point of the npm reference filesystem server (run it with the folders
+# it may serve as arguments), which the shared-mode tests use. With --conformance it
 # installs Node 22 and the official MCP conformance suite (which needs Node 22) and prints
 # the path of a wrapper script that runs the suite with that Node. With --thv it builds
 # ToolHive's thv from the Go module proxy (minutes the first time) and prints the binary,
@@ -12,6 +14,7 @@
 #
 #   node "$(hack/test-servers.sh)" streamableHttp   # PORT=... selects the port
 #   node "$(hack/test-servers.sh --supergateway)" --stdio "CMD" --outputTransport streamableHttp
+#   node "$(hack/test-servers.sh --filesystem)" DIR...
 #   "$(hack/test-servers.sh --conformance)" server --url http://127.0.0.1:PORT/mcp
 #   "$(hack/test-servers.sh --thv)" proxy NAME --host 127.0.0.1 --port P --target-uri URL
 #
@@ -20,6 +23,7 @@ set -euo pipefail
 
 SERVER_EVERYTHING_VERSION="${SERVER_EVERYTHING_VERSION:-2026.8.31}"
 SUPERGATEWAY_VERSION="${SUPERGATEWAY_VERSION:-4.0.0}"
+SERVER_FILESYSTEM_VERSION="${SERVER_FILESYSTEM_VERSION:-2026.8.31}"
 CONFORMANCE_VERSION="${CONFORMANCE_VERSION:-0.1.16}"
 CONFORMANCE_NODE_VERSION="${CONFORMANCE_NODE_VERSION:-22}"
 THV_VERSION="${THV_VERSION:-v0.45.0}"
@@ -112,6 +116,10 @@ case "${1:-}" in
     install supergateway supergateway "${SUPERGATEWAY_VERSION}"
     entry_point "${PACKAGE_DIR}"
     ;;
+  --filesystem)
+    install server-filesystem @modelcontextprotocol/server-filesystem "${SERVER_FILESYSTEM_VERSION}"
+    entry_point "${PACKAGE_DIR}"
+    ;;
   --conformance)
     conformance
     ;;
@@ -119,7 +127,7 @@ case "${1:-}" in
     thv
     ;;
   *)
-    log "usage: $0 [--supergateway | --conformance | --thv]"
+    log "usage: $0 [--supergateway | --filesystem | --conformance | --thv]"
     exit 2
     ;;
 esac

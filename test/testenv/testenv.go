@@ -127,6 +127,18 @@ func ServerEverything() (string, error) {
 	return runHackScript("test-servers.sh")
 }
 
+// ServerFilesystem returns the path of the entry point of the npm package
+// @modelcontextprotocol/server-filesystem, the MCP reference filesystem server, to be run
+// with node and the folders it may serve as arguments: SWITCHBOARD_SERVER_FILESYSTEM when
+// set, otherwise what hack/test-servers.sh --filesystem prints (installing the package on
+// first use).
+func ServerFilesystem() (string, error) {
+	if path := os.Getenv("SWITCHBOARD_SERVER_FILESYSTEM"); path != "" {
+		return path, nil
+	}
+	return runHackScript("test-servers.sh", "--filesystem")
+}
+
 // Supergateway returns the path of the entry point of the npm package supergateway, a
 // stdio to HTTP bridge the bridge benchmark compares against, to be run with node:
 // SWITCHBOARD_SUPERGATEWAY when set (the Makefile sets it), otherwise what

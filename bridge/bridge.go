@@ -50,7 +50,8 @@ type Bridge struct {
 	seq      uint64
 	closing  bool
 
-	spares  *spares // nil without Options.WarmProcesses
+	spares  *spares        // nil without Options.WarmProcesses, and in Shared mode
+	shared  *sharedProcess // the one process of Shared mode; nil in PerSession mode
 	metrics *metrics
 
 	wg        sync.WaitGroup // one per session until its subprocess is reaped
@@ -82,7 +83,10 @@ func New(opts Options) (*Bridge, error) {
 		changed:  make(chan struct{}),
 	}
 	b.metrics = newMetrics(b)
-	if opts.WarmProcesses > 0 {
+	switch {
+	case opts.SessionMode == Shared:
+		b.shared = newSharedProcess(opts, b.log)
+	case opts.WarmProcesses > 0:
 		b.spares = newSpares(b, opts.WarmProcesses)
 	}
 	return b, nil
@@ -112,7 +116,13 @@ func (b *Bridge) Sessions() []SessionInfo {
 	defer b.mu.Unlock()
 	infos := make([]SessionInfo, 0, len(b.sessions))
 	for _, s := range b.sessions {
-		infos = append(infos, SessionInfo{ID: s.id, PID: s.proc.pid, Started: s.started})
+		var pid int
+		if s.proc != nil {
+			pid = s.proc.pid
+		} else {
+			pid = b.shared.pid()
+		}
+		infos = append(infos, SessionInfo{ID: s.id, PID: pid, Started: s.started})
 	}
 	slices.SortFunc(infos, func(a, b SessionInfo) int { return a.Started.Compare(b.Started) })
 	return infos
@@ -276,6 +286,12 @@ func (b *Bridge) Close() error {
 		if b.spares != nil {
 			b.spares.close()
 		}
+		if b.shared != nil {
+			b.wg.Wait() // the sessions first, so that none sees the process go
+			if err := b.shared.close(); err != nil {
+				b.log.Error(err, "Could not stop the shared MCP server process")
+			}
+		}
 	})
 	b.wg.Wait()
 	return nil
@@ -296,7 +312,7 @@ func (b *Bridge) Serve(ctx context.Context, ln net.Listener) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	b.log.Info("Serving MCP over Streamable HTTP", "address", ln.Addr().String(), "path", "/mcp",
-		"command", b.opts.Command[0], "maxSessions", b.opts.MaxSessions, "idleTimeout", b.opts.IdleTimeout.String(), "warmProcesses", b.opts.WarmProcesses)
+		"command", b.opts.Command[0], "sessionMode", b.opts.SessionMode, "maxSessions", b.opts.MaxSessions, "idleTimeout", b.opts.IdleTimeout.String(), "warmProcesses", b.opts.WarmProcesses)
 
 	var serveErr error
 	select {

@@ -8,10 +8,23 @@ import (
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
+// needClientCapabilities are the conformance scenarios in which the server asks the
+// client for sampling or elicitation during a call. In Shared mode the bridge initializes
+// the one process without client capabilities, since such a request could not be routed
+// to one client, so the server refuses those tools.
+var needClientCapabilities = map[string]bool{
+	"tools-call-sampling":          true,
+	"tools-call-elicitation":       true,
+	"elicitation-sep1034-defaults": true,
+	"elicitation-sep1330-enums":    true,
+}
+
 // The official MCP conformance suite judges the bridge: every server scenario that
 // passes against go-sdk's conformance server over Streamable HTTP passes with the same
-// server run over stdio behind the bridge. The suite opens a session per scenario and
-// never ends one, so it also shows that abandoned sessions lock no client out.
+// server run over stdio behind the bridge in PerSession mode, and in Shared mode every
+// one but those that need a client capability. The suite opens a session per scenario
+// and never ends one, so it also shows that abandoned sessions lock no client out of the
+// default four.
 func TestConformanceThroughTheBridgeMatchesTheServerDirectly(t *testing.T) {
 	direct := testenv.RunConformanceServerSuite(t, testenv.StartConformanceServer(t))
 	direct.Name = "direct"
@@ -20,13 +33,31 @@ func TestConformanceThroughTheBridgeMatchesTheServerDirectly(t *testing.T) {
 	}
 	stdioServer := testenv.BuildGoBinary(t, testenv.GoSDKConformanceServer)
 
-	r := startBridge(t, bridge.Options{Command: []string{stdioServer}, GracePeriod: time.Second})
-	through := testenv.RunConformanceServerSuite(t, r.url)
-	through.Name = "bridge"
-	t.Logf("conformance: %d of %d pass directly (%s), %d through the bridge (%s)\n%s",
-		len(direct.Passed()), len(direct.Scenarios), direct.Duration.Round(time.Millisecond),
-		len(through.Passed()), through.Duration.Round(time.Millisecond), direct.Table(through))
-	for _, problem := range testenv.DiffConformance(direct, through) {
+	perSession := startBridge(t, bridge.Options{Command: []string{stdioServer}, GracePeriod: time.Second})
+	throughPerSession := testenv.RunConformanceServerSuite(t, perSession.url)
+	throughPerSession.Name = "bridge PerSession"
+	shared := startBridge(t, bridge.Options{Command: []string{stdioServer}, GracePeriod: time.Second, SessionMode: bridge.Shared})
+	throughShared := testenv.RunConformanceServerSuite(t, shared.url)
+	throughShared.Name = "bridge Shared"
+	t.Logf("conformance: %d of %d pass directly, %d through the bridge in PerSession mode, %d in Shared mode\n%s",
+		len(direct.Passed()), len(direct.Scenarios), len(throughPerSession.Passed()), len(throughShared.Passed()),
+		direct.Table(throughPerSession, throughShared))
+
+	for _, problem := range testenv.DiffConformance(direct, throughPerSession) {
 		t.Error(problem)
+	}
+	for _, name := range direct.Passed() {
+		outcome := throughShared.Scenarios[name]
+		switch {
+		case !outcome.Passed && !needClientCapabilities[name]:
+			t.Errorf("conformance scenario %s passes directly but fails in Shared mode: %v", name, outcome.Failures)
+		case outcome.Passed && needClientCapabilities[name]:
+			t.Errorf("conformance scenario %s passes in Shared mode, which declares no client capabilities: is the bridge forwarding a client's?", name)
+		}
+	}
+	for name := range needClientCapabilities {
+		if _, ran := direct.Scenarios[name]; !ran {
+			t.Errorf("the suite no longer has scenario %s: update needClientCapabilities", name)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/bridge"
 )
 
 // heldCall is a call to the helper server's block tool, in flight until release.
@@ -80,8 +82,15 @@ func (r *running) metric(t *testing.T, name string) string {
 // limit the least recently used idle session makes room, and a session with a call in
 // flight is never the one.
 func TestAbandonedSessionsLockNoClientOut(t *testing.T) {
+	for _, mode := range []bridge.SessionMode{bridge.PerSession, bridge.Shared} {
+		t.Run(string(mode), func(t *testing.T) { testAbandonedSessionsLockNoClientOut(t, mode) })
+	}
+}
+
+func testAbandonedSessionsLockNoClientOut(t *testing.T, mode bridge.SessionMode) {
 	opts := helperOptions(t)
 	opts.MaxSessions = 4
+	opts.SessionMode = mode
 	r := startBridge(t, opts)
 
 	busy := r.mustConnect(t)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // termWait is how long a process group has between SIGTERM and SIGKILL.
@@ -18,6 +20,10 @@ const termWait = time.Second
 // killWait bounds how long the bridge waits for a process after SIGKILL before it gives
 // up waiting (the reaper goroutine still reaps it whenever the kernel lets go).
 const killWait = 10 * time.Second
+
+// outputDrain bounds how long shutdown waits for stdout and stderr to reach EOF once the
+// process group is gone (a process that escaped the group could hold them open).
+const outputDrain = time.Second
 
 // process is one MCP server subprocess, leader of its own process group. The bridge keeps
 // the parent ends of its three pipes; the child ends are closed once it has started, so
@@ -101,6 +107,18 @@ func startProcess(argv, env []string, dir string) (*process, error) {
 	return p, nil
 }
 
+// connection returns the JSON-RPC connection over the process's stdin and stdout, with
+// lines on stdout bounded by maxMessageBytes.
+func (p *process) connection(maxMessageBytes int) (mcp.Connection, error) {
+	transport := &mcp.IOTransport{
+		Reader: io.NopCloser(&lineLimitReader{r: p.stdout, limit: maxMessageBytes}),
+		Writer: p.stdin,
+		// lineLimitReader enforces the limit with a clear error; this is a backstop.
+		MaxLineLength: 2 * maxMessageBytes,
+	}
+	return transport.Connect(context.Background())
+}
+
 // logStderrTo logs what the process writes to stderr to log until EOF, then closes
 // stderrDone. Call it once, right after the start: a process whose stderr nobody reads
 // blocks once the pipe is full.
@@ -151,6 +169,23 @@ func (p *process) stop(grace time.Duration) error {
 		return nil
 	}
 	return fmt.Errorf("process %d did not exit %s after SIGKILL", p.pid, killWait)
+}
+
+// shutdown stops the process (see stop), waits until its stdout and stderr are drained
+// (at most outputDrain: a process that escaped the group could hold them open) and closes
+// them. It returns how the process ended, for the log.
+func (p *process) shutdown(grace time.Duration) (exit string, err error) {
+	err = p.stop(grace)
+	select {
+	case <-p.stderrDone:
+	case <-time.After(outputDrain):
+	}
+	p.closeOutputs()
+	<-p.stderrDone
+	if !p.hasExited() {
+		return "still running", err
+	}
+	return p.exitError().Error(), err
 }
 
 // waitExit waits up to d for the leader to be reaped and reports whether it was.

@@ -39,10 +39,6 @@ const exitWait = time.Second
 // ended for a reason the client did not choose, so that its calls learn that reason.
 const errorLinger = 250 * time.Millisecond
 
-// outputDrain bounds how long teardown waits for stdout and stderr to reach EOF once the
-// process group is gone (a process that escaped the group could hold them open).
-const outputDrain = time.Second
-
 // session is one client session: a Streamable HTTP transport on the client side, a
 // subprocess on the server side, and a relay.Relay moving messages between them.
 type session struct {
@@ -70,38 +66,43 @@ type session struct {
 	done        chan struct{}
 }
 
-// startSession connects a subprocess (a spare, or one started now) to a fresh Streamable
-// HTTP transport. The caller has reserved a session slot and gives it back on failure.
+// startSession connects a fresh Streamable HTTP transport to the session's server side:
+// in PerSession mode a subprocess of its own (a spare, or one started now), in Shared
+// mode a connection to the shared process. The caller has reserved a session slot and
+// gives it back on failure.
 func (b *Bridge) startSession(id string, seq uint64) (*session, error) {
-	proc, err := b.takeProcess()
-	if err != nil {
-		return nil, err
-	}
 	ctx := context.Background()
 	s := &session{
 		b:         b,
 		id:        id,
 		seq:       seq,
-		log:       b.log.WithValues("session", seq, "pid", proc.pid),
-		proc:      proc,
+		log:       b.log.WithValues("session", seq),
 		transport: &mcp.StreamableServerTransport{SessionID: id},
 		ctx:       ctx,
 		started:   time.Now(),
 		pending:   make(map[jsonrpc.ID]struct{}),
 		done:      make(chan struct{}),
 	}
-	serverTransport := &mcp.IOTransport{
-		Reader: io.NopCloser(&lineLimitReader{r: proc.stdout, limit: b.opts.MaxMessageBytes}),
-		Writer: proc.stdin,
-		// lineLimitReader enforces the limit with a clear error; this is a backstop.
-		MaxLineLength: 2 * b.opts.MaxMessageBytes,
+	var err error
+	if b.shared != nil {
+		s.server, err = b.shared.connect(ctx, seq)
+	} else {
+		if s.proc, err = b.takeProcess(); err != nil {
+			return nil, err
+		}
+		s.log = s.log.WithValues("pid", s.proc.pid)
+		s.server, err = s.proc.connection(b.opts.MaxMessageBytes)
 	}
-	if s.server, err = serverTransport.Connect(ctx); err == nil {
+	if err == nil {
 		s.client, err = s.transport.Connect(ctx)
 	}
 	if err != nil {
-		_ = proc.stop(0)
-		proc.closeOutputs()
+		if s.server != nil {
+			_ = s.server.Close()
+		}
+		if s.proc != nil {
+			_, _ = s.proc.shutdown(0)
+		}
 		return nil, fmt.Errorf("connecting transports: %w", err)
 	}
 	s.activity = mcphttp.NewActivity(b.opts.IdleTimeout, func() { s.end(ErrIdle) })
@@ -148,6 +149,11 @@ func (s *session) relayHook(_ context.Context, from relay.Side, msg jsonrpc.Mess
 // too; the subprocess side stops once the session is ending.
 func (s *session) relayWriteFailed(_ context.Context, to relay.Side, msg jsonrpc.Message, err error) bool {
 	if to == relay.Server {
+		if s.proc == nil {
+			// The shared process's connection refuses writes only once it is closed.
+			s.end(fmt.Errorf("%w: %w", ErrShuttingDown, err))
+			return false
+		}
 		// Broken stdin: the subprocess is gone or going. Prefer the exit status as the
 		// reason, which relayClosed reports when stdout reaches EOF.
 		select {
@@ -182,6 +188,11 @@ func (s *session) relayClosed(side relay.Side, err error) {
 func (s *session) readFailure(err error) error {
 	if errors.Is(err, ErrMessageTooLarge) {
 		return err
+	}
+	if s.proc == nil {
+		// The connection to the shared process ends only with the bridge (a process that
+		// dies is replaced), or when the session closed it.
+		return ErrShuttingDown
 	}
 	if errors.Is(err, io.EOF) {
 		select {
@@ -324,20 +335,13 @@ func (s *session) finishEnd(pending map[jsonrpc.ID]struct{}) {
 // group), waits until it is reaped and its output drained, and gives the session slot back.
 func (s *session) teardown(reason error) {
 	defer s.b.sessionDone()
-	_ = s.server.Close() // closes stdin: the MCP stdio shutdown signal
-	if err := s.proc.stop(s.b.opts.GracePeriod); err != nil {
-		s.log.Error(err, "Could not stop the MCP server process")
-	}
-	select {
-	case <-s.proc.stderrDone:
-	case <-time.After(outputDrain):
-	}
-	s.proc.closeOutputs()
-	<-s.proc.stderrDone
-
-	exit := "still running"
-	if s.proc.hasExited() {
-		exit = s.proc.exitError().Error()
+	_ = s.server.Close() // closes stdin (PerSession): the MCP stdio shutdown signal
+	exit := "shared process"
+	if s.proc != nil {
+		var err error
+		if exit, err = s.proc.shutdown(s.b.opts.GracePeriod); err != nil {
+			s.log.Error(err, "Could not stop the MCP server process")
+		}
 	}
 	s.log.Info("Session ended", "reason", reason.Error(), "exit", exit,
 		"duration", time.Since(s.started).Round(time.Millisecond).String())

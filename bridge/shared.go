@@ -155,12 +155,11 @@ type sharedProcess struct {
 
 // incarnation is one run of the server process.
 type incarnation struct {
-	proc       *process
-	conn       mcp.Connection // JSON-RPC over its stdin and stdout
-	log        logr.Logger
-	stderrDone chan struct{} // closed once stderr reached EOF
-	readDone   chan struct{} // closed once reading stdout failed
-	readErr    error         // why, readable once readDone is closed
+	proc     *process
+	conn     mcp.Connection // JSON-RPC over its stdin and stdout
+	log      logr.Logger
+	readDone chan struct{} // closed once reading stdout failed
+	readErr  error         // why, readable once readDone is closed
 
 	// Guarded by sharedProcess.mu.
 	pending  map[jsonrpc.ID]*sharedCall // calls the process owes, by process ID
@@ -359,28 +358,18 @@ func (p *sharedProcess) launch() (*incarnation, json.RawMessage, error) {
 		return nil, nil, err
 	}
 	inc := &incarnation{
-		proc:       proc,
-		log:        p.log.WithValues("pid", proc.pid),
-		stderrDone: make(chan struct{}),
-		readDone:   make(chan struct{}),
-		pending:    make(map[jsonrpc.ID]*sharedCall),
-		progress:   make(map[jsonrpc.ID]*sharedCall),
+		proc:     proc,
+		log:      p.log.WithValues("pid", proc.pid),
+		readDone: make(chan struct{}),
+		pending:  make(map[jsonrpc.ID]*sharedCall),
+		progress: make(map[jsonrpc.ID]*sharedCall),
 	}
-	transport := &mcp.IOTransport{
-		Reader: io.NopCloser(&lineLimitReader{r: proc.stdout, limit: p.opts.MaxMessageBytes}),
-		Writer: proc.stdin,
-		// lineLimitReader enforces the limit with a clear error; this is a backstop.
-		MaxLineLength: 2 * p.opts.MaxMessageBytes,
-	}
-	if inc.conn, err = transport.Connect(context.Background()); err != nil {
+	if inc.conn, err = proc.connection(p.opts.MaxMessageBytes); err != nil {
 		_ = proc.stop(0)
 		proc.closeOutputs()
 		return nil, nil, fmt.Errorf("connecting to the shared mcp server: %w", err)
 	}
-	go func() {
-		defer close(inc.stderrDone)
-		logStderr(inc.log, proc.stderr)
-	}()
+	proc.logStderrTo(inc.log)
 	p.mu.Lock()
 	p.current = inc
 	p.mu.Unlock()
@@ -623,20 +612,11 @@ func (p *sharedProcess) endReason(inc *incarnation) error {
 // group), waits until it is reaped and its output drained.
 func (p *sharedProcess) stopIncarnation(inc *incarnation, grace time.Duration, reason error) {
 	_ = inc.conn.Close() // closes stdin: the MCP stdio shutdown signal
-	if err := inc.proc.stop(grace); err != nil {
+	exit, err := inc.proc.shutdown(grace)
+	if err != nil {
 		inc.log.Error(err, "Could not stop the shared MCP server process")
 	}
-	select {
-	case <-inc.stderrDone:
-	case <-time.After(outputDrain):
-	}
-	inc.proc.closeOutputs()
-	<-inc.stderrDone
 	<-inc.readDone
-	exit := "still running"
-	if inc.proc.hasExited() {
-		exit = inc.proc.exitError().Error()
-	}
 	inc.log.Info("Shared MCP server process ended", "reason", reason.Error(), "exit", exit)
 }
 

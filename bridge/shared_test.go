@@ -1068,25 +1068,23 @@ func TestSharedCloseEndsEveryConnectionAndTheProcess(t *testing.T) {
 	}
 }
 
-// connTransport hands a go-sdk client a virtual connection.
-type connTransport struct{ conn mcp.Connection }
+// startSharedBridge serves a Shared-mode bridge for opts on 127.0.0.1 until the test ends.
+func startSharedBridge(t *testing.T, opts bridge.Options) *running {
+	t.Helper()
+	opts.SessionMode = bridge.Shared
+	opts.MaxSessions = 64
+	opts.GracePeriod = time.Second
+	return startBridge(t, opts)
+}
 
-func (t connTransport) Connect(context.Context) (mcp.Connection, error) { return t.conn, nil }
-
-// connectClients starts n go-sdk client sessions on virtual connections, concurrently.
-func connectClients(t *testing.T, sp *bridge.SharedProcess, n int) []*mcp.ClientSession {
+// connectClients starts n go-sdk client sessions through the bridge, concurrently.
+func connectClients(t *testing.T, r *running, n int) []*mcp.ClientSession {
 	t.Helper()
 	sessions := make([]*mcp.ClientSession, n)
 	var wg sync.WaitGroup
 	for i := range sessions {
 		wg.Go(func() {
-			conn, err := sp.Connect(context.Background(), uint64(i+1))
-			if err != nil {
-				t.Errorf("client %d: %v", i, err)
-				return
-			}
-			client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("client-%d", i), Version: "v1"}, nil)
-			cs, err := client.Connect(testCtx(t), connTransport{conn}, nil)
+			cs, err := r.connect(testCtx(t))
 			if err != nil {
 				t.Errorf("client %d: connecting: %v", i, err)
 				return
@@ -1102,13 +1100,26 @@ func connectClients(t *testing.T, sp *bridge.SharedProcess, n int) []*mcp.Client
 	return sessions
 }
 
-func TestSharedServerEverythingFiftySessionsGetTheirOwnEchoes(t *testing.T) {
-	sp, _ := newShared(t, bridge.Options{Command: serverEverything(t)})
-	sessions := connectClients(t, sp, 50)
-	pid := sp.PID()
-	if pid == 0 {
-		t.Fatal("no process after the sessions initialized")
+// sharedPID returns the one process every session of a Shared-mode bridge runs on.
+func sharedPID(t *testing.T, r *running) int {
+	t.Helper()
+	pid := 0
+	for _, s := range r.Sessions() {
+		if pid != 0 && s.PID != pid {
+			t.Fatalf("sessions on processes %d and %d: want one process", pid, s.PID)
+		}
+		pid = s.PID
 	}
+	if pid == 0 {
+		t.Fatal("no process behind the sessions")
+	}
+	return pid
+}
+
+func TestSharedServerEverythingFiftySessionsGetTheirOwnEchoes(t *testing.T) {
+	r := startSharedBridge(t, bridge.Options{Command: serverEverything(t)})
+	sessions := connectClients(t, r, 50)
+	pid := sharedPID(t, r)
 	var wg sync.WaitGroup
 	for i, cs := range sessions {
 		wg.Go(func() {
@@ -1123,7 +1134,7 @@ func TestSharedServerEverythingFiftySessionsGetTheirOwnEchoes(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := sp.PID(); got != pid {
+	if got := sharedPID(t, r); got != pid {
 		t.Errorf("process %d at the start, %d at the end: want one process throughout", pid, got)
 	}
 }
@@ -1192,9 +1203,9 @@ func TestSharedServerFilesystemFiftySessionsKeepTheirOwnFiles(t *testing.T) {
 		t.Fatalf("finding @modelcontextprotocol/server-filesystem: %v", err)
 	}
 	dir := t.TempDir()
-	sp, _ := newShared(t, bridge.Options{Command: []string{"node", entry, dir}})
-	sessions := connectClients(t, sp, 50)
-	pid := sp.PID()
+	r := startSharedBridge(t, bridge.Options{Command: []string{"node", entry, dir}})
+	sessions := connectClients(t, r, 50)
+	pid := sharedPID(t, r)
 	var wg sync.WaitGroup
 	for i, cs := range sessions {
 		wg.Go(func() {
@@ -1211,7 +1222,36 @@ func TestSharedServerFilesystemFiftySessionsKeepTheirOwnFiles(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := sp.PID(); got != pid || pid == 0 {
+	if got := sharedPID(t, r); got != pid {
 		t.Errorf("process %d at the start, %d at the end: want one process throughout", pid, got)
+	}
+}
+
+// Through the bridge: the shared process dying fails the calls it owed, and the sessions
+// go on with the next process.
+func TestSharedBridgeSurvivesItsProcessBeingKilled(t *testing.T) {
+	r := startSharedBridge(t, helperOptions(t))
+	asking, bystander := r.mustConnect(t), r.mustConnect(t)
+	pid := mustPID(t, asking, "pid")
+	if other := mustPID(t, bystander, "pid"); other != pid {
+		t.Fatalf("sessions on processes %d and %d: want one", pid, other)
+	}
+	held := holdCall(t, asking)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.finish(t); err == nil || !strings.Contains(err.Error(), "shared mcp server process exited") {
+		t.Errorf("the call in flight when the process died: %v, want an error saying the process exited", err)
+	}
+
+	next := mustPID(t, bystander, "pid")
+	if next == pid {
+		t.Fatalf("still process %d after it was killed", pid)
+	}
+	if got := mustPID(t, asking, "pid"); got != next {
+		t.Errorf("the sessions went on with processes %d and %d: want the one new process", got, next)
+	}
+	if n := len(r.Sessions()); n != 2 {
+		t.Errorf("%d sessions after the process died, want both", n)
 	}
 }

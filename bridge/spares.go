@@ -93,9 +93,7 @@ func (sp *spares) close() {
 
 // discard stops a spare that no session will use.
 func (sp *spares) discard(proc *process) {
-	if err := proc.stop(sp.b.opts.GracePeriod); err != nil {
+	if _, err := proc.shutdown(sp.b.opts.GracePeriod); err != nil {
 		sp.b.log.Error(err, "Could not stop a warm server process")
 	}
-	proc.closeOutputs()
-	<-proc.stderrDone
 }

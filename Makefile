@@ -64,6 +64,7 @@ test: ## Run all tests (unit and envtest integration) with the race detector, th
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
 	SWITCHBOARD_SUPERGATEWAY="$$(hack/test-servers.sh --supergateway)" \
+	SWITCHBOARD_SERVER_FILESYSTEM="$$(hack/test-servers.sh --filesystem)" \
 	SWITCHBOARD_CONFORMANCE="$$(hack/test-servers.sh --conformance)" \
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(TEST_PACKAGES)
 	@# Heap-measuring tests run without the race detector, whose shadow memory and

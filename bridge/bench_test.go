@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,19 +50,18 @@ type benchPath struct {
 
 func benchmarkToolsCall(b *testing.B, argv, env []string) {
 	ctx := context.Background()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = env
-	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
-	direct, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer direct.Close()
+	direct := connectCommand(b, argv, env)
 	bridged := connectURL(b, testenv.StartBridgeBinary(b, []string{"--warm-processes", "0"}, argv, env), "")
+	shared := connectURL(b, testenv.StartBridgeBinary(b, []string{"--session-mode", "Shared"}, argv, env), "")
 	// The same protocol version as the bridge's session: with 2026-07-28 and later,
 	// supergateway starts a process per request rather than one per session.
 	peer := startSupergateway(b, argv, env, bridged.InitializeResult().ProtocolVersion)
-	paths := []*benchPath{{name: "direct stdio", session: direct}, {name: "bridge", session: bridged}, {name: "supergateway", session: peer}}
+	paths := []*benchPath{
+		{name: "direct stdio", session: direct},
+		{name: "bridge PerSession", session: bridged},
+		{name: "bridge Shared", session: shared},
+		{name: "supergateway", session: peer},
+	}
 
 	call := func(cs *mcp.ClientSession) time.Duration {
 		// Fresh params each time: the client writes protocol metadata into them.
@@ -109,12 +109,17 @@ func reportPaths(b *testing.B, n int, op string, paths []*benchPath) {
 
 // connectURL starts a go-sdk client session with the MCP endpoint url, asking for
 // protocolVersion (empty: the client's latest); it is closed when the benchmark ends.
+// Each session has an HTTP transport of its own, as an agent in its own process has:
+// sessions sharing http.DefaultTransport (two idle connections per host) would dial a
+// new connection for most calls once many call at once.
 func connectURL(b *testing.B, url, protocolVersion string) *mcp.ClientSession {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1},
+	httpClient := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	b.Cleanup(httpClient.CloseIdleConnections)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: httpClient},
 		&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
 		b.Fatalf("connecting to %s: %v", url, err)
@@ -214,6 +219,95 @@ func healthy(url string) bool {
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// BenchmarkBridgeSharedConcurrentClients measures what one shared process costs clients
+// that call at once: the mean tools/call round trip of 64 clients calling concurrently
+// through a Shared-mode bridge (the switchboard binary), against one client calling alone
+// (target: within 1.5x). The tool waits 20 ms and returns, as tools that wait on a
+// filesystem, a repository or the network do, so the figure shows whether the bridge
+// and its one process serve calls side by side rather than one after another. The echo
+// figures beside it are CPU-bound on this machine: 64 clients then share its cores.
+func BenchmarkBridgeSharedConcurrentClients(b *testing.B) {
+	argv, env := testServerCommand(b)
+	url := testenv.StartBridgeBinary(b, []string{"--session-mode", "Shared", "--max-sessions", "128"}, argv, env)
+	const clients = 64
+	shared := make([]*mcp.ClientSession, clients)
+	direct := make([]*mcp.ClientSession, clients)
+	for i := range clients {
+		shared[i] = connectURL(b, url, "")
+		direct[i] = connectCommand(b, argv, env)
+	}
+	tools := []struct {
+		name string
+		args map[string]any
+	}{
+		{"sleep", map[string]any{"milliseconds": 20}},
+		{"echo", map[string]any{"message": "ping"}},
+	}
+	call := func(cs *mcp.ClientSession, tool string, args map[string]any) time.Duration {
+		start := time.Now()
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args}); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	// allAtOnce has every session make one call at the same time and returns the sum of
+	// their round trips.
+	allAtOnce := func(sessions []*mcp.ClientSession, tool string, args map[string]any) time.Duration {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		var total time.Duration
+		for _, cs := range sessions {
+			wg.Go(func() {
+				took := call(cs, tool, args)
+				mu.Lock()
+				total += took
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return total
+	}
+	alone := make([]time.Duration, len(tools))
+	together := make([]time.Duration, len(tools))
+	directTogether := make([]time.Duration, len(tools))
+	n := 0
+	for b.Loop() {
+		for i, tool := range tools {
+			alone[i] += call(shared[0], tool.name, tool.args)
+			together[i] += allAtOnce(shared, tool.name, tool.args)
+			directTogether[i] += allAtOnce(direct, tool.name, tool.args)
+		}
+		n++
+	}
+	for i, tool := range tools {
+		aloneMean := alone[i] / time.Duration(n)
+		togetherMean := together[i] / time.Duration(n*clients)
+		directMean := directTogether[i] / time.Duration(n*clients)
+		ratio := float64(togetherMean) / float64(aloneMean)
+		b.ReportMetric(float64(aloneMean.Nanoseconds()), tool.name+"-1-client-ns/call")
+		b.ReportMetric(float64(togetherMean.Nanoseconds()), tool.name+"-64-clients-ns/call")
+		b.ReportMetric(ratio, tool.name+"-ratio")
+		b.Logf("Shared mode, %s: one client %v a call, %d clients at once %v a call (%.2fx); "+
+			"%d clients at once on direct stdio to a process each %v a call (%.2fx of one Shared client)",
+			tool.name, aloneMean, clients, togetherMean, ratio, clients, directMean, float64(directMean)/float64(aloneMean))
+	}
+}
+
+// connectCommand starts a go-sdk client session over stdio with a process of argv of its
+// own; it is closed when the benchmark ends.
+func connectCommand(b *testing.B, argv, env []string) *mcp.ClientSession {
+	b.Helper()
+	cmd := exec.CommandContext(context.Background(), argv[0], argv[1:]...)
+	cmd.Env = env
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	return cs
 }
 
 // BenchmarkBridgeNewSession measures how long a new client waits for its session

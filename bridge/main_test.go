@@ -66,6 +66,10 @@ type blockArgs struct {
 	Release string `json:"release"`
 }
 
+type sleepArgs struct {
+	Milliseconds int `json:"milliseconds"`
+}
+
 type stderrArgs struct {
 	Lines int    `json:"lines"`
 	Text  string `json:"text"`
@@ -121,6 +125,15 @@ func runTestServer() error {
 			}
 			go func() { _ = cmd.Wait() }()
 			return textResult(strconv.Itoa(cmd.Process.Pid)), nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "sleep", Description: "Returns after the given time, as a tool that waits on I/O does."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, args sleepArgs) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-time.After(time.Duration(args.Milliseconds) * time.Millisecond):
+				return textResult("slept"), nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
 		})
 	mcp.AddTool(server, &mcp.Tool{Name: "block", Description: "Returns once the release file exists."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, args blockArgs) (*mcp.CallToolResult, any, error) {

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1334,6 +1335,9 @@ func rawID(id jsonrpc.ID) json.RawMessage {
 
 // progressToken returns the _meta.progressToken of a request's params, or nil.
 func progressToken(params json.RawMessage) json.RawMessage {
+	if !bytes.Contains(params, []byte(`"progressToken"`)) {
+		return nil // most calls: no need to parse arguments of any size
+	}
 	var p struct {
 		Meta struct {
 			ProgressToken json.RawMessage `json:"progressToken"`

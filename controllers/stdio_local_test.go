@@ -139,6 +139,20 @@ func TestStdioServerThroughLocalBridge(t *testing.T) {
 	g.Eventually(func() []string { return eventReasons(t, ns, "everything") }, eventually, poll).Should(ContainElement("Connected"))
 	g.Expect(eventReasons(t, ns, "everything")).NotTo(ContainElement("Recovered"))
 
+	// Shared mode: a new bridge, serving the operator's session from its one process.
+	before := bridgePIDs(t, bin)
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.SessionMode = mcpv1alpha1.StdioSessionModeShared })
+	g.Eventually(func(g Gomega) {
+		pids := bridgePIDs(t, bin)
+		g.Expect(pids).To(HaveLen(1))
+		g.Expect(pids).NotTo(Equal(before))
+		cmdline, err := os.ReadFile(filepath.Join("/proc", pids[0], "cmdline"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(strings.Split(string(cmdline), "\x00")).To(ContainElements("--session-mode", "Shared"))
+		got := readyIs(g, obj, metav1.ConditionTrue, "")
+		g.Expect(got.Status.Tools).To(ContainElement(HaveField("Name", "echo")))
+	}, eventually, poll).Should(Succeed())
+
 	// Suspending stops the process; resuming starts a fresh one.
 	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = true })
 	g.Eventually(func() []string { return bridgePIDs(t, bin) }, eventually, poll).Should(BeEmpty())

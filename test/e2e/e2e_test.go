@@ -298,9 +298,9 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 		// A closed gateway session ends its stdio subprocess: only the operator's own
-		// session is left.
+		// session's process and the warm spare are left.
 		testutil.Eventually(t, 10*time.Second, "the gateway's stdio subprocesses to exit", func() error {
-			if bridges, servers := splitProcesses(markedProcesses(t, runMarker)); len(bridges) != 1 || len(servers) != 1 {
+			if bridges, servers := splitProcesses(markedProcesses(t, runMarker)); len(bridges) != 1 || len(servers) != steadyServerProcesses {
 				return fmt.Errorf("%d bridges and %d server processes: %v %v", len(bridges), len(servers), bridges, servers)
 			}
 			return nil
@@ -847,9 +847,14 @@ func observe(t *testing.T, marker string) *state {
 	return s
 }
 
+// steadyServerProcesses is how many server processes the stdio server's bridge runs when
+// only the operator holds a session: that session's, and the warm spare the bridge keeps
+// started for the next session (--warm-processes 1).
+const steadyServerProcesses = 2
+
 // checkSteady checks that every server is there once, with its one finalizer, and that
-// the stdio server runs as exactly one bridge with one server process (the operator
-// holds one session).
+// the stdio server runs as exactly one bridge with steadyServerProcesses server processes
+// (the operator holds one session).
 func (s *state) checkSteady(t *testing.T) {
 	t.Helper()
 	for name := range readyServers {
@@ -862,9 +867,9 @@ func (s *state) checkSteady(t *testing.T) {
 			t.Errorf("%s: finalizers %v, want exactly [%s]", name, got, finalizer)
 		}
 	}
-	if len(s.bridges) != 1 || len(s.servers) != 1 {
-		t.Errorf("stdio server runs as %d bridges and %d server processes, want 1 and 1: %v %v",
-			len(s.bridges), len(s.servers), s.bridges, s.servers)
+	if len(s.bridges) != 1 || len(s.servers) != steadyServerProcesses {
+		t.Errorf("stdio server runs as %d bridges and %d server processes, want 1 and %d: %v %v",
+			len(s.bridges), len(s.servers), steadyServerProcesses, s.bridges, s.servers)
 	}
 }
 

@@ -392,7 +392,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// What the first manager built, to compare after the crash.
 	before := observe(t, runMarker)
-	step(t, "steady state: one bridge, one server process, one finalizer", func(t *testing.T) {
+	step(t, "steady state: one bridge, its session's process and a warm spare, one finalizer", func(t *testing.T) {
 		before.checkSteady(t)
 	})
 

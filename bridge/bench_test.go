@@ -41,6 +41,42 @@ func BenchmarkBridgeToolsCallServerEverything(b *testing.B) {
 	benchmarkToolsCall(b, serverEverything(b), os.Environ())
 }
 
+// BenchmarkBridgeToolsCallGoSDKConformanceServer measures what part of the bridge's cost
+// go-sdk's Streamable HTTP transport itself is: go-sdk's conformance server, which
+// serves stdio and Streamable HTTP from one binary, called over stdio directly, over
+// Streamable HTTP directly (no bridge: the client and server transports the bridge's
+// path also has), and over stdio behind the bridge in both modes.
+func BenchmarkBridgeToolsCallGoSDKConformanceServer(b *testing.B) {
+	bin := testenv.BuildGoBinary(b, testenv.GoSDKConformanceServer)
+	httpURL := testenv.StartConformanceServer(b)
+	paths := []*benchPath{
+		{name: "direct stdio", session: connectCommand(b, []string{bin}, os.Environ())},
+		{name: "direct Streamable HTTP", session: connectURL(b, httpURL, "")},
+		{name: "bridge PerSession", session: connectURL(b, testenv.StartBridgeBinary(b, []string{"--warm-processes", "0"}, []string{bin}, nil), "")},
+		{name: "bridge Shared", session: connectURL(b, testenv.StartBridgeBinary(b, []string{"--session-mode", "Shared"}, []string{bin}, nil), "")},
+	}
+	ctx := context.Background()
+	call := func(cs *mcp.ClientSession) time.Duration {
+		start := time.Now()
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_simple_text", Arguments: map[string]any{}}); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	for _, p := range paths {
+		call(p.session)
+	}
+	n := 0
+	for b.Loop() {
+		for i := range paths {
+			p := paths[(n+i)%len(paths)]
+			p.total += call(p.session)
+		}
+		n++
+	}
+	reportPaths(b, n, "call", paths)
+}
+
 // benchPath is one way to reach the server in a benchmark.
 type benchPath struct {
 	name    string

@@ -1,7 +1,9 @@
-// Package bridge serves a stdio MCP server over Streamable HTTP: every client session gets
-// its own subprocess running the server's command, and the bridge relays JSON-RPC messages
-// between the session's HTTP requests and the subprocess's stdin and stdout. It is what
-// `switchboard bridge` runs inside the pod of an MCPServer with spec.stdio.
+// Package bridge serves a stdio MCP server over Streamable HTTP. In PerSession mode every
+// client session gets its own subprocess running the server's command, and the bridge
+// relays JSON-RPC messages between the session's HTTP requests and the subprocess's stdin
+// and stdout. In Shared mode one long-lived subprocess serves every session: the bridge
+// initializes it once and multiplexes the sessions over it (see sharedProcess). It is
+// what `switchboard bridge` runs inside the pod of an MCPServer with spec.stdio.
 //
 // The package owns:
 //   - the MCP endpoint (/mcp), the probes (/healthz, /readyz) and the metrics (/metrics)
@@ -11,12 +13,13 @@
 //     (most clients never send DELETE, so a limit that only refused would lock every
 //     later client out);
 //   - the subprocesses: one process group each, started per session (or ahead of it, as
-//     a warm spare), stopped by closing
-//     stdin, then a grace period, then SIGTERM and a second later SIGKILL to the whole
-//     group, and always reaped, so that no zombie is left;
+//     a warm spare) or once for Shared mode (restarted with backoff when it dies),
+//     stopped by closing stdin, then a grace period, then SIGTERM and a second later
+//     SIGKILL to the whole group, and always reaped, so that no zombie is left;
 //   - bounds: message size in both directions, stderr line length and log rate.
 //
-// It relays messages without interpreting MCP: go-sdk's StreamableServerTransport frames
+// In PerSession mode it relays messages without interpreting MCP (Shared mode must route
+// them, which sharedProcess documents): go-sdk's StreamableServerTransport frames
 // the HTTP side and its IOTransport frames the stdio side, and package relay moves
 // jsonrpc.Message values between the two Connections (the loop it shares with the
 // gateway). The bridge's policy is relay hooks, and the only messages they look at are

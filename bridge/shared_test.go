@@ -1255,3 +1255,74 @@ func TestSharedBridgeSurvivesItsProcessBeingKilled(t *testing.T) {
 		t.Errorf("%d sessions after the process died, want both", n)
 	}
 }
+
+// The reference server in Shared mode, killed with calls in flight: those calls fail,
+// nothing else does, and every session's next call succeeds on the new process.
+func TestSharedServerEverythingKilledProcessFailsOnlyItsCallsInFlight(t *testing.T) {
+	r := startSharedBridge(t, bridge.Options{Command: serverEverything(t)})
+	const clients, inFlight = 50, 10
+	progressed := make([]chan struct{}, clients)
+	sessions := make([]*mcp.ClientSession, clients)
+	for i := range sessions {
+		progressed[i] = make(chan struct{}, 1)
+		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("client-%d", i), Version: "v1"}, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+				select {
+				case progressed[i] <- struct{}{}:
+				default:
+				}
+			},
+		})
+		cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{Endpoint: r.url, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		sessions[i] = cs
+	}
+	pid := sharedPID(t, r)
+
+	// The first clients start operations that run for a minute, reporting progress every
+	// second: a progress notification proves the call is in the process.
+	results := make(chan error, inFlight)
+	for i := range inFlight {
+		go func() {
+			params := &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": 60, "steps": 60}}
+			params.SetProgressToken(fmt.Sprintf("op-%d", i))
+			_, err := sessions[i].CallTool(testCtx(t), params)
+			results <- err
+		}()
+	}
+	for i := range inFlight {
+		select {
+		case <-progressed[i]:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("client %d: no progress from its operation", i)
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for range inFlight {
+		if err := <-results; err == nil || !strings.Contains(err.Error(), "shared mcp server process exited") {
+			t.Errorf("a call in flight when the process died: %v, want an error saying the process exited", err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for i, cs := range sessions {
+		wg.Go(func() {
+			msg := fmt.Sprintf("client %d after the restart", i)
+			if got, err := callText(testCtx(t), cs, "echo", map[string]any{"message": msg}); err != nil || got != "Echo: "+msg {
+				t.Errorf("client %d: echo = %q, %v", i, got, err)
+			}
+		})
+	}
+	wg.Wait()
+	if next := sharedPID(t, r); next == pid {
+		t.Errorf("still process %d after it was killed", pid)
+	}
+	if n := len(r.Sessions()); n != clients {
+		t.Errorf("%d sessions after the restart, want all %d", n, clients)
+	}
+}

@@ -89,7 +89,7 @@ type MCPServerSpec struct {
 // +kubebuilder:validation:XValidation:rule="!self.url.matches('^(?i)https?://[^/?#]+') || isURL(self.url)",fieldPath=".url",message="url is not a valid URL"
 // +kubebuilder:validation:XValidation:rule="self.url.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="url must use https; set allowInsecureHTTP: true to allow plain http"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.headers) || !self.headers.exists(h, h.name.lowerAscii() == 'authorization')",message="auth and an Authorization header are mutually exclusive: the OAuth token is sent in the Authorization header"
-// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.tokenURL) || self.auth.oauth2.clientCredentials.tokenURL == ” || self.auth.oauth2.clientCredentials.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback token endpoint"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.tokenURL) || size(self.auth.oauth2.clientCredentials.tokenURL) == 0 || self.auth.oauth2.clientCredentials.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback token endpoint"
 type HTTPServerSpec struct {
 	// url is the absolute http or https URL of the server's MCP endpoint, at most 2048
 	// characters, with no user information and no fragment. Its query string is treated
@@ -157,7 +157,7 @@ type OAuth2Auth struct {
 
 // OAuth2ClientCredentials are the client credentials the operator requests tokens with.
 // +kubebuilder:validation:XValidation:rule="has(self.clientSecret) != has(self.privateKey)",message="exactly one of clientSecret or privateKey must be set"
-// +kubebuilder:validation:XValidation:rule="!has(self.tokenEndpointAuthMethod) || self.tokenEndpointAuthMethod == ” || (self.tokenEndpointAuthMethod == 'private_key_jwt') == has(self.privateKey)",message="tokenEndpointAuthMethod private_key_jwt needs privateKey; client_secret_basic and client_secret_post need clientSecret"
+// +kubebuilder:validation:XValidation:rule="!has(self.tokenEndpointAuthMethod) || size(self.tokenEndpointAuthMethod) == 0 || (self.tokenEndpointAuthMethod == 'private_key_jwt') == has(self.privateKey)",message="tokenEndpointAuthMethod private_key_jwt needs privateKey; client_secret_basic and client_secret_post need clientSecret"
 type OAuth2ClientCredentials struct {
 	// clientID is the client's identifier at the authorization server.
 	// +required
@@ -201,7 +201,7 @@ type OAuth2ClientCredentials struct {
 	// address.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self == '' || (self.matches('^(?i)https?://[^/?#@]+([/?][^#]*)?$') && isURL(self))",message="tokenURL must be an absolute http:// or https:// URL with no user information and no fragment"
+	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || (self.matches('^(?i)https?://[^/?#@]+([/?][^#]*)?$') && isURL(self))",message="tokenURL must be an absolute http:// or https:// URL with no user information and no fragment"
 	TokenURL string `json:"tokenURL,omitempty"`
 }
 

@@ -178,7 +178,8 @@ func canonicalResource(u *url.URL) string {
 	if strings.Contains(host, ":") {
 		host = "[" + host + "]"
 	}
-	if port := u.Port(); port != "" && !(scheme == "https" && port == "443") && !(scheme == "http" && port == "80") {
+	defaultPort := (scheme == "https" && u.Port() == "443") || (scheme == "http" && u.Port() == "80")
+	if port := u.Port(); port != "" && !defaultPort {
 		host += ":" + port
 	}
 	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")

@@ -249,9 +249,9 @@ func (w *oauthWorld) tokenRequests() int {
 
 // assertSecretOnlyAtTokenEndpoint fails when a secret (the client secret, its Basic
 // encoding, an assertion) reached any request but a POST to the token endpoint.
-func (w *oauthWorld) assertSecretOnlyAtTokenEndpoint(secrets ...string) {
+func (w *oauthWorld) assertSecretOnlyAtTokenEndpoint() {
 	w.t.Helper()
-	secrets = append(secrets, oauthClientSecret, base64.StdEncoding.EncodeToString([]byte(oauthClientID+":"+oauthClientSecret)))
+	secrets := []string{oauthClientSecret, base64.StdEncoding.EncodeToString([]byte(oauthClientID + ":" + oauthClientSecret))}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.requests {

@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -512,13 +513,13 @@ func TestOAuthTokenEndpointRejectsTheClient(t *testing.T) {
 // publicExcept is the public posture, with one loopback address allowed: the MCP
 // server's. Everything else the connector dials is judged as on a real cluster.
 type publicExcept struct {
-	allow     netip.AddrPort
+	allow     []netip.AddrPort
 	public    *egress.ServerRules
 	redirects bool
 }
 
 func (d publicExcept) DecideDial(dest egress.Destination) egress.Decision {
-	if netip.AddrPortFrom(dest.Addr, dest.Port) == d.allow {
+	if slices.Contains(d.allow, netip.AddrPortFrom(dest.Addr, dest.Port)) {
 		return egress.Decision{Allowed: true}
 	}
 	return d.public.DecideDial(dest)
@@ -531,13 +532,17 @@ func (d publicExcept) DecideRedirect(r egress.Redirect) egress.Decision {
 	return d.public.DecideRedirect(r)
 }
 
-func publicPosture(t *testing.T, srv *httptest.Server) publicExcept {
+func publicPosture(t *testing.T, allowed ...*httptest.Server) publicExcept {
 	t.Helper()
 	set, errs := egress.Compile(nil, egress.Defaults{Posture: egress.PosturePublic})
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	return publicExcept{allow: netip.MustParseAddrPort(srv.Listener.Addr().String()), public: set.ForServer("ns", nil)}
+	d := publicExcept{public: set.ForServer("ns", nil)}
+	for _, srv := range allowed {
+		d.allow = append(d.allow, netip.MustParseAddrPort(srv.Listener.Addr().String()))
+	}
+	return d
 }
 
 // namedResolver resolves the names it holds and 127.0.0.1 for anything else.
@@ -594,6 +599,16 @@ func TestOAuthHostileMetadataIsRefused(t *testing.T) {
 			}
 		},
 		reason: ReasonEgressDenied, auth: ReasonTokenRequestFailed, want: []string{"auth.other.test"},
+	}, {
+		name: "token endpoint on a host the policy does not allow",
+		setup: func(w *oauthWorld, cfg *Config) {
+			cfg.Egress = publicPosture(w.t, w.mcp, w.as)
+			cfg.Resolver = namedResolver{"tokens.denied.test": netip.MustParseAddr("127.0.0.1")}
+			w.asMeta = func(w *oauthWorld) map[string]any {
+				return map[string]any{"issuer": w.as.URL, "token_endpoint": "http://tokens.denied.test:" + portOf(w.capture) + "/token"}
+			}
+		},
+		reason: ReasonEgressDenied, auth: ReasonTokenRequestFailed, want: []string{"token request to http://tokens.denied.test:", "connection to tokens.denied.test"},
 	}, {
 		name: "token endpoint redirecting to another origin",
 		setup: func(w *oauthWorld, cfg *Config) {
@@ -695,6 +710,69 @@ type allowAll struct{}
 func (allowAll) DecideDial(egress.Destination) egress.Decision { return egress.Decision{Allowed: true} }
 func (allowAll) DecideRedirect(egress.Redirect) egress.Decision {
 	return egress.Decision{Allowed: true}
+}
+
+func TestOAuthOpenIDDiscoveryChallengeScopeAndPostOnlyServer(t *testing.T) {
+	w := newOAuthWorld(t)
+	w.wantMethod = AuthMethodClientSecretPost
+	// The authorization server has a tenant path and publishes OpenID discovery only;
+	// the challenge names a scope, which wins over scopes_supported.
+	meta := w.asMeta
+	w.asMeta = nil
+	w.prm = func(w *oauthWorld) map[string]any {
+		return map[string]any{"resource": w.mcp.URL + "/mcp", "authorization_servers": []string{w.as.URL + "/tenant1"}, "scopes_supported": []string{"tools.read"}}
+	}
+	handler := w.as.Config.Handler
+	w.as.Config.Handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/tenant1/.well-known/openid-configuration" {
+			w.log("as", http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+				m := meta(w)
+				m["issuer"] = w.as.URL + "/tenant1"
+				writeJSON(rw, m)
+			})).ServeHTTP(rw, r)
+			return
+		}
+		handler.ServeHTTP(rw, r)
+	})
+	mcpHandler := w.mcp.Config.Handler
+	w.mcp.Config.Handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mcp" && r.Header.Get("Authorization") == "" {
+			rw.Header().Set("WWW-Authenticate", `Bearer scope="mcp:basic mcp:read"`)
+			rw.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		mcpHandler.ServeHTTP(rw, r)
+	})
+	p := testPool(t)
+	key := Key{"ns", "oauth-openid"}
+	p.Ensure(key, w.config(OAuth2ClientCredentials{ClientSecret: oauthClientSecret}))
+	waitReady(t, p, key)
+	w.mu.Lock()
+	var form url.Values
+	var paths []string
+	for _, r := range w.requests {
+		paths = append(paths, r.server+" "+r.path)
+		if r.path == "/token" {
+			form, _ = url.ParseQuery(r.body)
+		}
+	}
+	w.mu.Unlock()
+	if form.Get("scope") != "mcp:basic mcp:read" || form.Get("client_secret") != oauthClientSecret {
+		t.Errorf("token request form = %v, want the challenge's scope and client_secret_post", form)
+	}
+	// Well-known protected resource metadata (no resource_metadata in the challenge),
+	// then RFC 8414 and OpenID locations in the specification's order.
+	want := []string{"mcp /.well-known/oauth-protected-resource/mcp", "as /.well-known/oauth-authorization-server/tenant1",
+		"as /.well-known/openid-configuration/tenant1", "as /tenant1/.well-known/openid-configuration", "as /token"}
+	var got []string
+	for _, p := range paths {
+		if !strings.HasSuffix(p, " /mcp") {
+			got = append(got, p)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("discovery requests = %v, want %v", got, want)
+	}
 }
 
 func TestOAuthUpstreamSharesTheTokenSource(t *testing.T) {

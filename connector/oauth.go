@@ -469,7 +469,7 @@ func (a *tokenSource) checkTokenURL(u *url.URL) *Error {
 	}
 	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
 		"token endpoint %s is not https: the client credential is sent only over https (or plain http to a loopback address with allowInsecureHTTP)",
-		displayURL(u))
+		origin(u))
 }
 
 // loopback reports whether host is, or resolves only to, loopback addresses.
@@ -562,7 +562,7 @@ func (a *tokenSource) checkRedirect(req *http.Request, via []*http.Request) erro
 	if first.Method == http.MethodPost && !egress.SameOrigin(first.URL, req.URL) {
 		e := authError(ReasonRedirectDenied, ReasonTokenRequestFailed,
 			"token endpoint %s redirected to %s: the client credential is sent only to the token endpoint",
-			displayURL(first.URL), displayURL(req.URL))
+			origin(first.URL), origin(req.URL))
 		captureFrom(req.Context()).set(e)
 		return e
 	}

@@ -193,7 +193,7 @@ func TestOAuthClientCredentialsConformanceScenarios(t *testing.T) {
 		t.Fatalf("the MCP conformance suite is needed: %v", err)
 	}
 	ns := newNamespace(t)
-	startOperator(t, ns)
+	op := startOperator(t, ns)
 	wrapper := testenv.BuildGoBinary(t, "./test/conformance/oauthclient")
 	user, err := env.ControlPlane.AddUser(envtest.User{Name: "conformance-client", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -239,6 +239,30 @@ func TestOAuthClientCredentialsConformanceScenarios(t *testing.T) {
 				t.Logf("refused: %s", strings.TrimSpace(run.ClientStderr))
 			}
 			g.Expect(conditionOf(obj, mcpv1alpha1.ConditionAuthenticated)).NotTo(BeNil(), "conditions: %+v", obj.Status.Conditions)
+
+			// No leak: neither the scenario's secret or key (any line of its PEM) nor a
+			// token the scenario issued (cc-token-...) in status, Events or any log line.
+			secret := &corev1.Secret{}
+			g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-oauth"}, secret)).To(Succeed())
+			secrets := []string{"cc-token-"}
+			for _, v := range secret.Data {
+				for line := range strings.Lines(string(v)) {
+					if line = strings.TrimSpace(line); len(line) >= 16 && !strings.HasPrefix(line, "-----") {
+						secrets = append(secrets, line)
+					}
+				}
+			}
+			g.Expect(len(secrets)).To(BeNumerically(">", 1))
+			var eventText strings.Builder
+			for _, e := range events(t, ns, name) {
+				fmt.Fprintf(&eventText, "%s %s\n", e.Reason, e.Note)
+			}
+			statusText, logs := fmt.Sprintf("%+v", obj.Status), op.logs.String()
+			for _, value := range secrets {
+				g.Expect(statusText).NotTo(ContainSubstring(value))
+				g.Expect(eventText.String()).NotTo(ContainSubstring(value))
+				g.Expect(logs).NotTo(ContainSubstring(value))
+			}
 			g.Expect(k8sClient.Delete(context.Background(), obj)).To(Succeed())
 		})
 	}

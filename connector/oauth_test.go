@@ -665,41 +665,72 @@ func TestOAuthHostileMetadataIsRefused(t *testing.T) {
 		},
 		reason: ReasonMetadataMismatch, auth: ReasonMetadataMismatch, want: []string{"resource", "https://evil.example.com:443/mcp"},
 	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := newOAuthWorld(t)
-			if tc.name == "issuer mismatch" {
-				w.asMeta = func(w *oauthWorld) map[string]any {
-					return map[string]any{"issuer": "https://evil.example.com", "token_endpoint": w.as.URL + "/token"}
+		// Each case with a client secret and with a private key: neither the secret nor
+		// an assertion may go anywhere but the token endpoint.
+		for _, cred := range []string{"secret", "private key"} {
+			t.Run(tc.name+" with a "+cred, func(t *testing.T) {
+				w := newOAuthWorld(t)
+				if tc.name == "issuer mismatch" {
+					w.asMeta = func(w *oauthWorld) map[string]any {
+						return map[string]any{"issuer": "https://evil.example.com", "token_endpoint": w.as.URL + "/token"}
+					}
 				}
-			}
-			cfg := w.config(OAuth2ClientCredentials{ClientSecret: oauthClientSecret})
-			tc.setup(w, &cfg)
-			p := testPool(t)
-			key := Key{"ns", "hostile"}
-			p.Ensure(key, cfg)
-			snap := waitAuthFailure(t, p, key, tc.reason, tc.auth)
-			t.Logf("%s: %s", snap.LastError.Reason, snap.LastError.Message)
-			for _, want := range tc.want {
-				if !strings.Contains(snap.LastError.Message, want) {
-					t.Errorf("message = %q, want it to say %q", snap.LastError.Message, want)
+				creds := OAuth2ClientCredentials{ClientSecret: oauthClientSecret}
+				if cred == "private key" {
+					creds = OAuth2ClientCredentials{PrivateKey: hostileKeyPEM}
+					w.wantMethod, w.pubKey = AuthMethodPrivateKeyJWT, &hostileKey.PublicKey
 				}
-			}
-			if tc.name != "token endpoint redirecting to another origin" {
-				w.assertNoTokenRequest()
-			}
-			w.assertSecretOnlyAtTokenEndpoint()
-			w.assertNoLeak(snap)
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			for _, r := range w.requests {
-				if r.server == "capture" {
-					t.Errorf("the capture server got %s %s", r.method, r.path)
-				}
-			}
-			if w.metadataBytes >= 50<<20 {
-				t.Errorf("the whole 50 MiB document was sent: %d bytes", w.metadataBytes)
-			}
-		})
+				cfg := w.config(creds)
+				tc.setup(w, &cfg)
+				runHostileCase(t, w, cfg, tc.reason, tc.auth, tc.want, tc.name != "token endpoint redirecting to another origin")
+			})
+		}
+	}
+}
+
+// hostileKey signs the assertions of the hostile metadata cases.
+var hostileKey, hostileKeyPEM = func() (*ecdsa.PrivateKey, []byte) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		panic(err)
+	}
+	return k, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}()
+
+// runHostileCase connects with cfg and checks the failure and that nothing leaked.
+func runHostileCase(t *testing.T, w *oauthWorld, cfg Config, reason, auth string, want []string, noTokenRequest bool) {
+	t.Helper()
+	p := testPool(t)
+	key := Key{"ns", "hostile"}
+	p.Ensure(key, cfg)
+	snap := waitAuthFailure(t, p, key, reason, auth)
+	t.Logf("%s: %s", snap.LastError.Reason, snap.LastError.Message)
+	for _, want := range want {
+		if !strings.Contains(snap.LastError.Message, want) {
+			t.Errorf("message = %q, want it to say %q", snap.LastError.Message, want)
+		}
+	}
+	if noTokenRequest {
+		w.assertNoTokenRequest()
+	}
+	w.assertSecretOnlyAtTokenEndpoint()
+	w.assertNoLeak(snap)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.requests {
+		if r.server == "capture" {
+			t.Errorf("the capture server got %s %s", r.method, r.path)
+		}
+	}
+	if w.metadataBytes > 0 {
+		t.Logf("the 50 MiB metadata handler got %d bytes out before the connector stopped reading", w.metadataBytes)
+	}
+	if w.metadataBytes >= 50<<20 {
+		t.Errorf("the whole 50 MiB document was sent: %d bytes", w.metadataBytes)
 	}
 }
 

@@ -893,3 +893,40 @@ func TestCanonicalResource(t *testing.T) {
 		}
 	}
 }
+
+func TestOAuthUnusableCredentialsFailAtSetup(t *testing.T) {
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(p384)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p384PEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	for _, tc := range []struct {
+		name  string
+		creds OAuth2ClientCredentials
+		want  string
+	}{
+		{"garbage key", OAuth2ClientCredentials{PrivateKey: []byte("not a key at all, just text")}, "not PEM encoded"},
+		{"P-384 key", OAuth2ClientCredentials{PrivateKey: p384PEM}, "not on curve P-256"},
+		{"no credential", OAuth2ClientCredentials{}, "need a client secret or a private key"},
+		{"secret with private_key_jwt", OAuth2ClientCredentials{ClientSecret: oauthClientSecret, AuthMethod: AuthMethodPrivateKeyJWT}, "needs a private key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newOAuthWorld(t)
+			p := testPool(t)
+			key := Key{"ns", "unusable"}
+			p.Ensure(key, w.config(tc.creds))
+			snap := waitAuthFailure(t, p, key, ReasonInvalidSpec, ReasonInvalidClient)
+			if !strings.Contains(snap.LastError.Message, tc.want) {
+				t.Errorf("message = %q, want %q", snap.LastError.Message, tc.want)
+			}
+			w.assertNoLeak(snap)
+			if n := len(w.requests); n != 0 {
+				t.Errorf("%d requests went out with unusable credentials", n)
+			}
+		})
+	}
+}

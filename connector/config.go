@@ -118,6 +118,57 @@ type Config struct {
 	Egress EgressDecider
 	// Resolver resolves host names; nil means net.DefaultResolver.
 	Resolver Resolver
+	// OAuth2 obtains OAuth access tokens for the server with the client credentials
+	// grant and sends them as bearer tokens to the URL's origin. Nil sends none.
+	OAuth2 *OAuth2ClientCredentials
+}
+
+// Token endpoint client authentication methods (RFC 7591, RFC 7523).
+const (
+	// AuthMethodClientSecretBasic sends the client secret in HTTP Basic authentication.
+	AuthMethodClientSecretBasic = "client_secret_basic"
+	// AuthMethodClientSecretPost sends the client secret in the request body.
+	AuthMethodClientSecretPost = "client_secret_post"
+	// AuthMethodPrivateKeyJWT sends a client assertion signed with the private key.
+	AuthMethodPrivateKeyJWT = "private_key_jwt"
+)
+
+// OAuth2ClientCredentials configures the client credentials grant (OAuth 2.1, the MCP
+// authorization extension for machine-to-machine clients). Discovery (RFC 9728, RFC
+// 8414, OpenID discovery) and the token request go through the session's own dialer and
+// redirect checks; tokens live in memory only.
+type OAuth2ClientCredentials struct {
+	// ClientID identifies the client to the authorization server.
+	ClientID string
+	// ClientSecret authenticates the client (client_secret_basic or _post). Exactly one
+	// of ClientSecret and PrivateKey is set.
+	ClientSecret string
+	// PrivateKey is a PEM private key (EC P-256 for ES256, RSA for RS256) that signs a
+	// fresh client assertion for every token request (private_key_jwt, RFC 7523).
+	PrivateKey []byte
+	// AuthMethod is one of the AuthMethod constants; empty picks one from the
+	// authorization server's metadata and the credential given.
+	AuthMethod string
+	// Scopes are requested in the token request. Empty means the scope of the server's
+	// WWW-Authenticate challenge, else its metadata's scopes_supported, else none.
+	Scopes []string
+	// TokenURL is the token endpoint. Empty discovers it from the server's metadata.
+	TokenURL string
+	// AllowInsecureHTTP permits plain http metadata URLs and a plain http token
+	// endpoint on a loopback address. The credential is never sent over plain http to
+	// any other address.
+	AllowInsecureHTTP bool
+}
+
+// equal reports whether o and p configure the same token source.
+func (o *OAuth2ClientCredentials) equal(p *OAuth2ClientCredentials) bool {
+	if o == nil || p == nil {
+		return o == nil && p == nil
+	}
+	return o.ClientID == p.ClientID && o.ClientSecret == p.ClientSecret &&
+		bytes.Equal(o.PrivateKey, p.PrivateKey) && o.AuthMethod == p.AuthMethod &&
+		slices.Equal(o.Scopes, p.Scopes) && o.TokenURL == p.TokenURL &&
+		o.AllowInsecureHTTP == p.AllowInsecureHTTP
 }
 
 // Defaults used where a Config or Limits field is zero.
@@ -212,7 +263,8 @@ func sameSession(a, b Config) bool {
 		a.ConnectTimeout == b.ConnectTimeout &&
 		a.HealthCheck == b.HealthCheck &&
 		a.Limits == b.Limits &&
-		sameValue(a.Resolver, b.Resolver)
+		sameValue(a.Resolver, b.Resolver) &&
+		a.OAuth2.equal(b.OAuth2)
 }
 
 // sameDecision reports whether two egress deciders allow the same connections: equal
@@ -267,6 +319,16 @@ func (c Config) secrets() []string {
 			add(u.User.String())
 			if p, ok := u.User.Password(); ok {
 				add(p)
+			}
+		}
+	}
+	if o := c.OAuth2; o != nil {
+		add(o.ClientSecret)
+		// Every line of the key's PEM body, and the whole of it.
+		add(string(o.PrivateKey))
+		for line := range strings.Lines(string(o.PrivateKey)) {
+			if line = strings.TrimSpace(line); !strings.HasPrefix(line, "-----") && len(line) >= 16 {
+				add(line)
 			}
 		}
 	}

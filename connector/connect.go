@@ -51,6 +51,9 @@ func (s *session) connect() (*live, *Error) {
 			snap.Capabilities = capabilitiesOf(init.Capabilities)
 		}
 		setDiscovered(snap, d)
+		if s.stack.auth != nil {
+			snap.TokenEndpoint = s.stack.auth.tokenEndpoint()
+		}
 		snap.LastError = nil
 		snap.ConsecutiveFailures = 0
 		snap.ConnectedAt = time.Now()

@@ -14,6 +14,15 @@
 // Its own HTTP code is the layer beneath go-sdk: the dialer, redirect checks, header
 // injection and response limits.
 //
+// OAuth client credentials ([OAuth2ClientCredentials]) are a token source inside the
+// connector, one per server, shared by the pool's session and the gateway's Upstreams:
+// discovery (RFC 9728 protected resource metadata, RFC 8414 or OpenID authorization
+// server metadata) and the token request go through the session's own dialer, egress
+// decider and redirect checks, with bounded responses; the client secret or signed
+// assertion goes to the token endpoint only, over https (or plain http to loopback with
+// AllowInsecureHTTP); tokens live in memory only and never appear in anything the
+// connector emits.
+//
 // What it must not do:
 //   - know about Kubernetes objects: callers hand it a plain [Config] with secrets
 //     already resolved, and read back a plain [Snapshot];

@@ -34,6 +34,18 @@ const (
 	// ReasonInvalidSpec means the Config cannot be acted on (for example a CA bundle
 	// without a certificate); retrying will not help until the config changes.
 	ReasonInvalidSpec = mcpv1alpha1.ReasonInvalidSpec
+	// ReasonTokenRequestFailed means no OAuth token could be obtained: discovery or
+	// the token request failed, or the server rejected a fresh token.
+	ReasonTokenRequestFailed = mcpv1alpha1.ReasonTokenRequestFailed
+	// ReasonInvalidClient means the token endpoint rejected the client credentials,
+	// or the configured private key cannot sign an assertion.
+	ReasonInvalidClient = mcpv1alpha1.ReasonInvalidClient
+	// ReasonMetadataMismatch means protected resource or authorization server
+	// metadata names another resource or issuer than the one asked about.
+	ReasonMetadataMismatch = mcpv1alpha1.ReasonMetadataMismatch
+	// ReasonInsufficientScope means the server answered insufficient_scope, or the
+	// token endpoint invalid_scope.
+	ReasonInsufficientScope = mcpv1alpha1.ReasonInsufficientScope
 )
 
 // maxMessageLen bounds an error message, which may quote server-provided text.
@@ -54,6 +66,12 @@ type Error struct {
 	// other as Stalled. It is decided where the error is made: by its reason (see
 	// transientReason), or by the code that knows better.
 	Transient bool
+	// Authentication is set when the failure happened while obtaining or presenting an
+	// OAuth token: it is the reason of the server's Authenticated condition
+	// (ReasonTokenRequestFailed, ReasonInvalidClient, ReasonMetadataMismatch or
+	// ReasonInsufficientScope), while Reason says what happened (EgressDenied for a
+	// token endpoint the policy denies, say). Empty for every other failure.
+	Authentication string
 
 	// sessionMissing marks a server that dropped the session (404 with a session id):
 	// reconnect at once rather than backing off.
@@ -190,12 +208,20 @@ func innermost(err error) string {
 // redactor scrubs secrets out of text the connector emits.
 type redactor struct {
 	secrets []string
+	// issued returns the secrets minted at run time (OAuth access tokens and client
+	// assertions); nil when there are none.
+	issued func() []string
 }
 
 // scrub replaces every secret in s and cuts it to maxMessageLen.
 func (r redactor) scrub(s string) string {
 	for _, secret := range r.secrets {
 		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	if r.issued != nil {
+		for _, secret := range r.issued() {
+			s = strings.ReplaceAll(s, secret, "[redacted]")
+		}
 	}
 	s = scrubQueries(s)
 	if len(s) > maxMessageLen {

@@ -79,6 +79,15 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		return s
 	}
 	s.stack = stack
+	if cfg.OAuth2 != nil {
+		auth, e := newTokenSource(s.ctx, cfg, endpoint, stack)
+		if e != nil {
+			s.setupErr = e
+			return s
+		}
+		stack.auth = auth
+		s.red.issued = auth.issuedSecrets
+	}
 	return s
 }
 

@@ -70,6 +70,10 @@ type Snapshot struct {
 	Resources         []Resource
 	ResourceTemplates []ResourceTemplate
 	Prompts           []Prompt
+	// TokenEndpoint is the origin (scheme://host:port) of the OAuth token endpoint the
+	// session's bearer token came from; empty when the config has no OAuth2 or the
+	// server has not asked for a token.
+	TokenEndpoint string
 	// LastError is the most recent failure; nil once the session is healthy again.
 	LastError *Error
 	// ConsecutiveFailures counts failed connects or probes since the last success.
@@ -157,7 +161,7 @@ func noticeablyDifferent(a, b Snapshot) bool {
 		a.ProtocolVersion != b.ProtocolVersion || a.ServerInfo != b.ServerInfo ||
 		a.Instructions != b.Instructions || a.Capabilities != b.Capabilities ||
 		a.Discovered != b.Discovered || a.ToolsDigest != b.ToolsDigest ||
-		a.ConsecutiveFailures != b.ConsecutiveFailures ||
+		a.ConsecutiveFailures != b.ConsecutiveFailures || a.TokenEndpoint != b.TokenEndpoint ||
 		!a.ConnectedAt.Equal(b.ConnectedAt) {
 		return true
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -41,6 +42,9 @@ type httpStack struct {
 	decider  atomic.Pointer[deciderBox]
 	dialer   net.Dialer
 	obs      observer
+	// auth is the session's OAuth token source, shared with its Upstreams; nil when
+	// the server takes no OAuth token.
+	auth *tokenSource
 
 	// issuers are the origins that issued the session ids this stack has seen, so
 	// that session headers follow a redirect only to the session's own server.
@@ -384,9 +388,22 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Header.Set(protocolVersionHeader, v)
 		}
 	}
-	if egress.SameOrigin(req.URL, s.endpoint) {
+	sameOrigin := egress.SameOrigin(req.URL, s.endpoint)
+	var sent string // the bearer token the request carries
+	if sameOrigin {
 		for _, h := range s.headers {
 			out.Header.Set(h.Name, h.Value)
+		}
+		if s.auth != nil {
+			tok, e := s.auth.current()
+			if e != nil {
+				s.obs.record(e)
+				return nil, e
+			}
+			if tok != "" {
+				out.Header.Set("Authorization", "Bearer "+tok)
+				sent = tok
+			}
 		}
 	} else {
 		// Only a redirect hop that checkRedirect allowed may leave the configured
@@ -415,10 +432,75 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sameOrigin && s.auth != nil {
+		if resp, err = s.authenticate(transport, out, resp, sent); err != nil {
+			return nil, err
+		}
+	}
 	if id := resp.Header.Get(sessionIDHeader); id != "" {
 		s.noteSessionIssuer(id, out.URL)
 	}
 	return s.inspect(out, resp)
+}
+
+// authenticate handles the server's answer to a request for its OAuth token: a 401
+// gets one new token (discovering where to get it the first time) and the request is
+// sent once more; insufficient_scope fails with a reason naming the scope asked for.
+func (s *httpStack) authenticate(transport http.RoundTripper, out *http.Request, resp *http.Response, sent string) (*http.Response, error) {
+	fail := func(e *Error) (*http.Response, error) {
+		_ = resp.Body.Close()
+		s.obs.record(e)
+		return nil, e
+	}
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return resp, nil
+	}
+	ch := parseChallenge(resp.Header.Values("WWW-Authenticate"))
+	if ch.err == "insufficient_scope" {
+		return fail(s.auth.insufficientScope(ch))
+	}
+	if resp.StatusCode != http.StatusUnauthorized || (out.Body != nil && out.GetBody == nil) {
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	_ = resp.Body.Close()
+	tok, e := s.auth.renew(sent, ch)
+	if e != nil {
+		s.obs.record(e)
+		return nil, e
+	}
+	if err := out.Context().Err(); err != nil {
+		return nil, err
+	}
+	retry := out.Clone(out.Context())
+	if out.GetBody != nil {
+		body, err := out.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		retry.Body = body
+	}
+	retry.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := transport.RoundTrip(retry)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		ch := parseChallenge(resp.Header.Values("WWW-Authenticate"))
+		if ch.err == "insufficient_scope" {
+			return fail(s.auth.insufficientScope(ch))
+		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			detail := ""
+			if ch.err != "" {
+				detail = " (" + safeText(ch.err, 64) + ")"
+			}
+			return fail(authError(ReasonUnauthorized, ReasonTokenRequestFailed,
+				"server %s rejected a token fresh from %s%s", displayURL(s.endpoint), s.auth.tokenEndpoint(), detail))
+		}
+	}
+	return resp, nil
 }
 
 // inspect records failures by status code and wraps the body in the matching limit.

@@ -133,6 +133,9 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
 		return nil, classify(err, nil)
 	}
 	stack.setDecider(s.stack.egress())
+	// One token source per server: the gateway's sessions present the tokens the
+	// pool's own session obtained, and renew them the same way.
+	stack.auth = s.stack.auth
 
 	u := &Upstream{
 		key:       key,

@@ -37,6 +37,8 @@ const (
 	eventToolsPinned    = "ToolsPinned"
 	eventSecretNotFound = "SecretNotFound"
 	eventEgressDenied   = "EgressDenied"
+	// eventAuthenticationFailed announces that no usable OAuth token could be had.
+	eventAuthenticationFailed = "AuthenticationFailed"
 )
 
 // defaultFirstConnectWait is how long, by default, the status waits for a new session's
@@ -277,6 +279,10 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 	}
 	resolver := &secretResolver{reader: r.SecretReader, namespace: obj.Namespace}
 	headers, caBundle, err := resolver.resolveHTTP(ctx, spec)
+	var oauth *connector.OAuth2ClientCredentials
+	if err == nil {
+		oauth, err = resolver.resolveOAuth2(ctx, spec)
+	}
 	if err != nil {
 		var missing *missingSecretError
 		if errors.As(err, &missing) {
@@ -288,6 +294,7 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 	cfg := r.connectionConfig(obj, spec.URL, connector.Protocol(spec.Protocol))
 	cfg.Headers = headers
 	cfg.CABundle = caBundle
+	cfg.OAuth2 = oauth
 	return cfg, nil
 }
 
@@ -499,6 +506,9 @@ func (r *MCPServerReconciler) recordTransitions(before, after *mcpv1alpha1.MCPSe
 			r.event(after, corev1.EventTypeWarning, eventSecretNotFound, "ResolveSecrets", "%s", nowReady.Message)
 		case mcpv1alpha1.ReasonEgressDenied, mcpv1alpha1.ReasonRedirectDenied:
 			r.event(after, corev1.EventTypeWarning, eventEgressDenied, "Connect", "%s", nowReady.Message)
+		case mcpv1alpha1.ReasonTokenRequestFailed, mcpv1alpha1.ReasonInvalidClient,
+			mcpv1alpha1.ReasonMetadataMismatch, mcpv1alpha1.ReasonInsufficientScope:
+			r.event(after, corev1.EventTypeWarning, eventAuthenticationFailed, "Authenticate", "%s", nowReady.Message)
 		}
 	}
 

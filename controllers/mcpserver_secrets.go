@@ -31,6 +31,14 @@ func referencedSecrets(obj *mcpv1alpha1.MCPServer) []string {
 		if h.TLS != nil && h.TLS.CABundle != nil {
 			seen[h.TLS.CABundle.SecretKeyRef.Name] = true
 		}
+		if cc := clientCredentials(h); cc != nil {
+			if cc.ClientSecret != nil {
+				seen[cc.ClientSecret.SecretKeyRef.Name] = true
+			}
+			if cc.PrivateKey != nil {
+				seen[cc.PrivateKey.SecretKeyRef.Name] = true
+			}
+		}
 	}
 	if stdio := obj.Spec.Stdio; stdio != nil {
 		// The local runtime resolves these itself; the pod runtime leaves them to the
@@ -125,4 +133,44 @@ func (r *secretResolver) resolveHTTP(ctx context.Context, spec *mcpv1alpha1.HTTP
 		caBundle = data
 	}
 	return headers, caBundle, nil
+}
+
+// clientCredentials returns spec.http.auth.oauth2.clientCredentials, or nil.
+func clientCredentials(spec *mcpv1alpha1.HTTPServerSpec) *mcpv1alpha1.OAuth2ClientCredentials {
+	if spec.Auth == nil || spec.Auth.OAuth2 == nil {
+		return nil
+	}
+	return spec.Auth.OAuth2.ClientCredentials
+}
+
+// resolveOAuth2 returns the connector's OAuth config of an http server with its client
+// secret or private key read from the Secret, or nil when the server sets no auth.
+func (r *secretResolver) resolveOAuth2(ctx context.Context, spec *mcpv1alpha1.HTTPServerSpec) (*connector.OAuth2ClientCredentials, error) {
+	cc := clientCredentials(spec)
+	if cc == nil {
+		return nil, nil
+	}
+	out := &connector.OAuth2ClientCredentials{
+		ClientID:          cc.ClientID,
+		AuthMethod:        cc.TokenEndpointAuthMethod,
+		Scopes:            cc.Scopes,
+		TokenURL:          cc.TokenURL,
+		AllowInsecureHTTP: spec.AllowInsecureHTTP,
+	}
+	if cc.ClientSecret != nil {
+		data, err := r.value(ctx, cc.ClientSecret.SecretKeyRef)
+		if err != nil {
+			return nil, err
+		}
+		// Secrets made from files often end in a newline, which is no part of a secret.
+		out.ClientSecret = strings.TrimSpace(string(data))
+	}
+	if cc.PrivateKey != nil {
+		data, err := r.value(ctx, cc.PrivateKey.SecretKeyRef)
+		if err != nil {
+			return nil, err
+		}
+		out.PrivateKey = data
+	}
+	return out, nil
 }

@@ -88,6 +88,7 @@ var readyChecks = []readyCheck{
 	checkSpecValid,
 	checkSecretsPresent,
 	checkEgressAllowed,
+	checkAuthenticated,
 	checkWorkloadAvailable,
 	checkConnected,
 	checkToolsDiscovered,
@@ -147,6 +148,7 @@ func computeStatus(obj *mcpv1alpha1.MCPServer, obs *observation) {
 
 	setOrRemove(obj, mcpv1alpha1.ConditionWorkloadAvailable, workloadCondition(obj, obs))
 	setOrRemove(obj, mcpv1alpha1.ConditionEgressAllowed, egressCondition(obj, obs))
+	setOrRemove(obj, mcpv1alpha1.ConditionAuthenticated, authenticatedCondition(obj, obs))
 	setOrRemove(obj, mcpv1alpha1.ConditionConnected, connectedCondition(obj, obs))
 	setOrRemove(obj, mcpv1alpha1.ConditionToolsDiscovered, toolsDiscoveredCondition(obj, obs))
 	setOrRemove(obj, mcpv1alpha1.ConditionToolsPinned, toolsPinnedCondition(obj))
@@ -300,6 +302,50 @@ func egressCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *conditionSta
 	return keep(obj, mcpv1alpha1.ConditionEgressAllowed)
 }
 
+// usesOAuth2 reports whether the server obtains OAuth tokens.
+func usesOAuth2(obj *mcpv1alpha1.MCPServer) bool {
+	return obj.Spec.HTTP != nil && clientCredentials(obj.Spec.HTTP) != nil
+}
+
+// authenticatedCondition is Authenticated: True while the server accepts the session's
+// OAuth token, False with the connector's reason when none could be had or the server
+// refused it, Unknown while something else keeps the session from being tried or
+// failed before authentication was decided. Only servers with spec.http.auth carry it.
+func authenticatedCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *conditionState {
+	if !usesOAuth2(obj) {
+		return nil
+	}
+	if b := obs.blocker(obj); b != nil {
+		return &conditionState{metav1.ConditionUnknown, b.reason, "Authentication is not attempted: " + b.message}
+	}
+	snap := obs.session
+	if snap == nil {
+		return keep(obj, mcpv1alpha1.ConditionAuthenticated)
+	}
+	if e := snap.LastError; e != nil && e.Authentication != "" {
+		return &conditionState{metav1.ConditionFalse, e.Authentication, e.Message}
+	}
+	switch snap.State {
+	case connector.StateReady:
+		if snap.TokenEndpoint == "" {
+			return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
+				"The server accepted the session without asking for a token"}
+		}
+		return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
+			"The server accepts the token from " + snap.TokenEndpoint}
+	case connector.StateDown:
+		reason, message := sessionFailure(snap)
+		return &conditionState{metav1.ConditionUnknown, reason, "No authenticated session: " + message}
+	default:
+		if c := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionAuthenticated); c != nil &&
+			c.ObservedGeneration == obj.Generation && !notAttempted[c.Reason] {
+			return &conditionState{c.Status, c.Reason, c.Message}
+		}
+		reason, message := sessionFailure(snap)
+		return &conditionState{metav1.ConditionUnknown, reason, message}
+	}
+}
+
 // sessionFailure is the reason and message of a session that is not up: its last
 // error, or that it is connecting.
 func sessionFailure(snap *connector.Snapshot) (string, string) {
@@ -430,6 +476,17 @@ func checkSecretsPresent(_ *mcpv1alpha1.MCPServer, obs *observation) *notReady {
 // checkEgressAllowed: a denied destination needs a policy or URL change.
 func checkEgressAllowed(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady {
 	return conditionCheck(obj, mcpv1alpha1.ConditionEgressAllowed, obs.retryProgress())
+}
+
+// checkAuthenticated: whether a failed token request heals by itself is the
+// connector's call; an Authenticated condition still Unknown is left to the checks
+// after it, which say what the session is waiting for.
+func checkAuthenticated(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady {
+	c := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionAuthenticated)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return nil
+	}
+	return &notReady{c.Reason, c.Message, obs.retryProgress()}
 }
 
 // checkWorkloadAvailable: a stdio server's bridge starting or rolling out heals by

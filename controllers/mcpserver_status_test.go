@@ -37,6 +37,16 @@ func httpObject() *mcpv1alpha1.MCPServer {
 	}
 }
 
+// oauthObject is an http server with OAuth client credentials.
+func oauthObject() *mcpv1alpha1.MCPServer {
+	obj := httpObject()
+	obj.Spec.HTTP.Auth = &mcpv1alpha1.HTTPAuth{OAuth2: &mcpv1alpha1.OAuth2Auth{ClientCredentials: &mcpv1alpha1.OAuth2ClientCredentials{
+		ClientID:     "c",
+		ClientSecret: &mcpv1alpha1.SecretKeySource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: "vendor-oauth", Key: "secret"}},
+	}}}
+	return obj
+}
+
 func stdioObject() *mcpv1alpha1.MCPServer {
 	obj := httpObject()
 	obj.Spec.HTTP = nil
@@ -498,6 +508,88 @@ func TestComputeStatus(t *testing.T) {
 				mcpv1alpha1.ConditionStalled:     absent,
 			},
 			kstatus: status.InProgressStatus,
+		},
+		{
+			name: "oauth server authenticated",
+			obj:  oauthObject(),
+			obs: observation{egressAllowedBy: allowed, session: func() *connector.Snapshot {
+				s := readySession("https://mcp.example.com:443/mcp")
+				s.TokenEndpoint = "https://auth.example.com:443"
+				return s
+			}()},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:         "True/Succeeded",
+				mcpv1alpha1.ConditionAuthenticated: "True/Succeeded",
+			},
+			kstatus: status.CurrentStatus,
+			check: func(t *testing.T, obj *mcpv1alpha1.MCPServer) {
+				if c := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionAuthenticated); !strings.Contains(c.Message, "https://auth.example.com:443") {
+					t.Errorf("Authenticated message %q does not name the token endpoint", c.Message)
+				}
+			},
+		},
+		{
+			name: "oauth client rejected needs a person",
+			obj:  oauthObject(),
+			obs: observation{egressAllowedBy: allowed, session: downSession(&connector.Error{
+				Reason: mcpv1alpha1.ReasonInvalidClient, Authentication: mcpv1alpha1.ReasonInvalidClient,
+				Message: "token endpoint https://auth.example.com:443 rejected client \"c\": answered 401 invalid_client",
+			})},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:         "False/InvalidClient",
+				mcpv1alpha1.ConditionAuthenticated: "False/InvalidClient",
+				mcpv1alpha1.ConditionConnected:     "False/InvalidClient",
+				mcpv1alpha1.ConditionStalled:       "True/InvalidClient",
+				mcpv1alpha1.ConditionReconciling:   absent,
+			},
+			kstatus: status.FailedStatus,
+		},
+		{
+			name: "oauth token endpoint denied by egress is EgressDenied first",
+			obj:  oauthObject(),
+			obs: observation{egressAllowedBy: allowed, session: downSession(&connector.Error{
+				Reason: mcpv1alpha1.ReasonEgressDenied, Authentication: mcpv1alpha1.ReasonTokenRequestFailed,
+				Message: "token request to https://auth.other:443: connection to auth.other denied",
+			})},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:         "False/EgressDenied",
+				mcpv1alpha1.ConditionEgressAllowed: "False/EgressDenied",
+				mcpv1alpha1.ConditionAuthenticated: "False/TokenRequestFailed",
+				mcpv1alpha1.ConditionStalled:       "True/EgressDenied",
+			},
+			kstatus: status.FailedStatus,
+		},
+		{
+			name: "oauth token endpoint unavailable heals by itself",
+			obj:  oauthObject(),
+			obs: observation{egressAllowedBy: allowed, session: downSession(&connector.Error{
+				Reason: mcpv1alpha1.ReasonTokenRequestFailed, Authentication: mcpv1alpha1.ReasonTokenRequestFailed,
+				Message: "token endpoint https://auth.example.com:443 answered 503", Transient: true,
+			})},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:         "False/TokenRequestFailed",
+				mcpv1alpha1.ConditionAuthenticated: "False/TokenRequestFailed",
+				mcpv1alpha1.ConditionReconciling:   "True/TokenRequestFailed",
+				mcpv1alpha1.ConditionStalled:       absent,
+			},
+			kstatus: status.InProgressStatus,
+		},
+		{
+			name: "oauth server with a missing Secret is not authenticated yet",
+			obj:  oauthObject(),
+			obs:  observation{missingSecret: &missingSecretError{secret: "vendor-oauth", key: "secret"}},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:         "False/SecretNotFound",
+				mcpv1alpha1.ConditionAuthenticated: "Unknown/SecretNotFound",
+			},
+			kstatus: status.FailedStatus,
+		},
+		{
+			name:    "server without auth carries no Authenticated",
+			obj:     httpObject(),
+			obs:     observation{egressAllowedBy: allowed, session: readySession("https://mcp.example.com:443/mcp")},
+			want:    map[string]string{mcpv1alpha1.ConditionAuthenticated: absent},
+			kstatus: status.CurrentStatus,
 		},
 	}
 	for _, tc := range cases {

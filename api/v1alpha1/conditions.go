@@ -31,6 +31,13 @@ const (
 	// tools carry it.
 	ConditionToolsPinned = "ToolsPinned"
 
+	// ConditionAuthenticated is True while the server accepts the OAuth token the
+	// operator obtained with spec.http.auth.oauth2.clientCredentials, and False with
+	// reason TokenRequestFailed, InvalidClient, MetadataMismatch or InsufficientScope
+	// when no usable token could be had. Its message names the token endpoint's origin,
+	// never a secret. Only servers with spec.http.auth carry it.
+	ConditionAuthenticated = "Authenticated"
+
 	// ConditionAccepted is True on an MCPEgressPolicy whose rules compiled and are being
 	// enforced.
 	ConditionAccepted = "Accepted"
@@ -114,6 +121,26 @@ const (
 
 	// ReasonToolsMatchPinned means the published tools match spec.tools.pinnedDigest.
 	ReasonToolsMatchPinned = "ToolsMatchPinned"
+
+	// ReasonTokenRequestFailed means no OAuth token could be obtained: a metadata
+	// document or the token endpoint could not be reached (the egress policy denies it,
+	// it is not https, it answered an error or an oversized document), or the server
+	// rejected a token it had just been issued.
+	ReasonTokenRequestFailed = "TokenRequestFailed"
+
+	// ReasonInvalidClient means the token endpoint rejected the client credentials
+	// (invalid_client, unauthorized_client), or the configured private key cannot be
+	// used to sign a client assertion.
+	ReasonInvalidClient = "InvalidClient"
+
+	// ReasonMetadataMismatch means the protected resource metadata names another
+	// resource than the server's URL, or the authorization server metadata another
+	// issuer than the authorization server it was fetched for. No token is requested.
+	ReasonMetadataMismatch = "MetadataMismatch"
+
+	// ReasonInsufficientScope means the server answered insufficient_scope (or the
+	// token endpoint invalid_scope); the message names the scope asked for.
+	ReasonInsufficientScope = "InsufficientScope"
 
 	// ReasonInvalidPolicy means an MCPEgressPolicy could not be compiled.
 	ReasonInvalidPolicy = "InvalidPolicy"

@@ -88,6 +88,8 @@ type MCPServerSpec struct {
 // +kubebuilder:validation:XValidation:rule="!self.url.matches('^[^/]*//[^/?#]*@')",fieldPath=".url",message="url must not contain user information (user:password@); put credentials in headers backed by a Secret"
 // +kubebuilder:validation:XValidation:rule="!self.url.matches('^(?i)https?://[^/?#]+') || isURL(self.url)",fieldPath=".url",message="url is not a valid URL"
 // +kubebuilder:validation:XValidation:rule="self.url.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="url must use https; set allowInsecureHTTP: true to allow plain http"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.headers) || !self.headers.exists(h, h.name.lowerAscii() == 'authorization')",message="auth and an Authorization header are mutually exclusive: the OAuth token is sent in the Authorization header"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.tokenURL) || size(self.auth.oauth2.clientCredentials.tokenURL) == 0 || self.auth.oauth2.clientCredentials.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback token endpoint"
 type HTTPServerSpec struct {
 	// url is the absolute http or https URL of the server's MCP endpoint, at most 2048
 	// characters, with no user information and no fragment. Its query string is treated
@@ -117,9 +119,97 @@ type HTTPServerSpec struct {
 	// +optional
 	TLS *TLSConfig `json:"tls,omitempty"`
 
+	// auth obtains credentials for the server at run time instead of sending a fixed
+	// header. It cannot be combined with an Authorization header.
+	// +optional
+	Auth *HTTPAuth `json:"auth,omitempty"`
+
 	// allowInsecureHTTP permits a plain http:// url. Headers are then sent unencrypted.
+	// With auth it also permits plain http metadata URLs and a plain http tokenURL or
+	// discovered token endpoint on a loopback address; the client credential is never
+	// sent over plain http to any other address.
 	// +optional
 	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
+}
+
+// HTTPAuth says how the operator authenticates to the server.
+// +kubebuilder:validation:XValidation:rule="has(self.oauth2)",message="auth must set oauth2"
+type HTTPAuth struct {
+	// oauth2 obtains OAuth 2.1 access tokens and sends them as bearer tokens to the
+	// server's origin only.
+	// +optional
+	OAuth2 *OAuth2Auth `json:"oauth2,omitempty"`
+}
+
+// OAuth2Auth configures OAuth 2.1 for the server (MCP authorization).
+// +kubebuilder:validation:XValidation:rule="has(self.clientCredentials)",message="oauth2 must set clientCredentials"
+type OAuth2Auth struct {
+	// clientCredentials uses the client credentials grant (the MCP authorization
+	// extension for machine-to-machine clients, SEP-1046). The token endpoint is
+	// discovered from the server's protected resource metadata (RFC 9728) and its
+	// authorization server's metadata (RFC 8414, then OpenID discovery) unless tokenURL
+	// is set; every metadata and token request goes through the server's egress policy
+	// and redirect policy. Tokens are held in memory only and renewed before they
+	// expire.
+	// +optional
+	ClientCredentials *OAuth2ClientCredentials `json:"clientCredentials,omitempty"`
+}
+
+// OAuth2ClientCredentials are the client credentials the operator requests tokens with.
+// +kubebuilder:validation:XValidation:rule="has(self.clientSecret) != has(self.privateKey)",message="exactly one of clientSecret or privateKey must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.tokenEndpointAuthMethod) || size(self.tokenEndpointAuthMethod) == 0 || (self.tokenEndpointAuthMethod == 'private_key_jwt') == has(self.privateKey)",message="tokenEndpointAuthMethod private_key_jwt needs privateKey; client_secret_basic and client_secret_post need clientSecret"
+type OAuth2ClientCredentials struct {
+	// clientID is the client's identifier at the authorization server.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ClientID string `json:"clientID"`
+
+	// clientSecret reads the client secret from a Secret in the MCPServer's namespace
+	// (client_secret_basic, or client_secret_post). Exactly one of clientSecret or
+	// privateKey is set.
+	// +optional
+	ClientSecret *SecretKeySource `json:"clientSecret,omitempty"`
+
+	// privateKey reads a PEM private key from a Secret in the MCPServer's namespace; it
+	// signs a fresh client assertion for every token request (private_key_jwt, RFC
+	// 7523): ES256 for an EC P-256 key, RS256 for an RSA key of 2048 bits or more.
+	// +optional
+	PrivateKey *SecretKeySource `json:"privateKey,omitempty"`
+
+	// tokenEndpointAuthMethod is how the client authenticates to the token endpoint:
+	// client_secret_basic, client_secret_post or private_key_jwt. Empty picks
+	// private_key_jwt for a privateKey, and for a clientSecret client_secret_basic unless
+	// the authorization server supports only client_secret_post.
+	// +optional
+	// +kubebuilder:validation:Enum="";client_secret_basic;client_secret_post;private_key_jwt
+	TokenEndpointAuthMethod string `json:"tokenEndpointAuthMethod,omitempty"`
+
+	// scopes are requested with every token. Empty requests the scope of the server's
+	// WWW-Authenticate challenge, else the scopes_supported of its protected resource
+	// metadata, else none.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[\x21\x23-\x5B\x5D-\x7E]+$`
+	Scopes []string `json:"scopes,omitempty"`
+
+	// tokenURL is the token endpoint. Empty discovers it. It must use https unless
+	// allowInsecureHTTP is set, and even then plain http is used only to a loopback
+	// address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || (self.matches('^(?i)https?://[^/?#@]+([/?][^#]*)?$') && isURL(self))",message="tokenURL must be an absolute http:// or https:// URL with no user information and no fragment"
+	TokenURL string `json:"tokenURL,omitempty"`
+}
+
+// SecretKeySource reads a value from a Secret.
+type SecretKeySource struct {
+	// secretKeyRef selects a key of a Secret in the MCPServer's namespace.
+	// +required
+	SecretKeyRef SecretKeyReference `json:"secretKeyRef"`
 }
 
 // HTTPHeader is one request header, given inline or read from a Secret.

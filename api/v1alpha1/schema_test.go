@@ -106,6 +106,18 @@ func TestSchemaRejectsInvalidManifests(t *testing.T) {
 		{"url that does not parse", server, httpSpec("  url: 'https://mcp example.com/mcp'"), []string{"spec.http.url", "url is not a valid URL"}, "mcp example"},
 		{"unknown protocol", server, httpSpec("  url: https://mcp.example.com/mcp\n  protocol: WebSocket"), []string{"spec.http.protocol", "Unsupported value", "Auto"}, ""},
 
+		// MCPServer: http.auth.oauth2.clientCredentials.
+		{"client credentials without a credential", server, httpSpec("  url: https://mcp.example.com/mcp\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: c"), []string{"exactly one of clientSecret or privateKey must be set"}, ""},
+		{"client credentials with both credentials", server, httpSpec("  url: https://mcp.example.com/mcp\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: c\n        clientSecret: {secretKeyRef: {name: s, key: k}}\n        privateKey: {secretKeyRef: {name: s, key: p}}"), []string{"exactly one of clientSecret or privateKey must be set"}, ""},
+		{"client credentials without a client ID", server, httpSpec("  url: https://mcp.example.com/mcp\n  auth:\n    oauth2:\n      clientCredentials:\n        clientSecret: {secretKeyRef: {name: s, key: k}}"), []string{"clientID", "Required value"}, ""},
+		{"auth beside an Authorization header", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: authorization, value: Bearer-hunter2}\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: c\n        clientSecret: {secretKeyRef: {name: s, key: k}}"), []string{"auth and an Authorization header are mutually exclusive"}, "hunter2"},
+		{"plain http token URL without opt-in", server, httpSpec("  url: https://mcp.example.com/mcp\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: c\n        clientSecret: {secretKeyRef: {name: s, key: k}}\n        tokenURL: http://auth.example.com/token"), []string{"tokenURL must use https"}, ""},
+		{"token URL with user information", server, httpSpec("  url: https://mcp.example.com/mcp\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: c\n        clientSecret: {secretKeyRef: {name: s, key: k}}\n        tokenURL: https://u:pw@auth.example.com/token"), []string{"tokenURL must be an absolute http:// or https:// URL"}, ""},
+		{"private_key_jwt with a client secret", server, httpSpec("  url: https://mcp.example.com/mcp\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: c\n        clientSecret: {secretKeyRef: {name: s, key: k}}\n        tokenEndpointAuthMethod: private_key_jwt"), []string{"tokenEndpointAuthMethod private_key_jwt needs privateKey"}, ""},
+		{"unknown auth method", server, httpSpec("  url: https://mcp.example.com/mcp\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: c\n        clientSecret: {secretKeyRef: {name: s, key: k}}\n        tokenEndpointAuthMethod: tls_client_auth"), []string{"tokenEndpointAuthMethod", "Unsupported value"}, ""},
+		{"scope with a space", server, httpSpec("  url: https://mcp.example.com/mcp\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: c\n        clientSecret: {secretKeyRef: {name: s, key: k}}\n        scopes: ['a b']"), []string{"scopes[0]", "should match"}, ""},
+		{"auth without oauth2", server, httpSpec("  url: https://mcp.example.com/mcp\n  auth: {}"), []string{"auth must set oauth2"}, ""},
+
 		// MCPServer: http.headers.
 		{"header name not a token", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: 'X Api Key', value: v}"), []string{"spec.http.headers[0].name", "must be an HTTP token"}, ""},
 		{"reserved header Host", server, httpSpec("  url: https://mcp.example.com/mcp\n  headers:\n    - {name: Host, value: evil.example.com}"), []string{"spec.http.headers[0]", "reserved for the transport"}, ""},
@@ -230,6 +242,8 @@ func TestSchemaAcceptsValidManifests(t *testing.T) {
 		{"root on purpose", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsNonRoot: false, runAsUser: 0}"},
 		{"runAsGroup without runAsUser", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsGroup: 3000}"},
 		{"pinned tools and gateway limits at their bounds", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\ntools: {pinnedDigest: 'sha256:" + strings.Repeat("0123456789abcdef", 4) + "'}\ngateway: {maxSessions: 100000, requestsPerSecond: 1}"},
+		{"client credentials with a secret, discovered", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: my-client\n        clientSecret: {secretKeyRef: {name: vendor-oauth, key: secret}}\n        tokenEndpointAuthMethod: ''\n        scopes: [tools.read]\n        tokenURL: ''"},
+		{"client credentials with a key and a loopback token URL", "MCPServer", "http:\n  url: http://127.0.0.1:8080/mcp\n  allowInsecureHTTP: true\n  headers: [{name: X-Tenant, value: acme}]\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: my-client\n        privateKey: {secretKeyRef: {name: vendor-oauth, key: key.pem}}\n        tokenEndpointAuthMethod: private_key_jwt\n        tokenURL: http://127.0.0.1:9090/token"},
 		{"IPv6 block with except", "MCPEgressPolicy", "egress:\n  - to: [{ipBlock: {cidr: '2001:db8::/32', except: ['2001:db8:1::/48']}}]\n    ports: [{port: 1}, {port: 65535}]"},
 		{"isolating policy", "MCPEgressPolicy", "serverSelector: {}\nredirects: {policy: Deny, maxHops: 0}"},
 	}

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -447,4 +448,56 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " / ")
+}
+
+// ConformanceClientRun is one run of a client scenario of the conformance suite.
+type ConformanceClientRun struct {
+	ConformanceScenario
+	// Output is what the suite printed.
+	Output string
+	// ClientStdout and ClientStderr are what the client under test printed.
+	ClientStdout, ClientStderr string
+}
+
+// RunConformanceClientScenario runs the conformance suite's client scenario with command
+// as the client under test: the suite starts the scenario's servers and runs command
+// with the server URL appended and the scenario's credentials in
+// MCP_CONFORMANCE_CONTEXT. env is added to the suite's environment, which the client
+// inherits. It returns the suite's verdict on the scenario's checks (the client's exit
+// code does not count), and fails the test only when the suite itself cannot run.
+func RunConformanceClientScenario(t testing.TB, command, scenario string, env ...string) ConformanceClientRun {
+	t.Helper()
+	suite, err := ConformanceSuite()
+	if err != nil {
+		t.Fatalf("locating the MCP conformance suite: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, suite, "client", "--command", command, "--scenario", scenario, "-o", t.TempDir())
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	cmd.SysProcAttr = processGroupDyingWithParent()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, _ := cmd.CombinedOutput()
+	run := ConformanceClientRun{Output: string(out)}
+	var dir string
+	for line := range strings.Lines(run.Output) {
+		if m := resultsSavedLine.FindStringSubmatch(strings.TrimRight(line, "\n")); m != nil {
+			dir = m[1]
+		}
+	}
+	if dir == "" {
+		if ctx.Err() != nil {
+			t.Fatalf("the MCP conformance suite did not finish scenario %s:\n%s", scenario, run.Output)
+		}
+		t.Fatalf("the MCP conformance suite saved no results for %s:\n%s", scenario, run.Output)
+	}
+	s, err := readChecks(filepath.Join(dir, "checks.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, run.Output)
+	}
+	run.ConformanceScenario = s
+	stdout, _ := os.ReadFile(filepath.Join(dir, "stdout.txt")) //nolint:gosec // a folder the suite named
+	stderr, _ := os.ReadFile(filepath.Join(dir, "stderr.txt")) //nolint:gosec // a folder the suite named
+	run.ClientStdout, run.ClientStderr = string(stdout), string(stderr)
+	return run
 }

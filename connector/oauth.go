@@ -1,0 +1,954 @@
+package connector
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/switchboard-mcp/switchboard/egress"
+)
+
+// OAuth bounds and timings.
+const (
+	// maxOAuthDocumentBytes bounds one metadata document or token response. Real ones
+	// are a few KiB; a larger one is refused by the bound, never read whole.
+	maxOAuthDocumentBytes = 256 << 10
+	// tokenRefreshMargin is how long before its expiry a token is replaced; a token that
+	// lives shorter than twice this is replaced at half its life.
+	tokenRefreshMargin = 30 * time.Second
+	// assertionLifetime is how long a client assertion is valid.
+	assertionLifetime = 2 * time.Minute
+	// maxIssuedSecrets bounds the tokens and assertions remembered for redaction.
+	maxIssuedSecrets = 8
+	// clientAssertionType is the client_assertion_type of a JWT assertion (RFC 7523).
+	clientAssertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+)
+
+// tokenSource obtains and holds the OAuth access tokens of one server's session; the
+// session's gateway Upstreams share it. Its fetches (protected resource metadata,
+// authorization server metadata, the token endpoint, their redirects) go through the
+// session's httpStack: the same dialer, egress decider and redirect checks as the MCP
+// endpoint, with bounded responses, and without the configured headers. The client
+// credential is sent to the token endpoint only, and only over https or plain http to
+// a loopback address with AllowInsecureHTTP. Tokens live in memory only.
+type tokenSource struct {
+	cfg      OAuth2ClientCredentials
+	endpoint *url.URL
+	resource string // the server's canonical URL, the RFC 8707 resource
+	stack    *httpStack
+	client   *http.Client
+	ctx      context.Context
+	timeout  time.Duration
+	key      crypto.Signer
+	alg      jwt.SigningMethod
+
+	// mu serializes discovery and renewals, so concurrent 401s fetch one token.
+	mu    sync.Mutex
+	meta  *authMeta
+	reuse oauth2.TokenSource
+
+	issuedMu sync.Mutex
+	issued   []string
+}
+
+// authMeta is what discovery (or the config) says about where and how to get a token.
+type authMeta struct {
+	tokenURL *url.URL
+	issuer   string // empty when the token URL was configured
+	method   string
+	scopes   []string
+}
+
+// newTokenSource checks the credentials and returns the session's token source. Its
+// errors never carry key material.
+func newTokenSource(ctx context.Context, cfg Config, endpoint *url.URL, stack *httpStack) (*tokenSource, *Error) {
+	o := *cfg.OAuth2
+	a := &tokenSource{
+		cfg:      o,
+		endpoint: endpoint,
+		resource: canonicalResource(endpoint),
+		stack:    stack,
+		ctx:      ctx,
+		timeout:  cfg.Timeout,
+	}
+	invalid := func(format string, args ...any) *Error {
+		e := newError(ReasonInvalidSpec, format, args...)
+		e.Authentication = ReasonInvalidClient
+		return e
+	}
+	if o.ClientID == "" {
+		return nil, invalid("OAuth client credentials need a client ID")
+	}
+	switch {
+	case len(o.PrivateKey) > 0 && o.ClientSecret != "":
+		return nil, invalid("OAuth client credentials set both a client secret and a private key")
+	case len(o.PrivateKey) > 0:
+		if o.AuthMethod != "" && o.AuthMethod != AuthMethodPrivateKeyJWT {
+			return nil, invalid("token endpoint auth method %s needs a client secret, not a private key", o.AuthMethod)
+		}
+		key, alg, err := parseSigningKey(o.PrivateKey)
+		if err != nil {
+			return nil, invalid("%s", err.Error())
+		}
+		a.key, a.alg = key, alg
+	case o.ClientSecret != "":
+		if o.AuthMethod == AuthMethodPrivateKeyJWT {
+			return nil, invalid("token endpoint auth method private_key_jwt needs a private key, not a client secret")
+		}
+	default:
+		return nil, invalid("OAuth client credentials need a client secret or a private key")
+	}
+	if o.TokenURL != "" {
+		u, err := url.Parse(o.TokenURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, newError(ReasonInvalidSpec, "token URL is not an absolute http or https URL")
+		}
+	}
+	a.client = &http.Client{
+		Transport:     &authTransport{stack: stack},
+		CheckRedirect: a.checkRedirect,
+		Timeout:       cfg.Timeout,
+	}
+	return a, nil
+}
+
+// parseSigningKey reads a PEM EC P-256 or RSA private key.
+func parseSigningKey(data []byte) (crypto.Signer, jwt.SigningMethod, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, nil, errors.New("private key is not PEM encoded")
+	}
+	var key any
+	var err error
+	switch block.Type {
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	default:
+		return nil, nil, fmt.Errorf("private key PEM block %q is not a private key", block.Type)
+	}
+	if err != nil {
+		return nil, nil, errors.New("private key does not parse")
+	}
+	switch k := key.(type) {
+	case *ecdsa.PrivateKey:
+		if k.Curve != elliptic.P256() {
+			return nil, nil, errors.New("EC private key is not on curve P-256 (ES256)")
+		}
+		return k, jwt.SigningMethodES256, nil
+	case *rsa.PrivateKey:
+		if k.N.BitLen() < 2048 {
+			return nil, nil, errors.New("RSA private key is shorter than 2048 bits")
+		}
+		return k, jwt.SigningMethodRS256, nil
+	default:
+		return nil, nil, errors.New("private key is neither EC P-256 nor RSA")
+	}
+}
+
+// canonicalResource is the server's canonical URI (MCP authorization, RFC 8707): lower
+// case scheme and host, no default port, no query, no fragment, no trailing slash.
+func canonicalResource(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Hostname())
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	defaultPort := (scheme == "https" && u.Port() == "443") || (scheme == "http" && u.Port() == "80")
+	if port := u.Port(); port != "" && !defaultPort {
+		host += ":" + port
+	}
+	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
+}
+
+// origin prints u's origin as scheme://host:port, for messages.
+func origin(u *url.URL) string {
+	d := displayURL(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	return strings.TrimSuffix(d, "/")
+}
+
+// current returns the token to send, refreshing it shortly before it expires, or ""
+// before the first token was obtained (the server's 401 starts discovery).
+func (a *tokenSource) current() (string, *Error) {
+	a.mu.Lock()
+	reuse := a.reuse
+	a.mu.Unlock()
+	if reuse == nil {
+		return "", nil
+	}
+	tok, err := reuse.Token()
+	if err != nil {
+		return "", a.asError(err)
+	}
+	return tok.AccessToken, nil
+}
+
+// renew returns a token other than rejected (the token a request was refused with, or
+// "" when it carried none): one another request obtained meanwhile, or a new one. The
+// first call discovers where to get it, using the server's challenge.
+func (a *tokenSource) renew(rejected string, ch challenge) (string, *Error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reuse != nil {
+		if tok, err := a.reuse.Token(); err == nil && tok.AccessToken != rejected {
+			return tok.AccessToken, nil
+		}
+	}
+	if a.meta == nil {
+		meta, e := a.discover(ch)
+		if e != nil {
+			return "", e
+		}
+		a.meta = meta
+	}
+	a.reuse = oauth2.ReuseTokenSourceWithExpiry(nil, &tokenFetcher{a: a, meta: a.meta}, tokenRefreshMargin)
+	tok, err := a.reuse.Token()
+	if err != nil {
+		a.reuse = nil
+		return "", a.asError(err)
+	}
+	return tok.AccessToken, nil
+}
+
+// tokenEndpoint returns the origin of the token endpoint, once known.
+func (a *tokenSource) tokenEndpoint() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.meta == nil || a.reuse == nil {
+		return ""
+	}
+	return origin(a.meta.tokenURL)
+}
+
+// scopes returns the scopes tokens are requested with, as one string.
+func (a *tokenSource) scopeText() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.meta == nil || len(a.meta.scopes) == 0 {
+		return "no scope"
+	}
+	return fmt.Sprintf("scope %q", strings.Join(a.meta.scopes, " "))
+}
+
+// remember keeps a minted secret for redaction.
+func (a *tokenSource) remember(secret string) {
+	if len(secret) < 8 {
+		return
+	}
+	a.issuedMu.Lock()
+	defer a.issuedMu.Unlock()
+	if len(a.issued) == maxIssuedSecrets {
+		a.issued = a.issued[1:]
+	}
+	a.issued = append(a.issued, secret)
+}
+
+// issuedSecrets returns the tokens and assertions minted lately, for the redactor.
+func (a *tokenSource) issuedSecrets() []string {
+	a.issuedMu.Lock()
+	defer a.issuedMu.Unlock()
+	return slices.Clone(a.issued)
+}
+
+// authError returns an error of reason that sets the Authenticated reason auth.
+func authError(reason, auth, format string, args ...any) *Error {
+	e := newError(reason, format, args...)
+	e.Authentication = auth
+	return e
+}
+
+// asError turns what a token fetch returned into an *Error with Authentication set.
+func (a *tokenSource) asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Authentication == "" {
+			out := *e
+			out.Authentication = ReasonTokenRequestFailed
+			return &out
+		}
+		return e
+	}
+	e = classify(err, nil)
+	out := *e
+	out.Authentication = ReasonTokenRequestFailed
+	return &out
+}
+
+// insufficientScope is the failure of a request the server answered insufficient_scope.
+func (a *tokenSource) insufficientScope(ch challenge) *Error {
+	asked := "a scope it did not name"
+	if ch.scope != "" {
+		asked = fmt.Sprintf("scope %q", TruncateUTF8(ch.scope, 256))
+	}
+	return authError(ReasonInsufficientScope, ReasonInsufficientScope,
+		"server %s answered insufficient_scope: it asks for %s; the token was requested with %s",
+		displayURL(a.endpoint), asked, a.scopeText())
+}
+
+// discover finds the token endpoint: the configured one, or the MCP authorization
+// discovery (RFC 9728 protected resource metadata, then RFC 8414 or OpenID
+// authorization server metadata), validating resource and issuer.
+func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
+	meta := &authMeta{method: a.cfg.AuthMethod, scopes: a.cfg.Scopes}
+	if len(meta.scopes) == 0 && ch.scope != "" {
+		meta.scopes = strings.Fields(ch.scope)
+	}
+	if a.cfg.TokenURL != "" {
+		u, _ := url.Parse(a.cfg.TokenURL)
+		if e := a.checkTokenURL(u); e != nil {
+			return nil, e
+		}
+		meta.tokenURL = u
+		if meta.method == "" {
+			meta.method = a.defaultMethod(nil)
+		}
+		return meta, nil
+	}
+
+	// Protected resource metadata: the challenge's resource_metadata, else the
+	// well-known locations, path-inserted first.
+	var candidates []string
+	if ch.resourceMetadata != "" {
+		candidates = []string{ch.resourceMetadata}
+	} else {
+		base := a.endpoint.Scheme + "://" + a.endpoint.Host + "/.well-known/oauth-protected-resource"
+		if p := strings.TrimRight(a.endpoint.EscapedPath(), "/"); p != "" {
+			candidates = append(candidates, base+p)
+		}
+		candidates = append(candidates, base)
+	}
+	var prm struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+		ScopesSupported      []string `json:"scopes_supported"`
+	}
+	prmURL, e := a.fetchFirst("protected resource metadata", candidates, &prm)
+	if e != nil {
+		return nil, e
+	}
+	if got, ok := parseCanonical(prm.Resource); !ok || got != a.resource {
+		return nil, authError(ReasonMetadataMismatch, ReasonMetadataMismatch,
+			"protected resource metadata at %s names resource %s, not the server's URL %s; no token was requested",
+			displayURL(prmURL), quoteURL(prm.Resource), displayURL(a.endpoint))
+	}
+	if len(prm.AuthorizationServers) == 0 {
+		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+			"protected resource metadata at %s names no authorization server", displayURL(prmURL))
+	}
+	if len(meta.scopes) == 0 {
+		meta.scopes = boundedScopes(prm.ScopesSupported)
+	}
+
+	issuer := prm.AuthorizationServers[0]
+	iu, err := url.Parse(issuer)
+	if err != nil || (iu.Scheme != "https" && iu.Scheme != "http") || iu.Host == "" || iu.RawQuery != "" || iu.Fragment != "" {
+		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+			"protected resource metadata at %s names an authorization server that is not an http(s) URL without query", displayURL(prmURL))
+	}
+	originOf := iu.Scheme + "://" + iu.Host
+	p := strings.TrimRight(iu.EscapedPath(), "/")
+	candidates = []string{originOf + "/.well-known/oauth-authorization-server" + p, originOf + "/.well-known/openid-configuration" + p}
+	if p != "" {
+		candidates = append(candidates, originOf+p+"/.well-known/openid-configuration")
+	}
+	var asm struct {
+		Issuer                    string   `json:"issuer"`
+		TokenEndpoint             string   `json:"token_endpoint"`
+		GrantTypesSupported       []string `json:"grant_types_supported"`
+		TokenEndpointAuthMethods  []string `json:"token_endpoint_auth_methods_supported"`
+		TokenEndpointSigningAlgos []string `json:"token_endpoint_auth_signing_alg_values_supported"`
+	}
+	asURL, e := a.fetchFirst("authorization server metadata", candidates, &asm)
+	if e != nil {
+		return nil, e
+	}
+	if strings.TrimRight(asm.Issuer, "/") != strings.TrimRight(issuer, "/") {
+		return nil, authError(ReasonMetadataMismatch, ReasonMetadataMismatch,
+			"authorization server metadata at %s names issuer %s, not the authorization server %s; no token was requested",
+			displayURL(asURL), quoteURL(asm.Issuer), displayURL(iu))
+	}
+	if len(asm.GrantTypesSupported) > 0 && !slices.Contains(asm.GrantTypesSupported, "client_credentials") {
+		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+			"authorization server %s does not support the client_credentials grant", origin(iu))
+	}
+	tu, err := url.Parse(asm.TokenEndpoint)
+	if err != nil || asm.TokenEndpoint == "" || tu.Host == "" {
+		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+			"authorization server metadata at %s names no usable token endpoint", displayURL(asURL))
+	}
+	if e := a.checkTokenURL(tu); e != nil {
+		return nil, e
+	}
+	meta.tokenURL, meta.issuer = tu, asm.Issuer
+	if meta.method == "" {
+		meta.method = a.defaultMethod(asm.TokenEndpointAuthMethods)
+	}
+	return meta, nil
+}
+
+// defaultMethod picks the client authentication method for the credential given:
+// private_key_jwt for a key; for a secret client_secret_basic unless the server
+// supports only client_secret_post.
+func (a *tokenSource) defaultMethod(supported []string) string {
+	if a.key != nil {
+		return AuthMethodPrivateKeyJWT
+	}
+	if len(supported) > 0 && !slices.Contains(supported, AuthMethodClientSecretBasic) && slices.Contains(supported, AuthMethodClientSecretPost) {
+		return AuthMethodClientSecretPost
+	}
+	return AuthMethodClientSecretBasic
+}
+
+// boundedScopes keeps at most 32 well-formed scopes.
+func boundedScopes(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if len(out) == 32 {
+			break
+		}
+		if s != "" && len(s) <= 256 && !strings.ContainsAny(s, " \"\\\t\r\n") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// parseCanonical returns the canonical form of a resource URL from metadata.
+func parseCanonical(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return "", false
+	}
+	return canonicalResource(u), true
+}
+
+// quoteURL shows a URL a server sent, without query, or says it is none.
+func quoteURL(raw string) string {
+	if raw == "" {
+		return "(none)"
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(not a URL)"
+	}
+	return TruncateUTF8(displayURL(u), 256)
+}
+
+// checkTokenURL refuses a token endpoint the credential must not be sent to: anything
+// but https, except plain http to a loopback address with AllowInsecureHTTP.
+func (a *tokenSource) checkTokenURL(u *url.URL) *Error {
+	if u.Scheme == "https" {
+		return nil
+	}
+	if u.Scheme == "http" && a.cfg.AllowInsecureHTTP && a.loopback(u.Hostname()) {
+		return nil
+	}
+	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+		"token endpoint %s is not https: the client credential is sent only over https (or plain http to a loopback address with allowInsecureHTTP)",
+		origin(u))
+}
+
+// loopback reports whether host is, or resolves only to, loopback addresses.
+func (a *tokenSource) loopback(host string) bool {
+	if addr, err := netip.ParseAddr(host); err == nil {
+		return addr.Unmap().IsLoopback()
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	defer cancel()
+	addrs, err := a.stack.resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(addrs) == 0 {
+		return false
+	}
+	for _, addr := range addrs {
+		if !addr.Unmap().IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
+
+// fetchFirst GETs each candidate in turn until one answers 200 with a JSON document,
+// which it decodes into v. A 4xx moves on to the next candidate; any other failure
+// ends the search.
+func (a *tokenSource) fetchFirst(what string, candidates []string, v any) (*url.URL, *Error) {
+	var last string
+	for _, raw := range candidates {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "%s URL is not an http(s) URL", what)
+		}
+		if u.Scheme == "http" && !a.cfg.AllowInsecureHTTP {
+			return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+				"%s URL %s is not https; set allowInsecureHTTP to allow plain http", what, displayURL(u))
+		}
+		status, e := a.getJSON(u, v)
+		if e != nil {
+			e = a.asError(e)
+			out := *e
+			out.Message = fmt.Sprintf("fetching %s from %s: %s", what, displayURL(u), e.Message)
+			return nil, &out
+		}
+		if status == http.StatusOK {
+			return u, nil
+		}
+		last = fmt.Sprintf("%s answered %d", displayURL(u), status)
+		if status < 400 || status >= 500 {
+			e := authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "fetching %s: %s", what, last)
+			e.Transient = status >= 500
+			return nil, e
+		}
+	}
+	return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "no %s found: %s", what, last)
+}
+
+// getJSON fetches u and, on 200, decodes the bounded body into v.
+func (a *tokenSource) getJSON(u *url.URL, v any) (int, *Error) {
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	defer cancel()
+	capture := &fetchCapture{}
+	ctx = context.WithValue(ctx, fetchCaptureKey{}, capture)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return 0, newError(ReasonTokenRequestFailed, "building the request failed")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0, capture.errorOr(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return resp.StatusCode, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		if e := capture.get(); e != nil {
+			return 0, e
+		}
+		return 0, newError(ReasonTokenRequestFailed, "the document is not JSON")
+	}
+	return resp.StatusCode, nil
+}
+
+// checkRedirect judges a redirect of a metadata or token request: the session's
+// redirect checks, and never a token request to another origin (a 307 or 308 would
+// carry the credential along).
+func (a *tokenSource) checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	if first.Method == http.MethodPost && !egress.SameOrigin(first.URL, req.URL) {
+		e := authError(ReasonRedirectDenied, ReasonTokenRequestFailed,
+			"token endpoint %s redirected to %s: the client credential is sent only to the token endpoint",
+			origin(first.URL), origin(req.URL))
+		captureFrom(req.Context()).set(e)
+		return e
+	}
+	if err := a.stack.checkRedirect(req, via); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			captureFrom(req.Context()).set(e)
+		}
+		return err
+	}
+	return nil
+}
+
+// tokenFetcher requests one token with the client credentials grant; the
+// oauth2.ReuseTokenSourceWithExpiry around it calls it when the token is due.
+type tokenFetcher struct {
+	a    *tokenSource
+	meta *authMeta
+}
+
+// Token implements oauth2.TokenSource.
+func (f *tokenFetcher) Token() (*oauth2.Token, error) {
+	a, meta := f.a, f.meta
+	// Judged again at every request: a token endpoint on a host that now resolves
+	// elsewhere than loopback gets no credential over plain http.
+	if e := a.checkTokenURL(meta.tokenURL); e != nil {
+		return nil, e
+	}
+	params := url.Values{"resource": {a.resource}}
+	cc := clientcredentials.Config{
+		ClientID:       a.cfg.ClientID,
+		TokenURL:       meta.tokenURL.String(),
+		Scopes:         meta.scopes,
+		EndpointParams: params,
+	}
+	switch meta.method {
+	case AuthMethodPrivateKeyJWT:
+		if a.key == nil {
+			return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "token endpoint auth method private_key_jwt needs a private key")
+		}
+		assertion, err := a.assertion(meta)
+		if err != nil {
+			return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "signing the client assertion failed")
+		}
+		a.remember(assertion)
+		params.Set("client_assertion_type", clientAssertionType)
+		params.Set("client_assertion", assertion)
+		cc.AuthStyle = oauth2.AuthStyleInParams
+	case AuthMethodClientSecretPost:
+		cc.ClientSecret = a.cfg.ClientSecret
+		cc.AuthStyle = oauth2.AuthStyleInParams
+	default:
+		cc.ClientSecret = a.cfg.ClientSecret
+		cc.AuthStyle = oauth2.AuthStyleInHeader
+	}
+	if cc.ClientSecret == "" && meta.method != AuthMethodPrivateKeyJWT {
+		return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "token endpoint auth method %s needs a client secret", meta.method)
+	}
+
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	defer cancel()
+	capture := &fetchCapture{}
+	ctx = context.WithValue(ctx, fetchCaptureKey{}, capture)
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, a.client)
+	issued := time.Now()
+	tok, err := cc.Token(ctx)
+	if err != nil {
+		return nil, a.tokenError(meta, err, capture)
+	}
+	a.remember(tok.AccessToken)
+	if tok.AccessToken == "" || !strings.EqualFold(tok.Type(), "Bearer") {
+		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+			"token endpoint %s issued no bearer token", origin(meta.tokenURL))
+	}
+	// Replace a short-lived token at half its life rather than on every request.
+	if !tok.Expiry.IsZero() {
+		if life := tok.Expiry.Sub(issued); life < 2*tokenRefreshMargin {
+			tok.Expiry = issued.Add(life/2 + tokenRefreshMargin)
+		}
+	}
+	return tok, nil
+}
+
+// assertion signs a fresh client assertion (RFC 7523): iss and sub the client ID, aud
+// the token endpoint (and the issuer, once discovered), a unique jti, a short life.
+func (a *tokenSource) assertion(meta *authMeta) (string, error) {
+	now := time.Now()
+	aud := jwt.ClaimStrings{meta.tokenURL.String()}
+	if meta.issuer != "" && meta.issuer != meta.tokenURL.String() {
+		aud = append(aud, meta.issuer)
+	}
+	claims := jwt.RegisteredClaims{
+		Issuer:    a.cfg.ClientID,
+		Subject:   a.cfg.ClientID,
+		Audience:  aud,
+		ID:        rand.Text(),
+		IssuedAt:  jwt.NewNumericDate(now),
+		NotBefore: jwt.NewNumericDate(now.Add(-5 * time.Second)),
+		ExpiresAt: jwt.NewNumericDate(now.Add(assertionLifetime)),
+	}
+	return jwt.NewWithClaims(a.alg, claims).SignedString(a.key)
+}
+
+// tokenError classifies a failed token request. The token endpoint's own words
+// (error_description) are kept short and scrubbed of anything that looks like a JWT.
+func (a *tokenSource) tokenError(meta *authMeta, err error, capture *fetchCapture) *Error {
+	at := origin(meta.tokenURL)
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		status := 0
+		if re.Response != nil {
+			status = re.Response.StatusCode
+		}
+		detail := fmt.Sprintf("answered %d", status)
+		if re.ErrorCode != "" {
+			detail += " " + safeText(re.ErrorCode, 64)
+		}
+		if re.ErrorDescription != "" {
+			detail += ": " + safeText(re.ErrorDescription, 200)
+		}
+		switch {
+		case re.ErrorCode == "invalid_client" || re.ErrorCode == "unauthorized_client" || (re.ErrorCode == "" && status == http.StatusUnauthorized):
+			return authError(ReasonInvalidClient, ReasonInvalidClient,
+				"token endpoint %s rejected client %q: %s", at, TruncateUTF8(a.cfg.ClientID, 128), detail)
+		case re.ErrorCode == "invalid_scope":
+			scope := "no scope"
+			if len(meta.scopes) > 0 {
+				scope = fmt.Sprintf("scope %q", strings.Join(meta.scopes, " "))
+			}
+			return authError(ReasonInsufficientScope, ReasonInsufficientScope,
+				"token endpoint %s refused %s: %s", at, scope, detail)
+		default:
+			e := authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "token endpoint %s %s", at, detail)
+			e.Transient = status == http.StatusTooManyRequests || status >= 500
+			return e
+		}
+	}
+	if e := capture.get(); e != nil {
+		out := *e
+		out.Authentication = ReasonTokenRequestFailed
+		out.Message = fmt.Sprintf("token request to %s: %s", at, e.Message)
+		return &out
+	}
+	e := classify(err, nil)
+	if e.Reason == ReasonProtocolError {
+		// oauth2's own words may quote the response body.
+		e = authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "token endpoint %s sent no usable token response", at)
+		return e
+	}
+	out := *e
+	out.Authentication = ReasonTokenRequestFailed
+	out.Message = fmt.Sprintf("token request to %s: %s", at, e.Message)
+	return &out
+}
+
+var jwtLike = regexp.MustCompile(`[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)
+
+// safeText keeps server text printable, short and free of JWT-looking values.
+func safeText(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	return TruncateUTF8(jwtLike.ReplaceAllString(s, "[redacted]"), n)
+}
+
+// authTransport sends metadata and token requests: the session's dialer and
+// transports, none of the configured headers, bounded responses.
+type authTransport struct {
+	stack *httpStack
+}
+
+func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	transport := t.stack.plain
+	if req.URL.Scheme == "https" {
+		transport = t.stack.secure
+	}
+	capture := captureFrom(req.Context())
+	resp, err := transport.RoundTrip(req)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			capture.set(e)
+		}
+		return nil, err
+	}
+	if resp.ContentLength > maxOAuthDocumentBytes {
+		_ = resp.Body.Close()
+		e := newError(ReasonLimitExceeded, "response is larger than %d bytes", maxOAuthDocumentBytes)
+		capture.set(e)
+		return nil, e
+	}
+	resp.Body = &authLimitBody{body: resp.Body, remaining: maxOAuthDocumentBytes, capture: capture}
+	return resp, nil
+}
+
+// authLimitBody fails a body that grows past maxOAuthDocumentBytes.
+type authLimitBody struct {
+	body      io.ReadCloser
+	remaining int64
+	capture   *fetchCapture
+}
+
+func (b *authLimitBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.remaining+1 {
+		p = p[:b.remaining+1]
+	}
+	n, err := b.body.Read(p)
+	if int64(n) > b.remaining {
+		e := newError(ReasonLimitExceeded, "response is larger than %d bytes", maxOAuthDocumentBytes)
+		b.capture.set(e)
+		b.remaining = 0
+		return 0, e
+	}
+	b.remaining -= int64(n)
+	return n, err
+}
+
+func (b *authLimitBody) Close() error { return b.body.Close() }
+
+// fetchCapture keeps the classified failure of one fetch, which oauth2 and
+// encoding/json flatten into text.
+type fetchCapture struct {
+	mu sync.Mutex
+	e  *Error
+}
+
+type fetchCaptureKey struct{}
+
+func captureFrom(ctx context.Context) *fetchCapture {
+	c, _ := ctx.Value(fetchCaptureKey{}).(*fetchCapture)
+	return c
+}
+
+func (c *fetchCapture) set(e *Error) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.e == nil {
+		c.e = e
+	}
+}
+
+func (c *fetchCapture) get() *Error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.e
+}
+
+// errorOr returns the captured failure, or err classified.
+func (c *fetchCapture) errorOr(err error) *Error {
+	if e := c.get(); e != nil {
+		return e
+	}
+	return classify(err, nil)
+}
+
+// challenge is what a Bearer WWW-Authenticate challenge says (RFC 6750, RFC 9728).
+type challenge struct {
+	bearer           bool
+	err              string
+	scope            string
+	resourceMetadata string
+}
+
+// parseChallenge reads the Bearer challenge of WWW-Authenticate header values.
+func parseChallenge(values []string) challenge {
+	var ch challenge
+	for _, v := range values {
+		for _, c := range splitChallenges(v) {
+			if !strings.EqualFold(c.scheme, "Bearer") {
+				continue
+			}
+			ch.bearer = true
+			ch.err = c.params["error"]
+			ch.scope = c.params["scope"]
+			ch.resourceMetadata = c.params["resource_metadata"]
+			return ch
+		}
+	}
+	return ch
+}
+
+type rawChallenge struct {
+	scheme string
+	params map[string]string
+}
+
+// splitChallenges parses one WWW-Authenticate value into its challenges (RFC 9110
+// section 11.6.1): a scheme, then comma-separated name=value or name="quoted" params.
+func splitChallenges(s string) []rawChallenge {
+	var out []rawChallenge
+	i := 0
+	skip := func() {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == ',') {
+			i++
+		}
+	}
+	token := func() string {
+		start := i
+		for i < len(s) && isTokenChar(s[i]) {
+			i++
+		}
+		return s[start:i]
+	}
+	for len(out) < 8 {
+		skip()
+		scheme := token()
+		if scheme == "" {
+			break
+		}
+		c := rawChallenge{scheme: scheme, params: map[string]string{}}
+		for len(c.params) < 16 {
+			skip()
+			save := i
+			name := token()
+			j := i
+			for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+				j++
+			}
+			if name == "" {
+				if i >= len(s) || s[i] == '"' || s[i] == '=' {
+					// A token68 or stray text: skip to the next comma.
+					for i < len(s) && s[i] != ',' {
+						i++
+					}
+					if i < len(s) {
+						continue
+					}
+				}
+				break
+			}
+			if j >= len(s) || s[j] != '=' || (j+1 < len(s) && s[j+1] == '=') {
+				i = save // the next challenge's scheme, or a token68
+				if j < len(s) && s[j] == '=' {
+					for i < len(s) && s[i] != ',' {
+						i++
+					}
+					continue
+				}
+				break
+			}
+			i = j + 1
+			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+				i++
+			}
+			var value strings.Builder
+			if i < len(s) && s[i] == '"' {
+				i++
+				for i < len(s) && s[i] != '"' {
+					if s[i] == '\\' && i+1 < len(s) {
+						i++
+					}
+					value.WriteByte(s[i])
+					i++
+				}
+				if i < len(s) {
+					i++ // the closing quote
+				}
+			} else {
+				value.WriteString(token())
+			}
+			key := strings.ToLower(name)
+			if _, dup := c.params[key]; !dup {
+				c.params[key] = value.String()
+			}
+		}
+		out = append(out, c)
+		if i >= len(s) {
+			break
+		}
+	}
+	return out
+}
+
+func isTokenChar(b byte) bool {
+	switch {
+	case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~/", b) >= 0
+}

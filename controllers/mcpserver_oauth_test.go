@@ -123,7 +123,8 @@ func TestOAuthClientCredentialsReadyRotationAndNoLeak(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	op := startOperator(t, ns)
+	var catalogue http.Handler
+	op := startOperator(t, ns, withCatalog(t, &catalogue))
 	const first, second = "first-client-secret-4242", "rotated-client-secret-9797"
 	o := newOAuthServer(t, first, second)
 
@@ -166,7 +167,8 @@ func TestOAuthClientCredentialsReadyRotationAndNoLeak(t *testing.T) {
 	}, eventually, poll).Should(Succeed())
 	g.Eventually(func() []string { return eventReasons(t, ns, "oauth") }, eventually, poll).Should(ContainElement("AuthenticationFailed"))
 
-	// No leak: no client secret and no token in status, Events, logs or metrics.
+	// No leak: no client secret and no token in status, Events, logs, metrics or the
+	// catalogue's answers.
 	got := get(g, obj)
 	statusText := fmt.Sprintf("%+v", got.Status)
 	var eventText strings.Builder
@@ -178,6 +180,14 @@ func TestOAuthClientCredentialsReadyRotationAndNoLeak(t *testing.T) {
 	metricText := fmt.Sprint(families)
 	logs := op.logs.String()
 	g.Expect(logs).NotTo(BeEmpty())
+	var catalogueText strings.Builder
+	for _, path := range []string{"/api/v1/servers", "/api/v1/namespaces/" + ns + "/servers/oauth", "/api/v1/tools"} {
+		rec := httptest.NewRecorder()
+		catalogue.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
+		g.Expect(rec.Code).To(Equal(http.StatusOK), "GET %s: %s", path, rec.Body)
+		catalogueText.WriteString(rec.Body.String())
+	}
+	g.Expect(catalogueText.String()).To(ContainSubstring(`"oauth"`))
 	tokens := o.tokens()
 	g.Expect(tokens).NotTo(BeEmpty())
 	for _, value := range append(tokens, first, second, "issued-token-") {
@@ -185,6 +195,7 @@ func TestOAuthClientCredentialsReadyRotationAndNoLeak(t *testing.T) {
 		g.Expect(eventText.String()).NotTo(ContainSubstring(value))
 		g.Expect(logs).NotTo(ContainSubstring(value))
 		g.Expect(metricText).NotTo(ContainSubstring(value))
+		g.Expect(catalogueText.String()).NotTo(ContainSubstring(value))
 	}
 }
 

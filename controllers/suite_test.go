@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/controllers"
 	"github.com/switchboard-mcp/switchboard/egress"
@@ -157,6 +159,24 @@ func startOperator(t testing.TB, namespace string, options ...operatorOption) *o
 	}
 	t.Cleanup(stop)
 	return &operator{namespace: namespace, logs: logs, metrics: registry, stop: stop}
+}
+
+// withCatalog serves the catalogue, without authentication, from the operator's cache;
+// *handler is set to its HTTP handler, for a test to call directly.
+func withCatalog(t testing.TB, handler *http.Handler) operatorOption {
+	return func(_ *controllers.MCPServerReconciler, mgr ctrl.Manager) {
+		srv, err := catalog.New(mgr, catalog.Options{
+			BindAddress: "0", Auth: catalog.AuthNone, Registerer: prometheus.NewRegistry(),
+			Logger: mgr.GetLogger().WithName("catalog"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mgr.Add(srv); err != nil {
+			t.Fatal(err)
+		}
+		*handler = srv.Handler()
+	}
 }
 
 // operatorOption changes the reconciler before it is set up.

@@ -141,7 +141,9 @@ func (b *Bridge) newSession(ctx context.Context) (*session, error) {
 	}
 	b.mu.Lock()
 	closing := b.closing
-	if !closing {
+	// A process that exits at once can end its session before it is in the table; its
+	// end then found nothing to forget, and adding it now would keep it forever.
+	if !closing && !s.isEnding() {
 		b.sessions[s.id] = s
 		b.broadcastLocked()
 	}

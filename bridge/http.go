@@ -137,7 +137,9 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 		return
 	}
 	if !s.beginRequest() {
-		mcphttp.NotFound(w, "")
+		// The session ended before its initialize reached it: its process exited at once
+		// (a missing module, a bad flag). Say why, as a JSON-RPC answer any client reads.
+		mcphttp.WriteError(w, http.StatusOK, req.ID, jsonrpc.CodeInternalError, s.endReason().Error())
 		return
 	}
 	s.transport.ServeHTTP(w, r)

@@ -168,6 +168,9 @@ func TestAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 		{name: "CA bundle Secret the author may not read", by: bob, obj: httpServer("bob-ca", "ca"), wantErr: secretDenial("bob", "ca")},
 		{name: "one of two Secrets the author may not read", by: alice, obj: httpServer("alice-sa-token", "", "gh-token", "default-token"), wantErr: secretDenial("alice", "default-token")},
 		{name: "no Secret at all", by: bob, obj: httpServer("bob-plain", "")},
+		{name: "OAuth client secret the author may read", by: alice, obj: oauthServer("alice-oauth", "gh-token", false)},
+		{name: "OAuth client secret the author may not read", by: bob, obj: oauthServer("bob-oauth", "gh-token", false), wantErr: secretDenial("bob", "gh-token")},
+		{name: "OAuth private key the author may not read", by: alice, obj: oauthServer("alice-oauth-key", "signing-key", true), wantErr: secretDenial("alice", "signing-key")},
 		{name: "stdio server by an author who may create Deployments", by: alice, obj: stdioServer("alice-stdio", "env-token")},
 		{name: "stdio server by an author who may not create Deployments", by: carol, obj: stdioServer("carol-stdio"), wantErr: deploymentDenial("carol")},
 		{name: "stdio server with a Secret the author may not read", by: bob, obj: stdioServer("bob-stdio", "env-token"), wantErr: secretDenial("bob", "env-token")},
@@ -218,6 +221,19 @@ func TestAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 			t.Errorf("bob adding a Secret header to his server: %v, want a rejection naming gh-token", err)
 		}
 	})
+}
+
+// oauthServer returns an MCPServer whose OAuth client credential (a client secret, or a
+// private key when key is set) is in the Secret secret.
+func oauthServer(name, secret string, key bool) *mcpv1alpha1.MCPServer {
+	obj := httpServer(name, "")
+	ref := &mcpv1alpha1.SecretKeySource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: secret, Key: "credential"}}
+	creds := &mcpv1alpha1.OAuth2ClientCredentials{ClientID: "switchboard", ClientSecret: ref}
+	if key {
+		creds = &mcpv1alpha1.OAuth2ClientCredentials{ClientID: "switchboard", PrivateKey: ref}
+	}
+	obj.Spec.HTTP.Auth = &mcpv1alpha1.HTTPAuth{OAuth2: &mcpv1alpha1.OAuth2Auth{ClientCredentials: creds}}
+	return obj
 }
 
 // secretNames returns the Secret names s0 ... s(n-1).

@@ -276,6 +276,7 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 		// After servers, whose setup registers the Secret index it shares.
 		&controllers.FollowerSessionReconciler{Servers: servers, Elected: mgr.Elected()},
 		&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()},
+		&controllers.MCPToolsetReconciler{Client: mgr.GetClient()},
 	}
 	for _, s := range setups {
 		if err := s.SetupWithManager(mgr); err != nil {

@@ -79,7 +79,7 @@ func TestEndToEnd(t *testing.T) {
 	step(t, "install CRDs with kubectl", func(t *testing.T) {
 		kubectl(t, "apply", "-k", filepath.Join(root, "config", "crd"))
 		kubectl(t, "wait", "--for=condition=Established", "--timeout=30s",
-			"crd/mcpservers.mcp.switchboard.dev", "crd/mcpegresspolicies.mcp.switchboard.dev")
+			"crd/mcpservers.mcp.switchboard.dev", "crd/mcpegresspolicies.mcp.switchboard.dev", "crd/mcptoolsets.mcp.switchboard.dev")
 	})
 
 	streamableHTTP := testenv.StartServerEverything(t, "streamableHttp")

@@ -336,6 +336,13 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	if _, err := informer.AddEventHandler(gw.EventHandler()); err != nil {
 		return fmt.Errorf("adding the gateway's MCPServer event handler: %w", err)
 	}
+	toolsetInformer, err := mgr.GetCache().GetInformer(context.Background(), &mcpv1alpha1.MCPToolset{})
+	if err != nil {
+		return fmt.Errorf("getting the MCPToolset informer: %w", err)
+	}
+	if _, err := toolsetInformer.AddEventHandler(gw.ToolsetEventHandler()); err != nil {
+		return fmt.Errorf("adding the gateway's MCPToolset event handler: %w", err)
+	}
 	if err := mgr.Add(cat); err != nil {
 		return err
 	}

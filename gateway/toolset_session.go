@@ -52,14 +52,16 @@ type toolsetSession struct {
 	// syncMu serialises recomputing the tools.
 	syncMu sync.Mutex
 
-	mu         sync.Mutex
-	origins    map[string]*origin // by server name
-	routes     map[string]route   // exposed name -> origin
-	registered map[string]string  // exposed name -> JSON of the definition served
-	listed     bool               // the client has listed tools: keep them current
-	dirty      bool               // a resync is wanted while one runs
-	syncing    bool
-	ending     bool
+	mu          sync.Mutex
+	origins     map[string]*origin // by server name
+	routes      map[string]route   // exposed name -> origin
+	registered  map[string]string  // exposed name -> JSON of the definition served
+	listed      bool               // the client has listed tools: keep them current
+	version     uint64             // bumped on every change of the tools served
+	seenVersion uint64             // the version the client last listed
+	dirty       bool               // a resync is wanted while one runs
+	syncing     bool
+	ending      bool
 }
 
 // route is where an exposed tool's calls go.
@@ -112,6 +114,27 @@ func (s *toolsetSession) connect() error {
 					go s.recheck()
 				}
 			}
+			if method == "tools/list" {
+				s.mu.Lock()
+				s.seenVersion = s.version
+				s.mu.Unlock()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	// go-sdk tells the client of every change to the server's tools, including the
+	// first registration that answers its first tools/list: only news the client has
+	// not listed yet goes out.
+	s.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "notifications/tools/list_changed" {
+				s.mu.Lock()
+				stale := s.seenVersion != s.version
+				s.mu.Unlock()
+				if !stale {
+					return nil, nil
+				}
+			}
 			return next(ctx, method, req)
 		}
 	})
@@ -127,9 +150,10 @@ func (s *toolsetSession) connect() error {
 	return nil
 }
 
-// recheck recomputes the tools every toolsetRecheck until the session ends.
+// recheck recomputes the tools every toolsetRecheck (or AccessTTL, when shorter) until
+// the session ends.
 func (s *toolsetSession) recheck() {
-	t := time.NewTicker(toolsetRecheck)
+	t := time.NewTicker(min(toolsetRecheck, s.g.opts.AccessTTL))
 	defer t.Stop()
 	for {
 		select {
@@ -212,6 +236,13 @@ func (s *toolsetSession) sync(ctx context.Context) {
 	}
 	for _, t := range added {
 		s.server.AddTool(t, s.callTool)
+	}
+	if len(removed) > 0 || len(added) > 0 {
+		// After the change: a client that lists in between gets one notification more,
+		// never one less.
+		s.mu.Lock()
+		s.version++
+		s.mu.Unlock()
 	}
 }
 

@@ -253,15 +253,64 @@ func TestToolsetRelaysElicitationDuringACall(t *testing.T) {
 
 // toolsetGrants answers SubjectAccessReviews: user -> "resource/name" it may use.
 func toolsetGrants(allowed map[string][]string) *fake.Clientset {
+	var grants atomic.Pointer[map[string][]string]
+	grants.Store(&allowed)
+	return toolsetGrantsFrom(&grants)
+}
+
+// toolsetGrantsFrom answers SubjectAccessReviews from grants as they are at each review.
+func toolsetGrantsFrom(grants *atomic.Pointer[map[string][]string]) *fake.Clientset {
 	cs := fake.NewClientset()
 	cs.PrependReactor("create", "subjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		sar := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
 		a := sar.Spec.ResourceAttributes
 		ok := a.Verb == gateway.UseVerb && a.Group == mcpv1alpha1.GroupVersion.Group && a.Namespace == namespace
-		sar.Status.Allowed = ok && slices.Contains(allowed[sar.Spec.User], a.Resource+"/"+a.Name)
+		sar.Status.Allowed = ok && slices.Contains((*grants.Load())[sar.Spec.User], a.Resource+"/"+a.Name)
 		return true, sar, nil
 	})
 	return cs
+}
+
+func TestToolsetClientsHearOfRevokedAccess(t *testing.T) {
+	var grants atomic.Pointer[map[string][]string]
+	grants.Store(&map[string][]string{"agent": {"mcptoolsets/support-agent", "mcpservers/notes", "mcpservers/tickets"}})
+	sar := toolsetGrantsFrom(&grants)
+	h := newToolsetHarness(t, func(o *gateway.Options) {
+		o.Authenticator = tokens{callerToken: "agent"}
+		o.Access = sar.AuthorizationV1().SubjectAccessReviews()
+		o.AccessTTL = 200 * time.Millisecond
+	})
+	changed := make(chan struct{}, 16)
+	cs, err := h.connect(callerToken, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := toolNames(t, cs); !slices.Contains(got, "t_create_ticket") {
+		t.Fatalf("tools = %v, want the tickets tools while allowed", got)
+	}
+	drain(changed)
+
+	// The Role that granted tickets is gone: the connected client hears of it, and the
+	// tools are neither listed nor callable any more.
+	grants.Store(&map[string][]string{"agent": {"mcptoolsets/support-agent", "mcpservers/notes"}})
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after the caller lost use of tickets")
+	}
+	if got, want := toolNames(t, cs), []string{"notes_echo", "search"}; !slices.Equal(got, want) {
+		t.Errorf("tools = %v, want %v", got, want)
+	}
+	if _, err := callText(t, cs, "t_create_ticket", nil); err == nil {
+		t.Errorf("t_create_ticket is callable after access was revoked")
+	}
 }
 
 func TestToolsetShowsOnlyTheServersTheCallerMayUse(t *testing.T) {

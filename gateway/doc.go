@@ -22,7 +22,9 @@
 //     passes the same policy, pin, rate and audit checks as the server endpoint's;
 //     elicitation and sampling requests of an origin go to the client on the stream of
 //     the call they belong to; changes of the origins' tools, the toolset or the
-//     caller's access reach the client as notifications/tools/list_changed;
+//     caller's access reach the client as notifications/tools/list_changed; in Search
+//     mode the session serves find_tools (ranked by catalog.ToolIndex) and call_tool
+//     instead of the whole list;
 //   - limits: sessions per replica and per server, requests per second per caller and
 //     server, message size, calls in flight per session, idle sessions;
 //   - the audit log (one line per session start and end and per tools/call) and the

@@ -55,6 +55,7 @@ type toolsetSession struct {
 	mu          sync.Mutex
 	origins     map[string]*origin // by server name
 	routes      map[string]route   // exposed name -> origin
+	search      *searchTools       // in Search mode, the index over the exposed tools
 	registered  map[string]string  // exposed name -> JSON of the definition served
 	listed      bool               // the client has listed tools: keep them current
 	version     uint64             // bumped on every change of the tools served
@@ -204,8 +205,16 @@ func (s *toolsetSession) sync(ctx context.Context) {
 	defer s.syncMu.Unlock()
 	want := map[string]*mcp.Tool{}
 	routes := map[string]route{}
-	if ts := s.g.toolset(s.key); ts != nil {
+	ts := s.g.toolset(s.key)
+	if ts != nil {
 		s.expose(ctx, ts, want, routes)
+	}
+	var search *searchTools
+	if ts != nil && ts.Spec.Discovery == mcpv1alpha1.ToolsetDiscoverySearch {
+		// The client sees find_tools and call_tool; the exposed tools are found through
+		// the index and called through call_tool.
+		search = newSearchTools(want)
+		want = search.tools()
 	}
 
 	s.mu.Lock()
@@ -229,13 +238,18 @@ func (s *toolsetSession) sync(ctx context.Context) {
 		}
 	}
 	s.routes = routes
+	s.search = search
 	s.mu.Unlock()
 
 	if len(removed) > 0 {
 		s.server.RemoveTools(removed...)
 	}
 	for _, t := range added {
-		s.server.AddTool(t, s.callTool)
+		handler := s.callTool
+		if search != nil {
+			handler = s.searchHandler(t.Name)
+		}
+		s.server.AddTool(t, handler)
 	}
 	if len(removed) > 0 || len(added) > 0 {
 		// After the change: a client that lists in between gets one notification more,
@@ -432,8 +446,12 @@ func (o *origin) endCall(ctx context.Context) {
 // server endpoint: the origin's tool policy and pin, the caller's use of the origin, and
 // the origin's rate limit for the caller. One audit line per call.
 func (s *toolsetSession) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return s.callExposed(ctx, req.Params.Name, req.Params.Arguments, req.Params.Meta)
+}
+
+// callExposed calls the exposed tool name with args.
+func (s *toolsetSession) callExposed(ctx context.Context, name string, args json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
 	start := time.Now()
-	name := req.Params.Name
 	s.mu.Lock()
 	r, ok := s.routes[name]
 	s.mu.Unlock()
@@ -467,7 +485,7 @@ func (s *toolsetSession) callTool(ctx context.Context, req *mcp.CallToolRequest)
 	}
 	o.beginCall(ctx)
 	defer o.endCall(ctx)
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: req.Params.Meta, Name: r.tool, Arguments: req.Params.Arguments})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: r.tool, Arguments: args})
 	if err != nil {
 		audit(outcomeUpstreamError, "reason", err.Error())
 		return nil, toolError(fmt.Errorf("MCPServer %s: %w", key, err))

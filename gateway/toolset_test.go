@@ -416,3 +416,75 @@ func drain(ch chan struct{}) {
 		}
 	}
 }
+
+func TestToolsetSearchModeFindsAndCallsTools(t *testing.T) {
+	h := newToolsetHarness(t, nil)
+	// 1,000 exposed tools in all: notes' and tickets' own, a GitHub-like create_issue,
+	// tools that share one of its words, and filler.
+	add := func(name, description string) {
+		mcp.AddTool(h.notes.mcp, &mcp.Tool{Name: name, Description: description},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " done"}}}, nil, nil
+			})
+	}
+	add("create_issue", "Creates an issue in a GitHub repository.")
+	add("list_issues", "Lists the issues of a GitHub repository.")
+	add("create_note", "Creates a note.")
+	add("issue_report", "Reports on a repository.")
+	for i := range 992 {
+		add(fmt.Sprintf("tool_%04d", i), fmt.Sprintf("Does task number %d of the backlog.", i))
+	}
+	ts := h.toolset.DeepCopy()
+	ts.Spec.Discovery = mcpv1alpha1.ToolsetDiscoverySearch
+	h.gw.UpdateToolset(ts)
+
+	cs, err := h.connect("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := toolNames(t, cs), []string{"call_tool", "find_tools"}; !slices.Equal(got, want) {
+		t.Fatalf("tools = %v, want %v", got, want)
+	}
+	ctx := context.Background()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tools", Arguments: map[string]any{"query": "create issue", "limit": 5}})
+	if err != nil || res.IsError {
+		t.Fatalf("find_tools: %v %+v", err, res)
+	}
+	found, _ := res.StructuredContent.(map[string]any)["tools"].([]any)
+	if len(found) == 0 {
+		t.Fatalf("find_tools found nothing: %+v", res.StructuredContent)
+	}
+	first, _ := found[0].(map[string]any)
+	if first["name"] != "notes_create_issue" {
+		t.Errorf("find_tools(create issue) ranks %v first, want notes_create_issue; all: %v", first["name"], found)
+	}
+	if first["inputSchema"] == nil {
+		t.Errorf("find_tools gives no input schema: %v", first)
+	}
+	// Filler matches neither word; denied tools are never found.
+	for _, f := range found {
+		if name := f.(map[string]any)["name"].(string); strings.HasPrefix(name, "notes_tool_") || strings.Contains(name, "delete") {
+			t.Errorf("find_tools(create issue) found %s", name)
+		}
+	}
+
+	if text, err := callText(t, cs, "call_tool", map[string]any{"name": "notes_create_issue", "arguments": map[string]any{}}); err != nil || text != "create_issue done" {
+		t.Errorf("call_tool(notes_create_issue) = %q, %v", text, err)
+	}
+	if text, err := callText(t, cs, "call_tool", map[string]any{"name": "notes_echo", "arguments": map[string]any{"text": "hi"}}); err != nil || text != "hi" {
+		t.Errorf("call_tool(notes_echo) = %q, %v", text, err)
+	}
+	// call_tool honours the same filters: a denied tool is unknown, and so is a direct
+	// call of an exposed tool that is not listed.
+	for _, name := range []string{"notes_delete_all", "delete_all"} {
+		if _, err := callText(t, cs, "call_tool", map[string]any{"name": name}); err == nil {
+			t.Errorf("call_tool(%s) succeeded", name)
+		}
+	}
+	if _, err := callText(t, cs, "notes_echo", map[string]any{"text": "hi"}); err == nil {
+		t.Errorf("notes_echo is callable directly in Search mode")
+	}
+	if h.notes.calls("tools/call") != 2 {
+		t.Errorf("notes received %d tools/call, want 2", h.notes.calls("tools/call"))
+	}
+}

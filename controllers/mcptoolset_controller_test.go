@@ -2,8 +2,11 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -191,4 +194,75 @@ func TestToolsetCollisionServesNeither(t *testing.T) {
 		g.Expect(exposedTools(got)).To(Equal("b_search=beta/search only_a=alpha/only_a search=alpha/search"))
 		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionNamesUnique)).To(HavePrefix("True/"))
 	}, eventually, poll).Should(Succeed())
+}
+
+// BenchmarkToolsetStatusAfterToolChange measures how long a toolset's status takes to
+// list a tool added on an origin server: from the server's tools/list_changed through
+// the connector's rediscovery, the MCPServer's status, to the toolset's status. It
+// reports the median and the worst of b.N changes, and, for comparison, the part the
+// MCPServer's own status takes.
+//
+//	go test -run '^$' -bench ToolsetStatusAfterToolChange -benchtime 20x ./controllers/
+func BenchmarkToolsetStatusAfterToolChange(b *testing.B) {
+	ctx := context.Background()
+	ns := newNamespace(b)
+	startOperator(b, ns)
+	srv := newMCPServer(b, 3)
+	server := httpServer(ns, "origin", srv.url())
+	if err := k8sClient.Create(ctx, server); err != nil {
+		b.Fatal(err)
+	}
+	ts := &mcpv1alpha1.MCPToolset{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bench"},
+		Spec:       mcpv1alpha1.MCPToolsetSpec{Servers: []mcpv1alpha1.ToolsetServer{{Name: "origin"}}},
+	}
+	if err := k8sClient.Create(ctx, ts); err != nil {
+		b.Fatal(err)
+	}
+	has := func(name string) (serverHas, toolsetHas bool) {
+		var s mcpv1alpha1.MCPServer
+		var t mcpv1alpha1.MCPToolset
+		if k8sClient.Get(ctx, client.ObjectKeyFromObject(server), &s) == nil {
+			serverHas = slices.ContainsFunc(s.Status.Tools, func(x mcpv1alpha1.ToolInfo) bool { return x.Name == name })
+		}
+		if k8sClient.Get(ctx, client.ObjectKeyFromObject(ts), &t) == nil {
+			toolsetHas = slices.ContainsFunc(t.Status.Tools, func(x mcpv1alpha1.ToolsetTool) bool { return x.Name == "origin_"+name })
+		}
+		return
+	}
+	testutil.Eventually(b, eventually, "the toolset to list the origin's tools", func() error {
+		if _, ok := has("tool_0002"); !ok {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	var toServer, toToolset []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		name := fmt.Sprintf("added_%04d", i)
+		start := time.Now()
+		srv.addTool(name)
+		var serverAt time.Duration
+		testutil.Eventually(b, eventually, "the toolset to list "+name, func() error {
+			s, t := has(name)
+			if s && serverAt == 0 {
+				serverAt = time.Since(start)
+			}
+			if !t {
+				return fmt.Errorf("server has it: %v", s)
+			}
+			return nil
+		})
+		if serverAt == 0 {
+			serverAt = time.Since(start)
+		}
+		toToolset = append(toToolset, time.Since(start))
+		toServer = append(toServer, serverAt)
+	}
+	b.StopTimer()
+	slices.Sort(toToolset)
+	slices.Sort(toServer)
+	b.ReportMetric(float64(toToolset[len(toToolset)/2].Milliseconds()), "ms-toolset-p50")
+	b.ReportMetric(float64(toToolset[len(toToolset)-1].Milliseconds()), "ms-toolset-max")
+	b.ReportMetric(float64(toServer[len(toServer)/2].Milliseconds()), "ms-server-p50")
 }

@@ -1,7 +1,10 @@
 // Package catalog is Switchboard's catalogue service: it answers "which MCP servers and
 // tools can I use?" for agents in the cluster, over REST (JSON under /api/v1, described by
 // /api/v1/openapi.json) and over MCP (Streamable HTTP at /mcp, tools search_tools,
-// list_servers and get_server).
+// list_servers, get_server and list_toolsets). It also lists MCPToolsets with their
+// gateway paths (REST /api/v1/toolsets, MCP list_toolsets), scoped to the namespaces the
+// caller may list mcpservers in, and lends its ranking to a toolset's find_tools
+// ([ToolIndex]).
 //
 // What it owns:
 //   - an in-memory search index over tool name, title and description and server name

@@ -88,6 +88,13 @@ func (s *Server) mcpHandler() http.Handler {
 			"conditions and tools.",
 		Annotations: readOnly,
 	}, s.mcpGetServer)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "list_toolsets",
+		Title: "List toolsets",
+		Description: "List the MCP toolsets in the cluster: endpoints that aggregate the tools of several servers, " +
+			"with their gateway path, servers, readiness and tool count.",
+		Annotations: readOnly,
+	}, s.mcpListToolsets)
 
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{
@@ -175,6 +182,18 @@ func (s *Server) mcpGetServer(ctx context.Context, req *mcp.CallToolRequest, in 
 		return nil, nil, err
 	}
 	out, aerr := s.getServer(ctx, c, in.Namespace, in.Name)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	return nil, out, nil
+}
+
+func (s *Server) mcpListToolsets(ctx context.Context, req *mcp.CallToolRequest, in ListToolsetsInput) (*mcp.CallToolResult, *ToolsetList, error) {
+	c, err := s.mcpCaller(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, aerr := s.listToolsets(ctx, c, in.Namespace)
 	if aerr != nil {
 		return nil, nil, aerr
 	}

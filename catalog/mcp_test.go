@@ -46,7 +46,7 @@ func TestMCPMatchesREST(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"get_server", "list_servers", "search_tools"}; !slices.Equal(names, want) {
+	if want := []string{"get_server", "list_servers", "list_toolsets", "search_tools"}; !slices.Equal(names, want) {
 		t.Fatalf("MCP tools = %q, want %q", names, want)
 	}
 

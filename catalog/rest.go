@@ -24,6 +24,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/api/v1/servers", m.instrument("servers", s.rest(s.serveServers, "namespace", "labelSelector", "transport", "ready", "limit", "continue")))
 	mux.Handle("/api/v1/namespaces/{namespace}/servers/{name}", m.instrument("server", s.rest(s.serveServer)))
 	mux.Handle("/api/v1/tools", m.instrument("tools", s.rest(s.serveTools, "q", "namespace", "readOnly", "ready", "limit", "continue")))
+	mux.Handle("/api/v1/toolsets", m.instrument("toolsets", s.rest(s.serveToolsets, "namespace")))
 	mux.Handle("/api/v1/openapi.json", m.instrument("openapi", http.HandlerFunc(serveOpenAPI)))
 	mux.Handle("/mcp", m.instrument("mcp", s.mcpHandler()))
 	mux.Handle("/", m.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

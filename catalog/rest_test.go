@@ -286,7 +286,7 @@ func TestOpenAPIAndMetrics(t *testing.T) {
 	if err := json.Unmarshal(resp.body, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"/api/v1/servers", "/api/v1/namespaces/{namespace}/servers/{name}", "/api/v1/tools"} {
+	for _, p := range []string{"/api/v1/servers", "/api/v1/namespaces/{namespace}/servers/{name}", "/api/v1/tools", "/api/v1/toolsets"} {
 		if _, ok := doc.Paths[p]["get"]; !ok {
 			t.Errorf("openapi.json does not describe GET %s", p)
 		}

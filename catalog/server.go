@@ -146,6 +146,8 @@ type Server struct {
 	handler http.Handler
 	synced  func() bool
 
+	toolsets toolsetStore
+
 	mu   sync.Mutex
 	addr net.Addr
 
@@ -190,7 +192,15 @@ func New(mgr ctrl.Manager, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adding the catalogue's MCPServer event handler: %w", err)
 	}
-	s.synced = reg.HasSynced
+	toolsetInformer, err := mgr.GetCache().GetInformer(context.Background(), &mcpv1alpha1.MCPToolset{})
+	if err != nil {
+		return nil, fmt.Errorf("getting the MCPToolset informer: %w", err)
+	}
+	toolsetReg, err := toolsetInformer.AddEventHandler(s.toolsetEventHandler())
+	if err != nil {
+		return nil, fmt.Errorf("adding the catalogue's MCPToolset event handler: %w", err)
+	}
+	s.synced = func() bool { return reg.HasSynced() && toolsetReg.HasSynced() }
 	return s, nil
 }
 
@@ -226,6 +236,8 @@ func newServer(opts Options, unknown, known authenticationv1client.TokenReviewIn
 		gate:    gate,
 		metrics: m,
 		synced:  func() bool { return true },
+
+		toolsets: toolsetStore{items: map[serverKey]ToolsetSummary{}},
 	}
 	s.index.onChange = m.setIndexSize
 	m.setIndexSize(0, 0, 0)

@@ -145,6 +145,9 @@ func startOperator(t testing.TB, namespace string, options ...operatorOption) *o
 	if err := (&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	if err := (&controllers.MCPToolsetReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -40,7 +40,19 @@ type accessReviewer struct {
 
 // allowed reports whether caller may use the server key names.
 func (a *accessReviewer) allowed(ctx context.Context, caller *catalog.Identity, key connector.Key) (bool, error) {
-	cacheKey := caller.Key + "/" + key.Namespace + "/" + key.Name
+	return a.allowedOn(ctx, caller, resourceServers, key)
+}
+
+// Resources a caller is reviewed for verb use on.
+const (
+	resourceServers  = "mcpservers"
+	resourceToolsets = "mcptoolsets"
+)
+
+// allowedOn reports whether caller may use the object of resource (mcpservers or
+// mcptoolsets) key names.
+func (a *accessReviewer) allowedOn(ctx context.Context, caller *catalog.Identity, resource string, key connector.Key) (bool, error) {
+	cacheKey := caller.Key + "/" + resource + "/" + key.Namespace + "/" + key.Name
 	if v, ok := a.cache.Get(cacheKey); ok {
 		allowed, _ := v.(bool)
 		return allowed, nil
@@ -51,11 +63,11 @@ func (a *accessReviewer) allowed(ctx context.Context, caller *catalog.Identity, 
 		Namespace: key.Namespace,
 		Verb:      UseVerb,
 		Group:     mcpv1alpha1.GroupVersion.Group,
-		Resource:  "mcpservers",
+		Resource:  resource,
 		Name:      key.Name,
 	}), metav1.CreateOptions{})
 	if err != nil {
-		return false, fmt.Errorf("reviewing access to MCPServer %s: %w", key, err)
+		return false, fmt.Errorf("reviewing access to %s %s: %w", resource, key, err)
 	}
 	ok := review.Status.Allowed && !review.Status.Denied
 	a.cache.Add(cacheKey, ok, a.ttl)

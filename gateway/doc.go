@@ -1,7 +1,8 @@
 // Package gateway is the agent-facing side of Switchboard: one Streamable HTTP MCP
 // endpoint per MCPServer, at /mcp/namespaces/{namespace}/servers/{name} on the
-// catalogue's address, through which agents call a server's tools with nothing but their
-// own Kubernetes token.
+// catalogue's address, and one per MCPToolset, at
+// /mcp/namespaces/{namespace}/toolsets/{name}, through which agents call tools with
+// nothing but their own Kubernetes token.
 //
 // The package owns:
 //   - the endpoint: go-sdk's StreamableServerTransport per client session, behind the
@@ -13,6 +14,17 @@
 //     them; policy is the relay's hook: spec.tools filters tools/list answers and refuses
 //     filtered tools/call requests, spec.tools.pinnedDigest refuses every tools/call while
 //     the published tools differ from it;
+//   - toolsets: each client session of a toolset gets a go-sdk mcp.Server of its own
+//     whose tools are the toolset's exposed tools (internal/toolsets decides the names, as
+//     it does for the toolset's status) of the origin servers the caller may use (verb
+//     "use" on the toolset and on each origin); its upstream sessions, one per origin,
+//     open on the first tools/list or tools/call and close with it, and each tools/call
+//     passes the same policy, pin, rate and audit checks as the server endpoint's;
+//     elicitation and sampling requests of an origin go to the client on the stream of
+//     the call they belong to; changes of the origins' tools, the toolset or the
+//     caller's access reach the client as notifications/tools/list_changed; in Search
+//     mode the session serves find_tools (ranked by catalog.ToolIndex) and call_tool
+//     instead of the whole list;
 //   - limits: sessions per replica and per server, requests per second per caller and
 //     server, message size, calls in flight per session, idle sessions;
 //   - the audit log (one line per session start and end and per tools/call) and the

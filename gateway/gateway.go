@@ -129,6 +129,12 @@ type Gateway struct {
 	sessions map[string]*session
 	counts   map[connector.Key]int
 	seq      uint64
+
+	// toolsets are the MCPToolsets the informer holds; toolsetSessions their open
+	// sessions (nil while one is starting). Sessions of both kinds count against
+	// MaxSessions.
+	toolsets        map[connector.Key]*mcpv1alpha1.MCPToolset
+	toolsetSessions map[string]*toolsetSession
 }
 
 // New returns a Gateway.
@@ -149,6 +155,9 @@ func New(opts Options) (*Gateway, error) {
 		servers:  make(map[connector.Key]*server),
 		sessions: make(map[string]*session),
 		counts:   make(map[connector.Key]int),
+
+		toolsets:        make(map[connector.Key]*mcpv1alpha1.MCPToolset),
+		toolsetSessions: make(map[string]*toolsetSession),
 	}
 	if opts.Authenticator != nil {
 		g.access = &accessReviewer{reviews: opts.Access, ttl: opts.AccessTTL, timeout: 5 * time.Second,
@@ -157,6 +166,7 @@ func New(opts Options) (*Gateway, error) {
 	g.mux = http.NewServeMux()
 	// The catalogue owns the path (catalog.GatewayPath): it publishes it as gatewayPath.
 	g.mux.HandleFunc(catalog.GatewayPathPrefix+"{namespace}/servers/{name}", g.serveServer)
+	g.mux.HandleFunc(catalog.GatewayPathPrefix+"{namespace}/toolsets/{name}", g.serveToolset)
 	return g, nil
 }
 
@@ -170,6 +180,7 @@ func (g *Gateway) Update(obj *mcpv1alpha1.MCPServer) {
 	g.mu.Lock()
 	g.servers[connector.Key{Namespace: obj.Namespace, Name: obj.Name}] = s
 	g.mu.Unlock()
+	g.resyncToolsets(func(ts *toolsetSession) bool { return ts.key.Namespace == obj.Namespace })
 }
 
 // Delete forgets an MCPServer and ends its sessions.
@@ -187,6 +198,7 @@ func (g *Gateway) Delete(key connector.Key) {
 		s.end(errServerDeleted)
 	}
 	g.metrics.forget(key)
+	g.resyncToolsets(func(ts *toolsetSession) bool { return ts.key.Namespace == key.Namespace })
 }
 
 // EventHandler keeps the gateway's picture of MCPServers in step with an informer.
@@ -224,7 +236,7 @@ func (g *Gateway) server(key connector.Key) *server {
 func (g *Gateway) Sessions() int {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return len(g.sessions)
+	return len(g.sessions) + len(g.toolsetSessions)
 }
 
 // Close ends every session.
@@ -236,8 +248,17 @@ func (g *Gateway) Close() {
 			ending = append(ending, s)
 		}
 	}
+	toolsetEnding := make([]*toolsetSession, 0, len(g.toolsetSessions))
+	for _, s := range g.toolsetSessions {
+		if s != nil {
+			toolsetEnding = append(toolsetEnding, s)
+		}
+	}
 	g.mu.Unlock()
 	for _, s := range ending {
+		s.end(errShuttingDown)
+	}
+	for _, s := range toolsetEnding {
 		s.end(errShuttingDown)
 	}
 }
@@ -296,23 +317,9 @@ func (g *Gateway) serveServer(w http.ResponseWriter, r *http.Request) {
 // authorize authenticates the caller and checks that it may use the server, answering
 // 401, 403, 429 or 503 when not.
 func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connector.Key) (*catalog.Identity, bool) {
-	if g.opts.Authenticator == nil {
-		return catalog.Anonymous, true
-	}
-	caller, err := g.opts.Authenticator.AuthenticateRequest(r.Context(), r)
-	switch {
-	case errors.Is(err, catalog.ErrUnauthenticated):
-		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
-		g.refuse(w, http.StatusUnauthorized, err.Error())
-		return nil, false
-	case errors.Is(err, catalog.ErrTooManyReviews):
-		w.Header().Set("Retry-After", strconv.Itoa(int(catalog.ReviewRetryAfter.Seconds())))
-		g.refuse(w, http.StatusTooManyRequests, err.Error())
-		return nil, false
-	case err != nil:
-		g.log.Error(err, "Could not authenticate a caller")
-		g.refuse(w, http.StatusServiceUnavailable, "could not authenticate the caller; retry shortly")
-		return nil, false
+	caller, ok := g.authenticate(w, r)
+	if !ok || g.access == nil {
+		return caller, ok
 	}
 	allowed, err := g.access.allowed(r.Context(), caller, key)
 	if err != nil {
@@ -333,6 +340,30 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connecto
 	return caller, true
 }
 
+// authenticate tells who the caller is, answering 401, 429 or 503 when it cannot. With
+// no Authenticator every caller is catalog.Anonymous.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*catalog.Identity, bool) {
+	if g.opts.Authenticator == nil {
+		return catalog.Anonymous, true
+	}
+	caller, err := g.opts.Authenticator.AuthenticateRequest(r.Context(), r)
+	switch {
+	case errors.Is(err, catalog.ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+		g.refuse(w, http.StatusUnauthorized, err.Error())
+		return nil, false
+	case errors.Is(err, catalog.ErrTooManyReviews):
+		w.Header().Set("Retry-After", strconv.Itoa(int(catalog.ReviewRetryAfter.Seconds())))
+		g.refuse(w, http.StatusTooManyRequests, err.Error())
+		return nil, false
+	case err != nil:
+		g.log.Error(err, "Could not authenticate a caller")
+		g.refuse(w, http.StatusServiceUnavailable, "could not authenticate the caller; retry shortly")
+		return nil, false
+	}
+	return caller, true
+}
+
 // refuse answers an HTTP request the gateway will not relay, in plain text.
 func (g *Gateway) refuse(w http.ResponseWriter, code int, message string) {
 	g.metrics.refused.WithLabelValues(strconv.Itoa(code)).Inc()
@@ -342,8 +373,20 @@ func (g *Gateway) refuse(w http.ResponseWriter, code int, message string) {
 // admitRate applies spec.gateway.requestsPerSecond to the caller's requests to the
 // server, answering 429 with Retry-After beyond it.
 func (g *Gateway) admitRate(w http.ResponseWriter, caller *catalog.Identity, srv *server, key connector.Key) bool {
+	if delay := g.rateDelay(caller, srv, key); delay > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(delay.Seconds()))))
+		g.refuse(w, http.StatusTooManyRequests, fmt.Sprintf("more than %d requests per second to MCPServer %s (spec.gateway.requestsPerSecond)", srv.requestsPerSecond, key))
+		return false
+	}
+	return true
+}
+
+// rateDelay takes one request of the caller to the server from its limiter and returns
+// zero, or how long the caller must wait when the request is beyond the server's
+// spec.gateway.requestsPerSecond (the request is then not counted).
+func (g *Gateway) rateDelay(caller *catalog.Identity, srv *server, key connector.Key) time.Duration {
 	if srv.requestsPerSecond <= 0 {
-		return true
+		return 0
 	}
 	limiterKey := caller.Key + "/" + key.String()
 	var lim *rate.Limiter
@@ -359,11 +402,9 @@ func (g *Gateway) admitRate(w http.ResponseWriter, caller *catalog.Identity, srv
 	res := lim.Reserve()
 	if delay := res.Delay(); delay > 0 {
 		res.Cancel()
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(delay.Seconds()))))
-		g.refuse(w, http.StatusTooManyRequests, fmt.Sprintf("more than %d requests per second to MCPServer %s (spec.gateway.requestsPerSecond)", srv.requestsPerSecond, key))
-		return false
+		return delay
 	}
-	return true
+	return 0
 }
 
 // servePOST relays a message to its session, or starts a session for an initialize
@@ -447,7 +488,7 @@ func (g *Gateway) lookup(id string) *session {
 func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *catalog.Identity, srv *server) (*session, int, error) {
 	g.mu.Lock()
 	switch {
-	case len(g.sessions) >= g.opts.MaxSessions:
+	case len(g.sessions)+len(g.toolsetSessions) >= g.opts.MaxSessions:
 		g.mu.Unlock()
 		return nil, http.StatusServiceUnavailable, fmt.Errorf("the gateway holds its maximum of %d sessions (--gateway-max-sessions); retry later", g.opts.MaxSessions)
 	case srv.maxSessions > 0 && g.counts[key] >= srv.maxSessions:

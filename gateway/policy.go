@@ -14,6 +14,9 @@ import (
 // on every change, so that a session reads a consistent picture without locking.
 type server struct {
 	namespace, name string
+	// obj is the informer's object, for the toolsets that select servers by label. It is
+	// shared with the informer's cache and never modified.
+	obj *mcpv1alpha1.MCPServer
 
 	// ready is the Ready condition; reason and message say why it is not True.
 	ready           bool
@@ -33,6 +36,7 @@ func serverOf(obj *mcpv1alpha1.MCPServer) *server {
 	s := &server{
 		namespace: obj.Namespace,
 		name:      obj.Name,
+		obj:       obj,
 		reason:    "Unknown",
 		message:   "the server has not reported its status yet",
 		digest:    obj.Status.ToolsDigest,

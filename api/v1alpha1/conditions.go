@@ -145,3 +145,28 @@ const (
 	// ReasonInvalidPolicy means an MCPEgressPolicy could not be compiled.
 	ReasonInvalidPolicy = "InvalidPolicy"
 )
+
+// Condition types and reasons of an MCPToolset.
+const (
+	// ConditionServersReady is True when every server the toolset selects is Ready;
+	// False names those that are not.
+	ConditionServersReady = "ServersReady"
+
+	// ConditionNamesUnique is True when every exposed tool name of the toolset is unique
+	// and valid. False names both origins of each collision (neither colliding tool is
+	// served) and every tool whose exposed name is invalid (it is not served).
+	ConditionNamesUnique = "NamesUnique"
+
+	// ReasonNoServers means the toolset's entries select no MCPServer.
+	ReasonNoServers = "NoServers"
+
+	// ReasonServersNotReady means none, or not all, of the selected servers are Ready.
+	ReasonServersNotReady = "ServersNotReady"
+
+	// ReasonNameCollision means two tools would be exposed under the same name.
+	ReasonNameCollision = "NameCollision"
+
+	// ReasonInvalidToolName means an exposed tool name does not match
+	// ExposedToolNamePattern.
+	ReasonInvalidToolName = "InvalidToolName"
+)

@@ -21,6 +21,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&MCPServer{}, &MCPServerList{},
 		&MCPEgressPolicy{}, &MCPEgressPolicyList{},
+		&MCPToolset{}, &MCPToolsetList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -63,6 +63,15 @@ func manyHeaders(n int) string {
 	return b.String()
 }
 
+// manyServers returns a toolset servers list of n entries by name as YAML.
+func manyServers(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "\n  - {name: server-%d}", i)
+	}
+	return b.String()
+}
+
 // manyGlobs returns a YAML flow list of n distinct globs.
 func manyGlobs(n int) string {
 	globs := make([]string, n)
@@ -74,7 +83,7 @@ func manyGlobs(n int) string {
 
 func TestSchemaRejectsInvalidManifests(t *testing.T) {
 	namespace := newNamespace(t)
-	const server, policy = "MCPServer", "MCPEgressPolicy"
+	const server, policy, toolset = "MCPServer", "MCPEgressPolicy", "MCPToolset"
 	httpSpec := func(httpYAML string) string { return "http:\n" + httpYAML }
 	stdioSpec := func(stdioYAML string) string { return "stdio:\n" + stdioYAML }
 	const okHTTP = "http:\n  url: https://mcp.example.com/mcp\n"
@@ -198,6 +207,19 @@ func TestSchemaRejectsInvalidManifests(t *testing.T) {
 		{"maxHops above 10", policy, "redirects: {maxHops: 11}", []string{"spec.redirects.maxHops", "less than or equal to 10"}, ""},
 		{"maxHops negative", policy, "redirects: {maxHops: -1}", []string{"spec.redirects.maxHops", "greater than or equal to 0"}, ""},
 		{"unknown redirect policy", policy, "redirects: {policy: Follow}", []string{"spec.redirects.policy", "Unsupported value", "SameOrigin"}, ""},
+
+		// MCPToolset.
+		{"toolset without servers", toolset, "description: nothing", []string{"spec.servers", "Required value"}, ""},
+		{"toolset with an empty server list", toolset, "servers: []", []string{"spec.servers", "at least 1 items"}, ""},
+		{"toolset with more than 32 servers", toolset, "servers:" + manyServers(33), []string{"spec.servers", "must have at most 32 items"}, ""},
+		{"toolset entry with name and selector", toolset, "servers:\n  - {name: github, selector: {matchLabels: {team: a}}}", []string{"spec.servers[0]", "exactly one of name or selector"}, ""},
+		{"toolset entry with neither name nor selector", toolset, "servers:\n  - {prefix: gh_}", []string{"spec.servers[0]", "exactly one of name or selector"}, ""},
+		{"toolset prefix with a slash", toolset, "servers:\n  - {name: github, prefix: 'gh/'}", []string{"spec.servers[0].prefix", "prefix may contain only"}, ""},
+		{"toolset rename with a space", toolset, "servers: [{name: github}]\ntools:\n  overrides: [{name: gh_search, rename: 'search issues'}]", []string{"spec.tools.overrides[0].rename", "must match"}, ""},
+		{"toolset rename over 64 characters", toolset, "servers: [{name: github}]\ntools:\n  overrides: [{name: gh_search, rename: '" + strings.Repeat("a", 65) + "'}]", []string{"spec.tools.overrides[0].rename", "Too long"}, ""},
+		{"toolset override that changes nothing", toolset, "servers: [{name: github}]\ntools:\n  overrides: [{name: gh_search}]", []string{"spec.tools.overrides[0]", "must set rename, description or both"}, ""},
+		{"toolset glob with a slash", toolset, "servers: [{name: github}]\ntools: {deny: ['gh/*']}", []string{"spec.tools.deny", "tool globs may contain only"}, ""},
+		{"toolset unknown discovery", toolset, "servers: [{name: github}]\ndiscovery: Lazy", []string{"spec.discovery", "Unsupported value", "Search"}, ""},
 	}
 	if len(cases) < 30 {
 		t.Fatalf("the schema suite must cover at least 30 invalid manifests, has %d", len(cases))
@@ -246,6 +268,8 @@ func TestSchemaAcceptsValidManifests(t *testing.T) {
 		{"client credentials with a key and a loopback token URL", "MCPServer", "http:\n  url: http://127.0.0.1:8080/mcp\n  allowInsecureHTTP: true\n  headers: [{name: X-Tenant, value: acme}]\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: my-client\n        privateKey: {secretKeyRef: {name: vendor-oauth, key: key.pem}}\n        tokenEndpointAuthMethod: private_key_jwt\n        tokenURL: http://127.0.0.1:9090/token"},
 		{"IPv6 block with except", "MCPEgressPolicy", "egress:\n  - to: [{ipBlock: {cidr: '2001:db8::/32', except: ['2001:db8:1::/48']}}]\n    ports: [{port: 1}, {port: 65535}]"},
 		{"isolating policy", "MCPEgressPolicy", "serverSelector: {}\nredirects: {policy: Deny, maxHops: 0}"},
+		{"toolset of the issue", "MCPToolset", "servers:\n  - {name: github, prefix: gh_}\n  - selector: {matchLabels: {team: support}}\ntools:\n  allow: ['gh_search_*', 'tickets_*']\n  deny: ['*_delete*']\n  overrides:\n    - {name: gh_search_issues, rename: search_issues, description: Search GitHub issues of the acme org.}\ndiscovery: Search"},
+		{"toolset with an empty prefix and 32 servers", "MCPToolset", "servers:" + manyServers(31) + "\n  - {name: plain, prefix: ''}"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -336,15 +360,15 @@ func TestSamplesAreAccepted(t *testing.T) {
 		}
 		kinds[obj.GetKind()]++
 	}
-	if kinds["MCPServer"] < 3 || kinds["MCPEgressPolicy"] < 1 {
-		t.Errorf("samples hold %v; want at least 3 MCPServers (Streamable HTTP, SSE, stdio) and 1 MCPEgressPolicy", kinds)
+	if kinds["MCPServer"] < 3 || kinds["MCPEgressPolicy"] < 1 || kinds["MCPToolset"] < 1 {
+		t.Errorf("samples hold %v; want at least 3 MCPServers (Streamable HTTP, SSE, stdio), 1 MCPEgressPolicy and 1 MCPToolset", kinds)
 	}
 }
 
 // TestEveryFieldIsDocumented walks the schemas the API server serves (what `kubectl
 // explain` prints) and requires a description on every field.
 func TestEveryFieldIsDocumented(t *testing.T) {
-	for _, name := range []string{"mcpservers.mcp.switchboard.dev", "mcpegresspolicies.mcp.switchboard.dev"} {
+	for _, name := range []string{"mcpservers.mcp.switchboard.dev", "mcpegresspolicies.mcp.switchboard.dev", "mcptoolsets.mcp.switchboard.dev"} {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: name}, crd); err != nil {
 			t.Fatalf("reading CRD %s: %v", name, err)

@@ -36,6 +36,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
 	"github.com/switchboard-mcp/switchboard/internal/kustomize"
+	"github.com/switchboard-mcp/switchboard/internal/toolsets"
 )
 
 // The dev samples (config/samples/dev) point at these loopback addresses; `switchboard
@@ -194,10 +195,16 @@ func dev(ctx context.Context, opts devOptions) (err error) {
 	endpoints := gatewayEndpoints(opts.catalogAddr, objects)
 	notesURL := ""
 	for _, e := range endpoints {
-		if e.name == string(demo.Notes) {
+		if e.name == string(demo.Notes) && !e.toolset {
 			notesURL = e.url
 			step("Calling the notes server's tools through the gateway with a go-sdk client, without a token")
 			callNotesThroughGateway(ctx, os.Stdout, notesURL)
+		}
+	}
+	for _, e := range endpoints {
+		if e.toolset {
+			step("Listing the tools of toolset %s and calling search_notes through it", e.name)
+			callToolsetThroughGateway(ctx, os.Stdout, e.url)
 		}
 	}
 
@@ -491,17 +498,24 @@ func mustScheme() *runtime.Scheme {
 // gatewayEndpoint is one sample server's MCP endpoint on the gateway.
 type gatewayEndpoint struct {
 	name, url string
+	toolset   bool
 }
 
-// gatewayEndpoints returns the gateway URL of every MCPServer among the samples, in the
-// samples' order.
+// gatewayEndpoints returns the gateway URL of every MCPServer and MCPToolset among the
+// samples, in the samples' order.
 func gatewayEndpoints(catalogAddr string, objects []*unstructured.Unstructured) []gatewayEndpoint {
 	var endpoints []gatewayEndpoint
 	for _, obj := range objects {
-		if obj.GetKind() == "MCPServer" {
+		switch obj.GetKind() {
+		case "MCPServer":
 			endpoints = append(endpoints, gatewayEndpoint{
 				name: obj.GetName(),
 				url:  "http://" + catalogAddr + catalog.GatewayPath(obj.GetNamespace(), obj.GetName()),
+			})
+		case "MCPToolset":
+			endpoints = append(endpoints, gatewayEndpoint{
+				name: obj.GetName(), toolset: true,
+				url: "http://" + catalogAddr + toolsets.GatewayPath(obj.GetNamespace(), obj.GetName()),
 			})
 		}
 	}
@@ -512,10 +526,14 @@ func printGatewayEndpoints(w io.Writer, endpoints []gatewayEndpoint) {
 	if len(endpoints) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "Gateway:        one MCP endpoint (Streamable HTTP) per server, no authentication:")
+	fmt.Fprintln(w, "Gateway:        one MCP endpoint (Streamable HTTP) per server and per toolset, no authentication:")
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	for _, e := range endpoints {
-		fmt.Fprintf(tw, "                  %s\t%s\n", e.name, e.url)
+		name := e.name
+		if e.toolset {
+			name += " (toolset)"
+		}
+		fmt.Fprintf(tw, "                  %s\t%s\n", name, e.url)
 	}
 	_ = tw.Flush()
 }
@@ -569,6 +587,42 @@ func callNotes(ctx context.Context, w io.Writer, url string) error {
 		}
 		fmt.Fprintf(w, "    %s %s\n      -> %s\n", call.tool, args, resultText(res))
 	}
+	return nil
+}
+
+// callToolsetThroughGateway lists a toolset's tools through its gateway endpoint and
+// calls search_notes, as an agent would, printing what it gets. A failure is printed,
+// not returned.
+func callToolsetThroughGateway(ctx context.Context, w io.Writer, url string) {
+	if err := callToolset(ctx, w, url); err != nil {
+		fmt.Fprintf(w, "    could not use the toolset through the gateway: %v\n", err)
+	}
+}
+
+func callToolset(ctx context.Context, w io.Writer, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-dev", Version: "v1"}, nil)
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		return err
+	}
+	defer session.Close()
+	list, err := session.ListTools(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("tools/list: %w", err)
+	}
+	names := make([]string, len(list.Tools))
+	for i, t := range list.Tools {
+		names[i] = t.Name
+	}
+	fmt.Fprintf(w, "    tools: %s\n", strings.Join(names, " "))
+	args := map[string]any{"query": demoNoteQuery}
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "search_notes", Arguments: args})
+	if err != nil {
+		return fmt.Errorf("search_notes: %w", err)
+	}
+	fmt.Fprintf(w, "    search_notes (toolset) {\"query\":%q}\n      -> %s\n", demoNoteQuery, resultText(res))
 	return nil
 }
 

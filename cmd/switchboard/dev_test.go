@@ -123,6 +123,19 @@ func TestDevBringsUpTheDemoAndCtrlCLeavesNothingBehind(t *testing.T) {
 		t.Errorf("catalogue search for dice lacks roll_dice: %s", tools)
 	}
 
+	// dev prints the demo toolset's endpoint, lists its tools (prefixed, echo denied,
+	// search_notes renamed) and finds the note through it.
+	if url := "http://" + catalogAddr + "/mcp/namespaces/switchboard-demo/toolsets/assistant"; !strings.Contains(output.String(), url) {
+		t.Errorf("dev does not print the toolset's gateway URL %s:\n%s", url, output)
+	}
+	if tools := lineAfter(output.String(), "==> Listing the tools of toolset assistant and calling search_notes through it"); !strings.Contains(tools, "dice_roll_dice") ||
+		!strings.Contains(tools, "search_notes") || strings.Contains(tools, "_echo") {
+		t.Errorf("dev lists the toolset's tools as %q", tools)
+	}
+	if answer := lineAfter(output.String(), `    search_notes (toolset) {"query":"gateway"}`); !strings.Contains(answer, demoNoteTitle) {
+		t.Errorf("dev does not print search_notes finding its note through the toolset (got %q):\n%s", answer, output)
+	}
+
 	// dev prints every demo server's endpoint on the gateway, on the catalogue's address.
 	for name := range want {
 		url := "http://" + catalogAddr + "/mcp/namespaces/switchboard-demo/servers/" + name
@@ -150,15 +163,22 @@ func TestDevBringsUpTheDemoAndCtrlCLeavesNothingBehind(t *testing.T) {
 		t.Errorf("the printed curl lines did not get search_notes' answer (%v):\n%s\n%s", err, script, curlOut)
 	}
 	// Both calls went through the gateway, which audited them.
-	audited := 0
+	audited, toolsetAudited := 0, 0
 	for _, line := range strings.Split(readFile(t, filepath.Join(stateDir, "manager.log")), "\n") {
 		if strings.Contains(line, "gateway.audit") && strings.Contains(line, "Tool call") &&
 			strings.Contains(line, `"tool": "search_notes"`) && strings.Contains(line, `"outcome": "ok"`) {
-			audited++
+			if strings.Contains(line, `"toolset": "assistant"`) {
+				toolsetAudited++
+			} else {
+				audited++
+			}
 		}
 	}
 	if audited != 2 {
 		t.Errorf("the gateway audited %d successful search_notes calls, want 2 (dev's and curl's)", audited)
+	}
+	if toolsetAudited != 1 {
+		t.Errorf("the gateway audited %d successful search_notes calls through the toolset, want 1 (dev's)", toolsetAudited)
 	}
 
 	// dev serves metrics over plain HTTP without authentication, as it prints.

@@ -276,6 +276,7 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 		// After servers, whose setup registers the Secret index it shares.
 		&controllers.FollowerSessionReconciler{Servers: servers, Elected: mgr.Elected()},
 		&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()},
+		&controllers.MCPToolsetReconciler{Client: mgr.GetClient()},
 	}
 	for _, s := range setups {
 		if err := s.SetupWithManager(mgr); err != nil {
@@ -334,6 +335,13 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	}
 	if _, err := informer.AddEventHandler(gw.EventHandler()); err != nil {
 		return fmt.Errorf("adding the gateway's MCPServer event handler: %w", err)
+	}
+	toolsetInformer, err := mgr.GetCache().GetInformer(context.Background(), &mcpv1alpha1.MCPToolset{})
+	if err != nil {
+		return fmt.Errorf("getting the MCPToolset informer: %w", err)
+	}
+	if _, err := toolsetInformer.AddEventHandler(gw.ToolsetEventHandler()); err != nil {
+		return fmt.Errorf("adding the gateway's MCPToolset event handler: %w", err)
 	}
 	if err := mgr.Add(cat); err != nil {
 		return err

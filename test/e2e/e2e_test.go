@@ -79,7 +79,7 @@ func TestEndToEnd(t *testing.T) {
 	step(t, "install CRDs with kubectl", func(t *testing.T) {
 		kubectl(t, "apply", "-k", filepath.Join(root, "config", "crd"))
 		kubectl(t, "wait", "--for=condition=Established", "--timeout=30s",
-			"crd/mcpservers.mcp.switchboard.dev", "crd/mcpegresspolicies.mcp.switchboard.dev")
+			"crd/mcpservers.mcp.switchboard.dev", "crd/mcpegresspolicies.mcp.switchboard.dev", "crd/mcptoolsets.mcp.switchboard.dev")
 	})
 
 	streamableHTTP := testenv.StartServerEverything(t, "streamableHttp")
@@ -338,6 +338,10 @@ func TestEndToEnd(t *testing.T) {
 		} else if !strings.Contains(rpcErr.Message, mcpv1alpha1.ReasonEgressDenied) {
 			t.Errorf("503 for %s: JSON-RPC error %q does not name EgressDenied", deniedServer, rpcErr.Message)
 		}
+	})
+
+	step(t, "a toolset serves only the tools of the servers its caller may use", func(t *testing.T) {
+		useToolset(t, catalogURL, agentGatewayToken)
 	})
 
 	step(t, "the audit log and metrics record the agent's calls", func(t *testing.T) {
@@ -804,7 +808,8 @@ func wantReasons(got map[string]int, want ...string) error {
 // resourceVersions returns the resourceVersion of every MCPServer of ns.
 func resourceVersions(t *testing.T) map[string]string {
 	t.Helper()
-	out := kubectl(t, "get", "mcps", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.metadata.resourceVersion}{"\n"}{end}`)
+	// Toolsets too: their status follows the servers', which a healthy probe leaves alone.
+	out := kubectl(t, "get", "mcps,mcpts", "-n", ns, "-o", `jsonpath={range .items[*]}{.kind}/{.metadata.name}={.metadata.resourceVersion}{"\n"}{end}`)
 	versions := map[string]string{}
 	for _, line := range strings.Fields(out) {
 		name, rv, _ := strings.Cut(line, "=")

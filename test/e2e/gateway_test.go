@@ -394,3 +394,104 @@ func metricValue(text, name string, labels map[string]string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// toolsetCaller is a ServiceAccount of ns that may use the e2e toolset and only one of
+// its two servers.
+const toolsetCaller = "toolset-agent"
+
+// toolsetManifest is a toolset over the streamable and stdio servers, and the Role that
+// lets toolsetCaller use it and the streamable server only.
+func toolsetManifest() string {
+	return fmt.Sprintf(`apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPToolset
+metadata: {name: support, namespace: %[1]s}
+spec:
+  servers:
+    - {name: streamable}
+    - {name: stdio}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: %[2]s, namespace: %[1]s}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: toolset-user, namespace: %[1]s}
+rules:
+  - apiGroups: [mcp.switchboard.dev]
+    resources: [mcptoolsets]
+    resourceNames: [support]
+    verbs: [use]
+  - apiGroups: [mcp.switchboard.dev]
+    resources: [mcpservers]
+    resourceNames: [streamable]
+    verbs: [use]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: toolset-agent-uses-support, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: toolset-user}
+subjects:
+  - {kind: ServiceAccount, name: %[2]s, namespace: %[1]s}
+`, ns, toolsetCaller)
+}
+
+// useToolset checks, against the real API server's RBAC, that a caller allowed the
+// toolset and one of its servers sees and calls that server's tools only, and that a
+// caller without use on the toolset gets 403.
+func useToolset(t *testing.T, catalogURL, agentGatewayToken string) {
+	t.Helper()
+	kubectlApply(t, toolsetManifest())
+	testutil.Eventually(t, 20*time.Second, "the toolset to be Ready with both servers", func() error {
+		out, err := kubectlErr("get", "mcpts", "support", "-n", ns, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status} {.status.readyServers}")
+		if err != nil {
+			return fmt.Errorf("kubectl get mcpts: %w", err)
+		}
+		if strings.TrimSpace(out) != "True 2/2" {
+			return fmt.Errorf("Ready and servers: %q", out)
+		}
+		return nil
+	})
+	endpoint := catalogURL + "/mcp/namespaces/" + ns + "/toolsets/support"
+	if a := postInitialize(t, endpoint, agentGatewayToken); a.status != http.StatusForbidden {
+		t.Errorf("the agent, which may use both servers but not the toolset: %d, want 403: %s", a.status, a.body)
+	}
+	token := serviceAccountToken(t, toolsetCaller)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var session *mcp.ClientSession
+	testutil.Eventually(t, 10*time.Second, "the authorizer to see the toolset Role", func() error {
+		var err error
+		session, err = connectGateway(ctx, endpoint, token, nil)
+		return err
+	})
+	defer session.Close()
+	res, err := session.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list on the toolset: %v", err)
+	}
+	var streamable, stdio int
+	for _, tool := range res.Tools {
+		switch {
+		case strings.HasPrefix(tool.Name, "streamable_"):
+			streamable++
+		case strings.HasPrefix(tool.Name, "stdio_"):
+			stdio++
+		}
+	}
+	if streamable == 0 || stdio != 0 {
+		t.Errorf("the toolset lists %d streamable and %d stdio tools, want the streamable server's only", streamable, stdio)
+	}
+	call, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "streamable_echo", Arguments: map[string]any{"message": "via the toolset"}})
+	if err != nil || call.IsError || !strings.Contains(texts(call.Content), "via the toolset") {
+		t.Errorf("streamable_echo through the toolset: %v %+v", err, call)
+	}
+	if _, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "stdio_echo", Arguments: map[string]any{"message": "x"}}); err == nil {
+		t.Errorf("stdio_echo was callable without use on mcpservers/stdio")
+	}
+	var list catalog.ToolsetList
+	if code := getJSON(t, catalogURL+"/api/v1/toolsets?namespace="+ns, agentGatewayToken, &list); code != http.StatusOK ||
+		len(list.Items) != 1 || list.Items[0].GatewayPath != "/mcp/namespaces/"+ns+"/toolsets/support" {
+		t.Errorf("the catalogue's toolsets: %d %+v", code, list.Items)
+	}
+}

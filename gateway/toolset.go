@@ -1,0 +1,319 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+)
+
+// Reasons a toolset session ends besides those of a server session.
+var (
+	errToolsetDeleted       = errors.New("the MCPToolset was deleted")
+	errToolsetAccessRevoked = errors.New("the caller may no longer use this toolset")
+)
+
+// UpdateToolset records the latest state of an MCPToolset; its open sessions recompute
+// their tools.
+func (g *Gateway) UpdateToolset(obj *mcpv1alpha1.MCPToolset) {
+	key := connector.Key{Namespace: obj.Namespace, Name: obj.Name}
+	g.mu.Lock()
+	g.toolsets[key] = obj
+	g.mu.Unlock()
+	g.resyncToolsets(func(s *toolsetSession) bool { return s.key == key })
+}
+
+// DeleteToolset forgets an MCPToolset and ends its sessions.
+func (g *Gateway) DeleteToolset(key connector.Key) {
+	g.mu.Lock()
+	delete(g.toolsets, key)
+	var ending []*toolsetSession
+	for _, s := range g.toolsetSessions {
+		if s != nil && s.key == key {
+			ending = append(ending, s)
+		}
+	}
+	g.mu.Unlock()
+	for _, s := range ending {
+		s.end(errToolsetDeleted)
+	}
+}
+
+// ToolsetEventHandler keeps the gateway's picture of MCPToolsets in step with an
+// informer.
+func (g *Gateway) ToolsetEventHandler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if o, ok := obj.(*mcpv1alpha1.MCPToolset); ok {
+				g.UpdateToolset(o)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if o, ok := obj.(*mcpv1alpha1.MCPToolset); ok {
+				g.UpdateToolset(o)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if o, ok := obj.(*mcpv1alpha1.MCPToolset); ok {
+				g.DeleteToolset(connector.Key{Namespace: o.Namespace, Name: o.Name})
+			}
+		},
+	}
+}
+
+// toolset returns the gateway's copy of key, or nil.
+func (g *Gateway) toolset(key connector.Key) *mcpv1alpha1.MCPToolset {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.toolsets[key]
+}
+
+// serversIn returns the MCPServers of a namespace the gateway knows.
+func (g *Gateway) serversIn(namespace string) []mcpv1alpha1.MCPServer {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var out []mcpv1alpha1.MCPServer
+	for key, s := range g.servers {
+		if key.Namespace == namespace && s.obj != nil {
+			out = append(out, *s.obj)
+		}
+	}
+	return out
+}
+
+// resyncToolsets has every open toolset session that match selects recompute its
+// tools, in the background.
+func (g *Gateway) resyncToolsets(match func(*toolsetSession) bool) {
+	g.mu.RLock()
+	var list []*toolsetSession
+	for _, s := range g.toolsetSessions {
+		if s != nil && match(s) {
+			list = append(list, s)
+		}
+	}
+	g.mu.RUnlock()
+	for _, s := range list {
+		s.resync()
+	}
+}
+
+// serveToolset is the endpoint of one toolset: authenticate, authorize use of the
+// toolset, then serve the session's own go-sdk server.
+func (g *Gateway) serveToolset(w http.ResponseWriter, r *http.Request) {
+	if !mcphttp.HostAllowed(w, r) {
+		return
+	}
+	key := connector.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	caller, ok := g.authorizeToolset(w, r, key)
+	if !ok {
+		return
+	}
+	if g.toolset(key) == nil {
+		g.refuse(w, http.StatusNotFound, fmt.Sprintf("MCPToolset %s not found", key))
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		g.serveToolsetPOST(w, r, key, caller)
+	case http.MethodGet:
+		if !mcphttp.CheckGET(w, r) {
+			return
+		}
+		if s := g.requestToolsetSession(w, r, key, caller); s != nil && !s.isEnding() {
+			s.transport.ServeHTTP(w, r)
+		}
+	case http.MethodDelete:
+		if s := g.requestToolsetSession(w, r, key, caller); s != nil {
+			s.end(errClientEnded)
+			w.WriteHeader(http.StatusNoContent)
+		}
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// authorizeToolset authenticates the caller and checks that it may use the toolset,
+// answering 401, 403, 429 or 503 when not. Use of each origin server is checked per
+// server when tools are listed and called.
+func (g *Gateway) authorizeToolset(w http.ResponseWriter, r *http.Request, key connector.Key) (*catalog.Identity, bool) {
+	caller, ok := g.authenticate(w, r)
+	if !ok || g.access == nil {
+		return caller, ok
+	}
+	allowed, err := g.access.allowedOn(r.Context(), caller, resourceToolsets, key)
+	if err != nil {
+		g.log.Error(err, "Could not review a caller's access", "toolset", key.String())
+		g.refuse(w, http.StatusServiceUnavailable, "could not review the caller's access; retry shortly")
+		return nil, false
+	}
+	if !allowed {
+		if id := r.Header.Get(mcphttp.SessionIDHeader); id != "" {
+			if s := g.lookupToolsetSession(id); s != nil && s.key == key && s.caller.Key == caller.Key {
+				s.end(errToolsetAccessRevoked)
+			}
+		}
+		g.refuse(w, http.StatusForbidden, fmt.Sprintf("%s may not use MCPToolset %s (it needs verb %q on mcptoolsets.%s %q in namespace %q)",
+			caller.User.Username, key, UseVerb, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace))
+		return nil, false
+	}
+	return caller, true
+}
+
+// serveToolsetPOST hands a message to its session, or starts a session for an
+// initialize request without a session id.
+func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity) {
+	if !mcphttp.CheckPOST(w, r) {
+		return
+	}
+	body, ok := mcphttp.ReadBody(w, r, int64(g.opts.MaxMessageBytes), bodyReadTimeout)
+	if !ok {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if r.Header.Get(mcphttp.SessionIDHeader) != "" {
+		if s := g.requestToolsetSession(w, r, key, caller); s != nil && s.activity.Begin() {
+			defer s.activity.End()
+			s.transport.ServeHTTP(w, r)
+		}
+		return
+	}
+	req := mcphttp.InitializeRequest(w, body)
+	if req == nil {
+		return
+	}
+	s, err := g.startToolsetSession(key, caller)
+	if err != nil {
+		g.metrics.refused.WithLabelValues(strconv.Itoa(http.StatusServiceUnavailable)).Inc()
+		w.Header().Set("Retry-After", "1")
+		mcphttp.WriteError(w, http.StatusServiceUnavailable, req.ID, codeUnavailable, err.Error())
+		return
+	}
+	if !s.activity.Begin() {
+		mcphttp.NotFound(w, "")
+		return
+	}
+	s.transport.ServeHTTP(w, r)
+	s.activity.End()
+}
+
+// requestToolsetSession returns the session a request names, or answers 400 or 404.
+func (g *Gateway) requestToolsetSession(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity) *toolsetSession {
+	id := r.Header.Get(mcphttp.SessionIDHeader)
+	if id == "" {
+		http.Error(w, "Bad Request: "+r.Method+" requires an Mcp-Session-Id header", http.StatusBadRequest)
+		return nil
+	}
+	s := g.lookupToolsetSession(id)
+	if s == nil || s.key != key || s.caller.Key != caller.Key {
+		mcphttp.NotFound(w, "")
+		return nil
+	}
+	return s
+}
+
+func (g *Gateway) lookupToolsetSession(id string) *toolsetSession {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.toolsetSessions[id]
+}
+
+// startToolsetSession reserves a session slot of the replica and connects a go-sdk
+// server of the session's own to a Streamable HTTP transport. No upstream session opens
+// until the client lists or calls tools.
+func (g *Gateway) startToolsetSession(key connector.Key, caller *catalog.Identity) (*toolsetSession, error) {
+	g.mu.Lock()
+	if len(g.sessions)+len(g.toolsetSessions) >= g.opts.MaxSessions {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("the gateway holds its maximum of %d sessions (--gateway-max-sessions); retry later", g.opts.MaxSessions)
+	}
+	id := rand.Text()
+	g.seq++
+	seq := g.seq
+	g.toolsetSessions[id] = nil
+	g.mu.Unlock()
+
+	s := newToolsetSession(g, id, seq, key, caller)
+	if err := s.connect(); err != nil {
+		g.mu.Lock()
+		delete(g.toolsetSessions, id)
+		g.mu.Unlock()
+		return nil, err
+	}
+	g.mu.Lock()
+	g.toolsetSessions[id] = s
+	g.mu.Unlock()
+	s.audit.Info("Session started")
+	return s, nil
+}
+
+// forgetToolsetSession removes an ended session and gives its slot back.
+func (g *Gateway) forgetToolsetSession(s *toolsetSession) {
+	g.mu.Lock()
+	if g.toolsetSessions[s.id] == s {
+		delete(g.toolsetSessions, s.id)
+	}
+	g.mu.Unlock()
+}
+
+// toolResult turns a tools/call error into what the client gets: a JSON-RPC error,
+// keeping the server's own code where it sent one.
+func toolError(err error) error {
+	var jerr *jsonrpc.Error
+	if errors.As(err, &jerr) {
+		return jerr
+	}
+	return &jsonrpc.Error{Code: codeUnavailable, Message: err.Error()}
+}
+
+// exposedTool copies an origin's tool definition under its exposed name, or returns nil
+// when the definition cannot be served (an input schema that is not an object).
+func exposedTool(origin *mcp.Tool, name, description string, hasDescription bool) *mcp.Tool {
+	t := *origin
+	t.Name = name
+	if hasDescription {
+		t.Description = description
+	}
+	if t.InputSchema == nil {
+		return nil
+	}
+	raw, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return nil
+	}
+	var schema struct {
+		Type any `json:"type"`
+	}
+	if json.Unmarshal(raw, &schema) != nil || schema.Type != "object" {
+		return nil
+	}
+	t.InputSchema = json.RawMessage(raw)
+	if t.OutputSchema != nil {
+		if out, err := json.Marshal(t.OutputSchema); err == nil {
+			t.OutputSchema = json.RawMessage(out)
+		}
+	}
+	return &t
+}
+
+// durationSince rounds an audit line's duration.
+func durationSince(start time.Time) string {
+	return time.Since(start).Round(time.Microsecond).String()
+}

@@ -1,0 +1,562 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+	"github.com/switchboard-mcp/switchboard/internal/toolsets"
+)
+
+// toolsetRecheck is how often a session that has listed its tools recomputes them even
+// when nothing told it to: a caller's RBAC changes reach the gateway only through its
+// access reviews, which are cached for AccessTTL.
+const toolsetRecheck = 5 * time.Second
+
+// upstreamProtocolVersion is the version a toolset session's go-sdk client asks its
+// origins for.
+const upstreamProtocolVersion = "2025-11-25"
+
+// toolsetSession is one client session of a toolset endpoint: a go-sdk server of its
+// own whose tools are the toolset's exposed tools the caller may use, and, opened on
+// first need, one upstream session per origin server through which its calls go.
+type toolsetSession struct {
+	g       *Gateway
+	id      string // Mcp-Session-Id; a bearer secret, never logged
+	seq     uint64
+	key     connector.Key
+	caller  *catalog.Identity
+	audit   logr.Logger
+	started time.Time
+
+	server    *mcp.Server
+	transport *mcp.StreamableServerTransport
+	session   *mcp.ServerSession
+	activity  *mcphttp.Activity
+
+	ctx    context.Context // ends with the session
+	cancel context.CancelFunc
+
+	// syncMu serialises recomputing the tools.
+	syncMu sync.Mutex
+
+	mu          sync.Mutex
+	origins     map[string]*origin // by server name
+	routes      map[string]route   // exposed name -> origin
+	search      *searchTools       // in Search mode, the index over the exposed tools
+	registered  map[string]string  // exposed name -> JSON of the definition served
+	listed      bool               // the client has listed tools: keep them current
+	version     uint64             // bumped on every change of the tools served
+	seenVersion uint64             // the version the client last listed
+	dirty       bool               // a resync is wanted while one runs
+	syncing     bool
+	ending      bool
+}
+
+// route is where an exposed tool's calls go.
+type route struct {
+	server, tool string
+}
+
+// origin is the upstream session of one origin server, opened on first need.
+type origin struct {
+	name string
+	once sync.Once
+	err  error
+	up   *connector.Upstream
+	cs   *mcp.ClientSession
+
+	mu    sync.Mutex
+	tools []*mcp.Tool // nil until listed, or after list_changed
+	calls []context.Context
+}
+
+func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, caller *catalog.Identity) *toolsetSession {
+	s := &toolsetSession{
+		g: g, id: id, seq: seq, key: key, caller: caller, started: time.Now(),
+		transport:  &mcp.StreamableServerTransport{SessionID: id},
+		origins:    map[string]*origin{},
+		routes:     map[string]route{},
+		registered: map[string]string{},
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.audit = g.audit.WithValues("caller", caller.User.Username, "namespace", key.Namespace, "toolset", key.Name, "session", seq)
+	s.activity = mcphttp.NewActivity(g.opts.IdleTimeout, func() { s.end(errIdle) })
+	return s
+}
+
+// connect builds the session's go-sdk server and connects it to the transport. Listing
+// or calling tools first brings the tools up to date.
+func (s *toolsetSession) connect() error {
+	s.server = mcp.NewServer(&mcp.Implementation{Name: "switchboard-toolset", Title: s.key.String(), Version: "v1alpha1"}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" || method == "tools/call" {
+				s.mu.Lock()
+				first := !s.listed
+				s.listed = true
+				s.mu.Unlock()
+				if first {
+					s.sync(ctx)
+					go s.recheck()
+				}
+			}
+			if method == "tools/list" {
+				s.mu.Lock()
+				s.seenVersion = s.version
+				s.mu.Unlock()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	// go-sdk tells the client of every change to the server's tools, including the
+	// first registration that answers its first tools/list: only news the client has
+	// not listed yet goes out.
+	s.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "notifications/tools/list_changed" {
+				s.mu.Lock()
+				stale := s.seenVersion != s.version
+				s.mu.Unlock()
+				if !stale {
+					return nil, nil
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	ss, err := s.server.Connect(s.ctx, s.transport, nil)
+	if err != nil {
+		return fmt.Errorf("connecting the client transport: %w", err)
+	}
+	s.session = ss
+	go func() {
+		_ = ss.Wait()
+		s.end(errClientEnded)
+	}()
+	return nil
+}
+
+// recheck recomputes the tools every toolsetRecheck (or AccessTTL, when shorter) until
+// the session ends.
+func (s *toolsetSession) recheck() {
+	t := time.NewTicker(min(toolsetRecheck, s.g.opts.AccessTTL))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			s.resync()
+		}
+	}
+}
+
+// resync recomputes the tools in the background once the client has listed them; a
+// request while one runs makes it run once more.
+func (s *toolsetSession) resync() {
+	s.mu.Lock()
+	if !s.listed || s.ending {
+		s.mu.Unlock()
+		return
+	}
+	if s.syncing {
+		s.dirty = true
+		s.mu.Unlock()
+		return
+	}
+	s.syncing = true
+	s.mu.Unlock()
+	go func() {
+		for {
+			s.sync(s.ctx)
+			s.mu.Lock()
+			if !s.dirty || s.ending {
+				s.syncing, s.dirty = false, false
+				s.mu.Unlock()
+				return
+			}
+			s.dirty = false
+			s.mu.Unlock()
+		}
+	}()
+}
+
+// sync recomputes which tools the session serves: the toolset's selection, the origins'
+// tools (listed over the session's upstream sessions) after the origins' own tool
+// policy, the toolset's rules, and only servers the caller may use. The go-sdk server
+// tells the client when the list changed.
+func (s *toolsetSession) sync(ctx context.Context) {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	want := map[string]*mcp.Tool{}
+	routes := map[string]route{}
+	ts := s.g.toolset(s.key)
+	if ts != nil {
+		s.expose(ctx, ts, want, routes)
+	}
+	var search *searchTools
+	if ts != nil && ts.Spec.Discovery == mcpv1alpha1.ToolsetDiscoverySearch {
+		// The client sees find_tools and call_tool; the exposed tools are found through
+		// the index and called through call_tool.
+		search = newSearchTools(want)
+		want = search.tools()
+	}
+
+	s.mu.Lock()
+	if s.ending {
+		s.mu.Unlock()
+		return
+	}
+	var removed []string
+	for name := range s.registered {
+		if _, ok := want[name]; !ok {
+			removed = append(removed, name)
+			delete(s.registered, name)
+		}
+	}
+	added := map[string]*mcp.Tool{}
+	for name, t := range want {
+		raw, _ := json.Marshal(t)
+		if s.registered[name] != string(raw) {
+			added[name] = t
+			s.registered[name] = string(raw)
+		}
+	}
+	s.routes = routes
+	s.search = search
+	s.mu.Unlock()
+
+	if len(removed) > 0 {
+		s.server.RemoveTools(removed...)
+	}
+	for _, t := range added {
+		handler := s.callTool
+		if search != nil {
+			handler = s.searchHandler(t.Name)
+		}
+		s.server.AddTool(t, handler)
+	}
+	if len(removed) > 0 || len(added) > 0 {
+		// After the change: a client that lists in between gets one notification more,
+		// never one less.
+		s.mu.Lock()
+		s.version++
+		s.mu.Unlock()
+	}
+}
+
+// expose fills want and routes with the tools the caller may see.
+func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset, want map[string]*mcp.Tool, routes map[string]route) {
+	selected, _ := toolsets.Select(ts, s.g.serversIn(ts.Namespace))
+	defs := map[string]map[string]*mcp.Tool{}
+	var origins []toolsets.Origin
+	for _, sel := range selected {
+		srv := s.g.server(connector.Key{Namespace: ts.Namespace, Name: sel.Name})
+		if srv == nil || !srv.ready || !s.mayUse(ctx, sel.Name) {
+			continue
+		}
+		o := s.origin(sel.Name)
+		tools, err := o.list(ctx, s)
+		if err != nil {
+			s.g.log.V(1).Info("Could not list an origin's tools", "toolset", s.key.String(), "server", sel.Name, "reason", err.Error())
+			continue
+		}
+		byName := map[string]*mcp.Tool{}
+		var names []string
+		for _, t := range tools {
+			if srv.toolRefusal(t.Name) == "" {
+				byName[t.Name] = t
+				names = append(names, t.Name)
+			}
+		}
+		defs[sel.Name] = byName
+		origins = append(origins, toolsets.Origin{Server: sel.Name, Prefix: sel.Prefix, Tools: names})
+	}
+	for _, t := range toolsets.Expose(&ts.Spec, origins).Tools {
+		if def := exposedTool(defs[t.Server][t.Tool], t.Name, t.Description, t.HasDescription); def != nil {
+			want[t.Name] = def
+			routes[t.Name] = route{server: t.Server, tool: t.Tool}
+		}
+	}
+}
+
+// mayUse reports whether the caller may use an origin server (cached like every access
+// review); a failed review counts as no.
+func (s *toolsetSession) mayUse(ctx context.Context, server string) bool {
+	if s.g.access == nil {
+		return true
+	}
+	ok, err := s.g.access.allowed(ctx, s.caller, connector.Key{Namespace: s.key.Namespace, Name: server})
+	if err != nil {
+		s.g.log.Error(err, "Could not review a caller's access", "server", server)
+		return false
+	}
+	return ok
+}
+
+// origin returns the session's origin record of a server, creating it.
+func (s *toolsetSession) origin(name string) *origin {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.origins[name]
+	if o == nil {
+		o = &origin{name: name}
+		s.origins[name] = o
+	}
+	return o
+}
+
+// open opens the origin's upstream session once; a failure is forgotten so that the
+// next need tries again.
+func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
+	o.once.Do(func() {
+		key := connector.Key{Namespace: s.key.Namespace, Name: o.name}
+		ctx, cancel := context.WithTimeout(s.ctx, s.g.opts.ConnectTimeout)
+		defer cancel()
+		up, err := s.g.opts.Pool.OpenUpstream(ctx, key)
+		if err != nil {
+			o.err = fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)
+			return
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-toolset", Version: "v1alpha1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return s.session.Elicit(o.callContext(ctx), req.Params)
+			},
+			// Sampling is deprecated as of 2026-07-28 but still spoken by servers of
+			// earlier versions: a toolset relays it like the server endpoint does.
+			CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { //nolint:staticcheck // see above
+				return s.session.CreateMessage(o.callContext(ctx), req.Params) //nolint:staticcheck // see above
+			},
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				o.mu.Lock()
+				o.tools = nil
+				o.mu.Unlock()
+				s.resync()
+			},
+		})
+		// The initialize handshake the connector's Upstream expects first (it notes the
+		// version it settles on), not the stateless discovery of 2026-07-28.
+		cs, err := client.Connect(ctx, upstreamTransport{up}, &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion})
+		if err != nil {
+			_ = up.Close()
+			o.err = fmt.Errorf("could not initialize a session with MCPServer %s: %w", key, err)
+			return
+		}
+		o.mu.Lock()
+		o.up, o.cs = up, cs
+		o.mu.Unlock()
+		s.audit.V(1).Info("Upstream session opened", "server", o.name, "transport", string(up.Transport()))
+		go func() {
+			_ = cs.Wait()
+			s.originEnded(o)
+		}()
+	})
+	if o.err != nil {
+		err := o.err
+		s.mu.Lock()
+		if s.origins[o.name] == o {
+			delete(s.origins, o.name)
+		}
+		s.mu.Unlock()
+		return nil, err
+	}
+	return o.cs, nil
+}
+
+// originEnded forgets an origin whose upstream session ended (its config changed, an
+// egress policy now denies it, the server went away): the next need opens a new one.
+func (s *toolsetSession) originEnded(o *origin) {
+	s.mu.Lock()
+	if s.origins[o.name] == o {
+		delete(s.origins, o.name)
+	}
+	s.mu.Unlock()
+	s.resync()
+}
+
+// list returns the origin's tools, listing them over its upstream session when they
+// are not known.
+func (o *origin) list(ctx context.Context, s *toolsetSession) ([]*mcp.Tool, error) {
+	o.mu.Lock()
+	tools := o.tools
+	o.mu.Unlock()
+	if tools != nil {
+		return tools, nil
+	}
+	cs, err := o.open(s)
+	if err != nil {
+		return nil, err
+	}
+	tools = []*mcp.Tool{}
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, t)
+	}
+	o.mu.Lock()
+	o.tools = tools
+	o.mu.Unlock()
+	return tools, nil
+}
+
+// callContext returns the context of the client call that the origin's request (an
+// elicitation, a sampling request) most likely belongs to: the latest call in flight to
+// the origin, so go-sdk sends the request on that call's stream. Without one, the
+// session's own context (the standalone stream).
+func (o *origin) callContext(fallback context.Context) context.Context {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n := len(o.calls); n > 0 {
+		return o.calls[n-1]
+	}
+	return fallback
+}
+
+func (o *origin) beginCall(ctx context.Context) {
+	o.mu.Lock()
+	o.calls = append(o.calls, ctx)
+	o.mu.Unlock()
+}
+
+func (o *origin) endCall(ctx context.Context) {
+	o.mu.Lock()
+	if i := slices.Index(o.calls, ctx); i >= 0 {
+		o.calls = slices.Delete(o.calls, i, i+1)
+	}
+	o.mu.Unlock()
+}
+
+// callTool relays one tools/call to the tool's origin, after the same checks as the
+// server endpoint: the origin's tool policy and pin, the caller's use of the origin, and
+// the origin's rate limit for the caller. One audit line per call.
+func (s *toolsetSession) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return s.callExposed(ctx, req.Params.Name, req.Params.Arguments, req.Params.Meta)
+}
+
+// callExposed calls the exposed tool name with args.
+func (s *toolsetSession) callExposed(ctx context.Context, name string, args json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+	start := time.Now()
+	s.mu.Lock()
+	r, ok := s.routes[name]
+	s.mu.Unlock()
+	if !ok {
+		return nil, &jsonrpc.Error{Code: codeRefused, Message: fmt.Sprintf("unknown tool %q", name)}
+	}
+	key := connector.Key{Namespace: s.key.Namespace, Name: r.server}
+	audit := func(outcome string, extra ...any) {
+		s.g.metrics.call(key, "tools/call", outcome, time.Since(start))
+		kv := append([]any{"tool", clip(name), "server", r.server, "serverTool", clip(r.tool), "outcome", outcome,
+			"duration", durationSince(start)}, extra...)
+		s.audit.Info("Tool call", kv...)
+	}
+	if why := s.refusal(ctx, key, r.tool); why != "" {
+		audit(outcomeDenied, "reason", why)
+		return nil, &jsonrpc.Error{Code: codeRefused, Message: why}
+	}
+	if srv := s.g.server(key); srv != nil {
+		if delay := s.g.rateDelay(s.caller, srv, key); delay > 0 {
+			why := fmt.Sprintf("more than %d requests per second to MCPServer %s (spec.gateway.requestsPerSecond); retry in %s",
+				srv.requestsPerSecond, key, delay.Round(time.Millisecond))
+			audit(outcomeDenied, "reason", why)
+			return nil, &jsonrpc.Error{Code: codeUnavailable, Message: why}
+		}
+	}
+	o := s.origin(r.server)
+	cs, err := o.open(s)
+	if err != nil {
+		audit(outcomeUpstreamError, "reason", err.Error())
+		return nil, toolError(err)
+	}
+	o.beginCall(ctx)
+	defer o.endCall(ctx)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: r.tool, Arguments: args})
+	if err != nil {
+		audit(outcomeUpstreamError, "reason", err.Error())
+		return nil, toolError(fmt.Errorf("MCPServer %s: %w", key, err))
+	}
+	if res.IsError {
+		audit(outcomeToolError)
+	} else {
+		audit(outcomeOK)
+	}
+	return res, nil
+}
+
+// refusal says why the caller may not call an origin's tool now, or "".
+func (s *toolsetSession) refusal(ctx context.Context, key connector.Key, tool string) string {
+	srv := s.g.server(key)
+	switch {
+	case srv == nil:
+		return errServerDeleted.Error()
+	case !srv.ready:
+		return fmt.Sprintf("MCPServer %s is not Ready (%s): %s", key, srv.reason, srv.message)
+	case !s.mayUse(ctx, key.Name):
+		return fmt.Sprintf("%s may not use MCPServer %s (it needs verb %q on mcpservers.%s %q in namespace %q)",
+			s.caller.User.Username, key, UseVerb, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace)
+	}
+	if why := srv.toolRefusal(tool); why != "" {
+		return why
+	}
+	return srv.pinRefusal()
+}
+
+func (s *toolsetSession) isEnding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ending
+}
+
+// end ends the session for reason; only the first call counts. Its upstream sessions
+// close with it.
+func (s *toolsetSession) end(reason error) {
+	s.mu.Lock()
+	if s.ending {
+		s.mu.Unlock()
+		return
+	}
+	s.ending = true
+	origins := s.origins
+	s.origins = map[string]*origin{}
+	s.mu.Unlock()
+	s.activity.Stop()
+	s.g.forgetToolsetSession(s)
+	s.cancel()
+	if s.session != nil {
+		if errors.Is(reason, errClientEnded) {
+			_ = s.session.Close()
+		} else {
+			time.AfterFunc(errorLinger, func() { _ = s.session.Close() })
+		}
+	}
+	for _, o := range origins {
+		o.mu.Lock()
+		cs := o.cs
+		o.mu.Unlock()
+		if cs != nil {
+			go func() { _ = cs.Close() }()
+		}
+	}
+	s.audit.Info("Session ended", "reason", reason.Error(), "duration", time.Since(s.started).Round(time.Millisecond).String())
+}
+
+// upstreamTransport hands a go-sdk client the connector's upstream connection.
+type upstreamTransport struct{ up *connector.Upstream }
+
+// Connect implements mcp.Transport.
+func (t upstreamTransport) Connect(context.Context) (mcp.Connection, error) { return t.up, nil }

@@ -42,6 +42,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	sessions *prometheus.GaugeVec
+	toolsets *prometheus.GaugeVec // open toolset sessions, by toolset
 	refused  *prometheus.CounterVec
 }
 
@@ -60,6 +61,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "switchboard_gateway_sessions",
 			Help: "Open gateway sessions on this replica, by server.",
 		}, []string{"namespace", "name"}),
+		toolsets: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_gateway_toolset_sessions",
+			Help: "Open gateway sessions on this replica, by MCPToolset.",
+		}, []string{"namespace", "name"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_gateway_refused_requests_total",
 			Help: "HTTP requests the gateway refused before relaying, by status code.",
@@ -68,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.sessions, m.refused} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.sessions, m.toolsets, m.refused} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

@@ -260,6 +260,7 @@ func (g *Gateway) startToolsetSession(key connector.Key, caller *catalog.Identit
 	g.mu.Lock()
 	g.toolsetSessions[id] = s
 	g.mu.Unlock()
+	g.metrics.toolsets.WithLabelValues(key.Namespace, key.Name).Inc()
 	s.audit.Info("Session started")
 	return s, nil
 }
@@ -267,10 +268,25 @@ func (g *Gateway) startToolsetSession(key connector.Key, caller *catalog.Identit
 // forgetToolsetSession removes an ended session and gives its slot back.
 func (g *Gateway) forgetToolsetSession(s *toolsetSession) {
 	g.mu.Lock()
-	if g.toolsetSessions[s.id] == s {
-		delete(g.toolsetSessions, s.id)
+	defer g.mu.Unlock()
+	if g.toolsetSessions[s.id] != s {
+		return
 	}
-	g.mu.Unlock()
+	delete(g.toolsetSessions, s.id)
+	g.metrics.toolsets.WithLabelValues(s.key.Namespace, s.key.Name).Dec()
+	if _, exists := g.toolsets[s.key]; !exists && !g.hasToolsetSessionsLocked(s.key) {
+		// The toolset is gone with its last session: so is its series.
+		g.metrics.toolsets.DeleteLabelValues(s.key.Namespace, s.key.Name)
+	}
+}
+
+func (g *Gateway) hasToolsetSessionsLocked(key connector.Key) bool {
+	for _, other := range g.toolsetSessions {
+		if other != nil && other.key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // toolResult turns a tools/call error into what the client gets: a JSON-RPC error,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,6 +40,7 @@ type toolsetHarness struct {
 	tickets *upstreamServer
 	audit   *logLines
 	toolset *mcpv1alpha1.MCPToolset
+	metrics *prometheus.Registry
 }
 
 // newTicketsUpstream is an upstream with create_ticket and ask, whose call asks the
@@ -89,7 +91,8 @@ func newToolsetHarness(t testing.TB, opts func(*gateway.Options)) *toolsetHarnes
 			return nil
 		})
 	}
-	o := gateway.Options{Pool: pool, Audit: h.audit.logger()}
+	h.metrics = prometheus.NewRegistry()
+	o := gateway.Options{Pool: pool, Audit: h.audit.logger(), Registerer: h.metrics}
 	if opts != nil {
 		opts(&o)
 	}
@@ -219,9 +222,31 @@ func TestToolsetListsAndCallsToolsOfTwoServersInOneSession(t *testing.T) {
 		t.Errorf("audit lines for notes_echo: %q\nall:\n%s", lines, h.audit.all())
 	}
 
+	openSessions := func() float64 {
+		families, err := h.metrics.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "switchboard_gateway_toolset_sessions" {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	if got := openSessions(); got != 1 {
+		t.Errorf("switchboard_gateway_toolset_sessions = %v, want 1", got)
+	}
+
 	// Closing the client session closes its upstream sessions.
 	deletes := func(u *upstreamServer) int { return strings.Count(strings.Join(u.methods(), " "), http.MethodDelete) }
 	_ = cs.Close()
+	testutil.Eventually(t, 10*time.Second, "the toolset session to be counted closed", func() error {
+		if got := openSessions(); got != 0 {
+			return fmt.Errorf("switchboard_gateway_toolset_sessions = %v", got)
+		}
+		return nil
+	})
 	testutil.Eventually(t, 10*time.Second, "the upstream sessions to be closed", func() error {
 		if deletes(h.notes) < 1 || deletes(h.tickets) < 1 {
 			return fmt.Errorf("DELETEs: notes %d, tickets %d", deletes(h.notes), deletes(h.tickets))

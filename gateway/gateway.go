@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/cache"
@@ -291,20 +292,43 @@ func (g *Gateway) serveServer(w http.ResponseWriter, r *http.Request) {
 	if !g.admitRate(w, caller, srv, key) {
 		return
 	}
+	serveMethod(w, r, func() { g.servePOST(w, r, key, caller, srv) }, func() clientSession {
+		if s := g.requestSession(w, r, key, caller); s != nil {
+			return s
+		}
+		return nil
+	})
+}
+
+// clientSession is what the GET and DELETE of either endpoint need of a client session:
+// a server's or a toolset's.
+type clientSession interface {
+	streamTransport() *mcp.StreamableServerTransport
+	isEnding() bool
+	end(reason error)
+}
+
+func (s *session) streamTransport() *mcp.StreamableServerTransport        { return s.transport }
+func (s *toolsetSession) streamTransport() *mcp.StreamableServerTransport { return s.transport }
+
+// serveMethod serves a Streamable HTTP request of an authorized caller: post handles a
+// POST; a GET attaches the standalone stream to the session lookup finds, and a DELETE
+// ends it (lookup answers 400 or 404 itself and returns nil when there is none).
+func serveMethod(w http.ResponseWriter, r *http.Request, post func(), lookup func() clientSession) {
 	switch r.Method {
 	case http.MethodPost:
-		g.servePOST(w, r, key, caller, srv)
+		post()
 	case http.MethodGet:
 		if !mcphttp.CheckGET(w, r) {
 			return
 		}
 		// A standalone stream is no activity: a client that only listens is idle, and
 		// reaping its session ends the stream.
-		if s := g.requestSession(w, r, key, caller); s != nil && !s.isEnding() {
-			s.transport.ServeHTTP(w, r)
+		if s := lookup(); s != nil && !s.isEnding() {
+			s.streamTransport().ServeHTTP(w, r)
 		}
 	case http.MethodDelete:
-		if s := g.requestSession(w, r, key, caller); s != nil {
+		if s := lookup(); s != nil {
 			s.end(errClientEnded)
 			w.WriteHeader(http.StatusNoContent)
 		}

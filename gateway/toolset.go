@@ -129,25 +129,12 @@ func (g *Gateway) serveToolset(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, http.StatusNotFound, fmt.Sprintf("MCPToolset %s not found", key))
 		return
 	}
-	switch r.Method {
-	case http.MethodPost:
-		g.serveToolsetPOST(w, r, key, caller)
-	case http.MethodGet:
-		if !mcphttp.CheckGET(w, r) {
-			return
-		}
-		if s := g.requestToolsetSession(w, r, key, caller); s != nil && !s.isEnding() {
-			s.transport.ServeHTTP(w, r)
-		}
-	case http.MethodDelete:
+	serveMethod(w, r, func() { g.serveToolsetPOST(w, r, key, caller) }, func() clientSession {
 		if s := g.requestToolsetSession(w, r, key, caller); s != nil {
-			s.end(errClientEnded)
-			w.WriteHeader(http.StatusNoContent)
+			return s
 		}
-	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
-	}
+		return nil
+	})
 }
 
 // authorizeToolset authenticates the caller and checks that it may use the toolset,

@@ -25,3 +25,12 @@ func (b *Bridge) PendingCalls(id string) int {
 	defer s.mu.Unlock()
 	return len(s.pending)
 }
+
+// ShortenSharedWriteTimeout sets how long a write to a shared process's stdin may block,
+// for the rest of the test.
+func ShortenSharedWriteTimeout(t testing.TB, d time.Duration) {
+	t.Helper()
+	old := sharedWriteTimeout
+	sharedWriteTimeout = d
+	t.Cleanup(func() { sharedWriteTimeout = old })
+}

@@ -32,6 +32,12 @@ const (
 	sharedStableAfter = 30 * time.Second
 )
 
+// sharedWriteTimeout bounds one write to the shared process's stdin. A process that stops
+// reading its stdin (while it keeps its stdout open) would otherwise hold every session's
+// calls for good; past the bound it is treated as broken, stopped and restarted. A
+// variable so that tests can shorten it.
+var sharedWriteTimeout = 30 * time.Second
+
 // The bridge's identity as the one MCP client of a shared process.
 const (
 	sharedClientName    = "switchboard-bridge"
@@ -155,6 +161,10 @@ type incarnation struct {
 	log      logr.Logger
 	readDone chan struct{} // closed once reading stdout failed
 	readErr  error         // why, readable once readDone is closed
+	broken   chan struct{} // closed once a write to stdin failed (brokenOnce)
+	writeMu  sync.Mutex    // one write at a time, so each gets sharedWriteTimeout of its own
+
+	brokenOnce sync.Once
 
 	// Guarded by sharedProcess.mu.
 	pending  map[jsonrpc.ID]*sharedCall // calls the process owes, by process ID
@@ -302,6 +312,7 @@ func (p *sharedProcess) supervise() {
 		if err == nil && p.goLive(inc, result) {
 			select {
 			case <-inc.readDone:
+			case <-inc.broken:
 			case <-p.done:
 			}
 			reason = p.endReason(inc)
@@ -356,6 +367,7 @@ func (p *sharedProcess) launch() (*incarnation, json.RawMessage, error) {
 		proc:     proc,
 		log:      p.log.WithValues("pid", proc.pid),
 		readDone: make(chan struct{}),
+		broken:   make(chan struct{}),
 		pending:  make(map[jsonrpc.ID]*sharedCall),
 		progress: make(map[jsonrpc.ID]*sharedCall),
 	}
@@ -576,6 +588,15 @@ func (p *sharedProcess) endReason(inc *incarnation) error {
 	case <-p.done:
 		return ErrShuttingDown
 	default:
+	}
+	select {
+	case <-inc.readDone:
+	default:
+		// Its stdin broke while its stdout stayed open (see writeProcess).
+		p.mu.Lock()
+		writeErr := inc.writeErr
+		p.mu.Unlock()
+		return fmt.Errorf("shared mcp server process stopped: writing to its stdin: %w", writeErr)
 	}
 	err := inc.readErr
 	switch {

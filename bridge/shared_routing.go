@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -264,15 +265,24 @@ func (p *sharedProcess) forgetLocked(call *sharedCall) {
 // reason the process is ending, and closes its connection, which ends the read loop
 // (and so the process), since a process whose stdin is broken can serve nobody.
 func (p *sharedProcess) writeProcess(inc *incarnation, msg jsonrpc.Message) bool {
+	inc.writeMu.Lock()
+	_ = inc.proc.stdin.SetWriteDeadline(time.Now().Add(sharedWriteTimeout))
 	err := inc.conn.Write(context.Background(), msg)
+	inc.writeMu.Unlock()
 	if err == nil {
 		return true
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("it read nothing from its stdin for %s", sharedWriteTimeout)
 	}
 	p.mu.Lock()
 	if inc.writeErr == nil {
 		inc.writeErr = err
 	}
 	p.mu.Unlock()
+	// The supervisor stops and replaces a process whose stdin is broken, even one that
+	// keeps its stdout open.
+	inc.brokenOnce.Do(func() { close(inc.broken) })
 	// Give the read loop a moment to see the exit, the better reason.
 	timer := time.NewTimer(exitWait)
 	defer timer.Stop()

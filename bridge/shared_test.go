@@ -1326,3 +1326,36 @@ func TestSharedServerEverythingKilledProcessFailsOnlyItsCallsInFlight(t *testing
 		t.Errorf("%d sessions after the restart, want all %d", n, clients)
 	}
 }
+
+// stuckServer answers the bridge's initialize and then never reads its stdin again,
+// while it keeps its stdout open: a hung server.
+const stuckServer = `read -r line
+id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"stuck","version":"1"}}}\n' "$id"
+exec sleep 1000`
+
+// A shared process that stops reading its stdin is replaced, and the calls it could not
+// take fail with the reason, instead of every session waiting on it for good.
+func TestSharedProcessThatStopsReadingIsReplaced(t *testing.T) {
+	bridge.ShortenSharedWriteTimeout(t, 500*time.Millisecond)
+	r := startSharedBridge(t, bridge.Options{Command: []string{"sh", "-c", stuckServer}})
+	cs := r.mustConnect(t)
+	pid := sharedPID(t, r)
+
+	// Far more than a pipe holds: the write blocks once the process stops reading.
+	_, err := callText(testCtx(t), cs, "anything", map[string]any{"payload": strings.Repeat("x", 1<<20)})
+	if err == nil || !strings.Contains(err.Error(), "read nothing from its stdin") {
+		t.Fatalf("a call the process could not take: %v, want an error saying it stopped reading", err)
+	}
+	eventually(t, 10*time.Second, "a new shared process", func() bool {
+		for _, s := range r.Sessions() {
+			if s.PID != 0 && s.PID != pid {
+				return true
+			}
+		}
+		return false
+	})
+	if alive(pid) {
+		t.Errorf("the stuck process %d is still running", pid)
+	}
+}

@@ -279,31 +279,9 @@ func (s *Server) withGateway(catalogue http.Handler) http.Handler {
 
 // eventHandler keeps the index in step with the informer.
 func (s *Server) eventHandler() toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if o, ok := obj.(*mcpv1alpha1.MCPServer); ok {
-				s.index.upsert(newServerEntry(o))
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok := newObj.(*mcpv1alpha1.MCPServer)
-			if !ok {
-				return
-			}
-			if old, ok := oldObj.(*mcpv1alpha1.MCPServer); ok && old.ResourceVersion == o.ResourceVersion {
-				return // a resync: nothing changed
-			}
-			s.index.upsert(newServerEntry(o))
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if o, ok := obj.(*mcpv1alpha1.MCPServer); ok {
-				s.index.delete(serverKey{namespace: o.Namespace, name: o.Name})
-			}
-		},
-	}
+	return ObjectEventHandler(
+		func(o *mcpv1alpha1.MCPServer) { s.index.upsert(newServerEntry(o)) },
+		func(o *mcpv1alpha1.MCPServer) { s.index.delete(serverKey{namespace: o.Namespace, name: o.Name}) })
 }
 
 // Authenticator returns the catalogue's token authenticator, for the gateway to share

@@ -74,27 +74,17 @@ func toolsetSummaryOf(o *mcpv1alpha1.MCPToolset) ToolsetSummary {
 
 // toolsetEventHandler keeps the store in step with an MCPToolset informer.
 func (s *Server) toolsetEventHandler() toolscache.ResourceEventHandler {
-	put := func(obj any) {
-		if o, ok := obj.(*mcpv1alpha1.MCPToolset); ok {
+	return ObjectEventHandler(
+		func(o *mcpv1alpha1.MCPToolset) {
 			s.toolsets.mu.Lock()
+			defer s.toolsets.mu.Unlock()
 			s.toolsets.items[serverKey{namespace: o.Namespace, name: o.Name}] = toolsetSummaryOf(o)
-			s.toolsets.mu.Unlock()
-		}
-	}
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    put,
-		UpdateFunc: func(_, obj any) { put(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if o, ok := obj.(*mcpv1alpha1.MCPToolset); ok {
-				s.toolsets.mu.Lock()
-				delete(s.toolsets.items, serverKey{namespace: o.Namespace, name: o.Name})
-				s.toolsets.mu.Unlock()
-			}
 		},
-	}
+		func(o *mcpv1alpha1.MCPToolset) {
+			s.toolsets.mu.Lock()
+			defer s.toolsets.mu.Unlock()
+			delete(s.toolsets.items, serverKey{namespace: o.Namespace, name: o.Name})
+		})
 }
 
 // listToolsets answers GET /api/v1/toolsets and the list_toolsets tool: the toolsets of

@@ -204,26 +204,9 @@ func (g *Gateway) Delete(key connector.Key) {
 
 // EventHandler keeps the gateway's picture of MCPServers in step with an informer.
 func (g *Gateway) EventHandler() toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if o, ok := obj.(*mcpv1alpha1.MCPServer); ok {
-				g.Update(o)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if o, ok := obj.(*mcpv1alpha1.MCPServer); ok {
-				g.Update(o)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if o, ok := obj.(*mcpv1alpha1.MCPServer); ok {
-				g.Delete(connector.Key{Namespace: o.Namespace, Name: o.Name})
-			}
-		},
-	}
+	return catalog.ObjectEventHandler(g.Update, func(o *mcpv1alpha1.MCPServer) {
+		g.Delete(connector.Key{Namespace: o.Namespace, Name: o.Name})
+	})
 }
 
 // server returns the gateway's picture of key, or nil.

@@ -56,26 +56,9 @@ func (g *Gateway) DeleteToolset(key connector.Key) {
 // ToolsetEventHandler keeps the gateway's picture of MCPToolsets in step with an
 // informer.
 func (g *Gateway) ToolsetEventHandler() toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if o, ok := obj.(*mcpv1alpha1.MCPToolset); ok {
-				g.UpdateToolset(o)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if o, ok := obj.(*mcpv1alpha1.MCPToolset); ok {
-				g.UpdateToolset(o)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if o, ok := obj.(*mcpv1alpha1.MCPToolset); ok {
-				g.DeleteToolset(connector.Key{Namespace: o.Namespace, Name: o.Name})
-			}
-		},
-	}
+	return catalog.ObjectEventHandler(g.UpdateToolset, func(o *mcpv1alpha1.MCPToolset) {
+		g.DeleteToolset(connector.Key{Namespace: o.Namespace, Name: o.Name})
+	})
 }
 
 // toolset returns the gateway's copy of key, or nil.

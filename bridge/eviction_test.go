@@ -218,7 +218,12 @@ func TestAListenStreamIsNoRequestInFlight(t *testing.T) {
 		t.Errorf("echo = %q", got)
 	}
 	// The evicted session's stream ends, carrying the reason as the listen call's answer.
-	if got := <-streamEnd; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, "session evicted") {
-		t.Errorf("the listen stream ended with %q, want the eviction as its answer", got)
+	select {
+	case got := <-streamEnd:
+		if !strings.HasPrefix(got, "200 ") || !strings.Contains(got, "session evicted") {
+			t.Errorf("the listen stream ended with %q, want the eviction as its answer", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the evicted session's listen stream did not end")
 	}
 }

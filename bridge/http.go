@@ -153,7 +153,7 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 // isListenCall reports whether a POST body is a subscriptions/listen call. The cheap
 // search comes first: nearly every body is something else.
 func isListenCall(body []byte) bool {
-	if !bytes.Contains(body, []byte(`"subscriptions/listen"`)) {
+	if !bytes.Contains(body, []byte(`"`+methodListen+`"`)) {
 		return false
 	}
 	msg, err := jsonrpc.DecodeMessage(body)
@@ -161,7 +161,7 @@ func isListenCall(body []byte) bool {
 		return false
 	}
 	req, ok := msg.(*jsonrpc.Request)
-	return ok && req.IsCall() && req.Method == "subscriptions/listen"
+	return ok && req.IsCall() && req.Method == methodListen
 }
 
 // serveGET attaches a standalone SSE stream to a session.

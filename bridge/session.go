@@ -247,7 +247,7 @@ const listenProtocol = "2026-07-28"
 // cannot open that GET (the gateway's raw go-sdk connection) opens a listen stream
 // instead, and a subprocess of that protocol would only answer it with an error.
 func (s *session) holdsListen(req *jsonrpc.Request) bool {
-	if req.Method != "subscriptions/listen" {
+	if req.Method != methodListen {
 		return false
 	}
 	s.mu.Lock()
@@ -288,7 +288,7 @@ func (s *session) replyError(id jsonrpc.ID, reason error) {
 
 // beginRequest marks a client request in flight, which holds off idle reaping. It reports
 // false once the session is ending.
-func (s *session) beginRequest() bool { return !s.isEnding() && s.activity.Begin() }
+func (s *session) beginRequest() bool { return s.activity.Begin() }
 
 // endRequest marks a client request done; the last one restarts the idle timer.
 func (s *session) endRequest() { s.activity.End() }

@@ -57,6 +57,7 @@ const (
 	methodSetLevel         = "logging/setLevel"
 	methodLogMessage       = "notifications/message"
 	methodPing             = "ping"
+	methodListen           = "subscriptions/listen"
 	methodRootsListChanged = "notifications/roots/list_changed"
 	sessionEndedReason     = "the client session ended"
 )
@@ -237,7 +238,6 @@ func (p *sharedProcess) connect(_ context.Context, seq uint64) (mcp.Connection, 
 	}
 	c := &sharedConn{
 		p:       p,
-		seq:     seq,
 		log:     p.log.WithValues("session", seq),
 		inbound: make(chan jsonrpc.Message, sharedQueueSize),
 		closed:  make(chan struct{}),
@@ -461,12 +461,7 @@ func (p *sharedProcess) callProcess(inc *incarnation, method string, params any)
 	req := p.registerLocked(inc, call, &jsonrpc.Request{Method: method, Params: raw})
 	p.mu.Unlock()
 	if !p.writeProcess(inc, req) {
-		if inc.hasEnded() {
-			return nil, p.endReason(inc) // the exit status says more than a broken pipe
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return nil, fmt.Errorf("writing to the shared mcp server: %w", inc.writeErr)
+		return nil, p.endReason(inc)
 	}
 	timer := time.NewTimer(sharedInitTimeout)
 	defer timer.Stop()
@@ -582,7 +577,8 @@ func failCalls(calls []*sharedCall, reason error) {
 	}
 }
 
-// endReason says why inc's stdout stopped, preferring the exit status.
+// endReason says why inc ended: its stdin broke (see writeProcess), or its stdout
+// stopped, then preferring the exit status.
 func (p *sharedProcess) endReason(inc *incarnation) error {
 	select {
 	case <-p.done:

@@ -25,7 +25,6 @@ import (
 // sharedConn is one session's connection to the shared process.
 type sharedConn struct {
 	p   *sharedProcess
-	seq uint64
 	log logr.Logger
 
 	inbound   chan jsonrpc.Message // messages for the session, at most sharedQueueSize
@@ -211,23 +210,34 @@ func rawID(id jsonrpc.ID) json.RawMessage {
 	return json.RawMessage(strconv.FormatInt(n, 10))
 }
 
-// progressToken returns the _meta.progressToken of a request's params, or nil.
-func progressToken(params json.RawMessage) json.RawMessage {
+// swapProgressToken returns params with _meta.progressToken set to token, and the token
+// it replaced; both nil when params carry none. It parses params once: they hold a
+// tool's arguments, of any size.
+func swapProgressToken(params, token json.RawMessage) (swapped, old json.RawMessage) {
 	if !bytes.Contains(params, []byte(`"progressToken"`)) {
-		return nil // most calls: no need to parse arguments of any size
+		return nil, nil // most calls
 	}
-	var p struct {
-		Meta struct {
-			ProgressToken json.RawMessage `json:"progressToken"`
-		} `json:"_meta"`
+	var members map[string]json.RawMessage
+	if json.Unmarshal(params, &members) != nil {
+		return nil, nil
 	}
-	if len(params) == 0 || json.Unmarshal(params, &p) != nil {
-		return nil
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(members["_meta"], &meta) != nil {
+		return nil, nil
 	}
-	if token := p.Meta.ProgressToken; len(token) > 0 && string(token) != "null" {
-		return token
+	if old = meta["progressToken"]; len(old) == 0 || string(old) == "null" {
+		return nil, nil
 	}
-	return nil
+	meta["progressToken"] = token
+	rawMeta, err := json.Marshal(meta)
+	if err != nil {
+		return nil, nil
+	}
+	members["_meta"] = rawMeta
+	if swapped, err = json.Marshal(members); err != nil {
+		return nil, nil
+	}
+	return swapped, old
 }
 
 // withMember returns the JSON object obj with its member key set to value, every other
@@ -241,19 +251,4 @@ func withMember(obj json.RawMessage, key string, value json.RawMessage) (json.Ra
 	}
 	members[key] = value
 	return json.Marshal(members)
-}
-
-// withMeta returns params with _meta's member key set to value.
-func withMeta(params json.RawMessage, key string, value json.RawMessage) (json.RawMessage, error) {
-	var p struct {
-		Meta json.RawMessage `json:"_meta"`
-	}
-	if err := json.Unmarshal(params, &p); err != nil {
-		return nil, err
-	}
-	meta, err := withMember(p.Meta, key, value)
-	if err != nil {
-		return nil, err
-	}
-	return withMember(params, "_meta", meta)
 }

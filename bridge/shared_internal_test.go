@@ -82,16 +82,9 @@ func TestProgressTokenIsRewrittenInPlace(t *testing.T) {
 		{"no params", ``, ``, ``},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			token := progressToken(json.RawMessage(tc.params))
+			got, token := swapProgressToken(json.RawMessage(tc.params), json.RawMessage("42"))
 			if string(token) != tc.wantToken {
-				t.Fatalf("progressToken(%s) = %s, want %s", tc.params, token, tc.wantToken)
-			}
-			if token == nil {
-				return
-			}
-			got, err := withMeta(json.RawMessage(tc.params), "progressToken", json.RawMessage("42"))
-			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("swapProgressToken(%s) replaced %s, want %s", tc.params, token, tc.wantToken)
 			}
 			if string(got) != tc.want {
 				t.Errorf("rewritten params = %s, want %s", got, tc.want)

@@ -226,12 +226,10 @@ func (p *sharedProcess) registerLocked(inc *incarnation, call *sharedCall, req *
 	call.origID = req.ID
 	call.method = req.Method
 	params := req.Params
-	if token := progressToken(params); token != nil {
-		if rewritten, err := withMeta(params, "progressToken", rawID(call.id)); err == nil {
-			params = rewritten
-			call.token, call.origToken = call.id, token
-			inc.progress[call.token] = call
-		}
+	if swapped, token := swapProgressToken(params, rawID(call.id)); token != nil {
+		params = swapped
+		call.token, call.origToken = call.id, token
+		inc.progress[call.token] = call
 	}
 	inc.pending[call.id] = call
 	if call.conn != nil {
@@ -340,25 +338,11 @@ func (p *sharedProcess) send(inc *incarnation, call *sharedCall, out *jsonrpc.Re
 	if owed {
 		p.forgetLocked(call)
 	}
-	writeErr := inc.writeErr
 	p.mu.Unlock()
 	if !owed || call.conn == nil {
 		return
 	}
-	reason := fmt.Errorf("writing to the shared mcp server: %w", writeErr)
-	if inc.hasEnded() {
-		reason = p.endReason(inc)
-	}
-	call.conn.deliver(errorResponse(call.origID, reason))
-}
-
-func (inc *incarnation) hasEnded() bool {
-	select {
-	case <-inc.readDone:
-		return true
-	default:
-		return false
-	}
+	call.conn.deliver(errorResponse(call.origID, p.endReason(inc)))
 }
 
 // answerInitialize answers a session's initialize from the process's InitializeResult.

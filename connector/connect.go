@@ -32,7 +32,7 @@ func (s *session) connect() (*live, *Error) {
 		return nil, err
 	}
 	s.stack.obs.reset()
-	d, derr := discover(s.ctx, l.cs, s.cfg, s.mem)
+	d, derr := discover(s.ctx, l.cs, s.cfg, s.red, s.mem)
 	if derr != nil {
 		l.close()
 		e := classify(derr, s.stack.obs.last())

@@ -36,8 +36,9 @@ type discovered struct {
 // every page in time, and what the lists carry in bytes; a repeated cursor ends
 // discovery with LimitExceeded. What is kept is charged to mem, the session's share of
 // the pool's memory budget, and each page is charged while it is decoded; on success the
-// new lists replace the old ones in mem, on failure mem is as before.
-func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config, mem *lease) (_ *discovered, err error) {
+// new lists replace the old ones in mem, on failure mem is as before. red takes the
+// secrets, configured and issued (OAuth tokens), out of the server's text.
+func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config, red redactor, mem *lease) (_ *discovered, err error) {
 	defer func() {
 		if err != nil {
 			mem.abort()
@@ -53,7 +54,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config, mem *lease
 	}
 	l := &lister{cfg: cfg, budget: cfg.Limits.MaxDiscoveryBytes, mem: mem}
 	k := &l.keeper
-	k.red, k.max = redactor{secrets: cfg.secrets()}, cfg.Limits.MaxDescriptionBytes
+	k.red, k.max = red, cfg.Limits.MaxDescriptionBytes
 	out := &discovered{instructions: k.text(res.Instructions)}
 	if si := res.ServerInfo; si != nil {
 		out.serverInfo = ServerInfo{Name: k.text(si.Name), Title: k.text(si.Title), Version: k.text(si.Version)}
@@ -180,15 +181,6 @@ func (k *keeper) take() (kept, sent, schema int64) {
 	kept, sent, schema = k.kept, k.sent, k.schema
 	k.kept, k.sent, k.schema = 0, 0, 0
 	return kept, sent, schema
-}
-
-// redact replaces every secret in s, and only that: unlike scrub it neither cuts s nor
-// touches URLs, since s is the server's own text rather than a message of ours.
-func (r redactor) redact(s string) string {
-	for _, secret := range r.secrets {
-		s = strings.ReplaceAll(s, secret, "[redacted]")
-	}
-	return s
 }
 
 // lister carries the bounds shared by the lists of one discovery.

@@ -213,8 +213,10 @@ type redactor struct {
 	issued func() []string
 }
 
-// scrub replaces every secret in s and cuts it to maxMessageLen.
-func (r redactor) scrub(s string) string {
+// redact replaces every secret in s, the configured and the issued ones, and only that:
+// unlike scrub it neither cuts s nor touches URLs, for the server's own text (tool
+// descriptions, instructions) rather than a message of ours.
+func (r redactor) redact(s string) string {
 	for _, secret := range r.secrets {
 		s = strings.ReplaceAll(s, secret, "[redacted]")
 	}
@@ -223,7 +225,12 @@ func (r redactor) scrub(s string) string {
 			s = strings.ReplaceAll(s, secret, "[redacted]")
 		}
 	}
-	s = scrubQueries(s)
+	return s
+}
+
+// scrub replaces every secret in s and cuts it to maxMessageLen.
+func (r redactor) scrub(s string) string {
+	s = scrubQueries(r.redact(s))
 	if len(s) > maxMessageLen {
 		s = TruncateUTF8(s, maxMessageLen-3) + "..."
 	}

@@ -69,7 +69,7 @@ func (s *session) serve(l *live) *Error {
 // rediscover refreshes the lists after a list_changed notification.
 func (s *session) rediscover(l *live) *Error {
 	s.stack.obs.reset()
-	d, err := discover(s.ctx, l.cs, s.cfg, s.mem)
+	d, err := discover(s.ctx, l.cs, s.cfg, s.red, s.mem)
 	if err != nil {
 		e := classify(err, s.stack.obs.last())
 		s.pool.metrics.discoveryError(s.key, e.Reason)

@@ -100,6 +100,11 @@ func newTokenSource(ctx context.Context, cfg Config, endpoint *url.URL, stack *h
 	if o.ClientID == "" {
 		return nil, invalid("OAuth client credentials need a client ID")
 	}
+	switch o.AuthMethod {
+	case "", AuthMethodClientSecretBasic, AuthMethodClientSecretPost, AuthMethodPrivateKeyJWT:
+	default:
+		return nil, invalid("unknown token endpoint auth method %q", o.AuthMethod)
+	}
 	switch {
 	case len(o.PrivateKey) > 0 && o.ClientSecret != "":
 		return nil, invalid("OAuth client credentials set both a client secret and a private key")
@@ -315,7 +320,7 @@ func (a *tokenSource) insufficientScope(ch challenge) *Error {
 func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 	meta := &authMeta{method: a.cfg.AuthMethod, scopes: a.cfg.Scopes}
 	if len(meta.scopes) == 0 && ch.scope != "" {
-		meta.scopes = strings.Fields(ch.scope)
+		meta.scopes = boundedScopes(strings.Fields(ch.scope)) // from the server's header: bounded like metadata's
 	}
 	if a.cfg.TokenURL != "" {
 		u, _ := url.Parse(a.cfg.TokenURL)
@@ -464,7 +469,7 @@ func (a *tokenSource) checkTokenURL(u *url.URL) *Error {
 	if u.Scheme == "https" {
 		return nil
 	}
-	if u.Scheme == "http" && a.cfg.AllowInsecureHTTP && a.loopback(u.Hostname()) {
+	if u.Scheme == "http" && a.cfg.AllowInsecureHTTP && namesLoopback(u.Hostname()) {
 		return nil
 	}
 	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
@@ -472,23 +477,16 @@ func (a *tokenSource) checkTokenURL(u *url.URL) *Error {
 		origin(u))
 }
 
-// loopback reports whether host is, or resolves only to, loopback addresses.
-func (a *tokenSource) loopback(host string) bool {
+// loopback reports whether host names a loopback address by itself: a loopback IP
+// literal, or localhost (RFC 6761). A name is not resolved to find out: the dial would
+// resolve it again, and a name that resolved to loopback here could resolve elsewhere
+// then (DNS rebinding), with the credential sent in the clear.
+func namesLoopback(host string) bool {
 	if addr, err := netip.ParseAddr(host); err == nil {
 		return addr.Unmap().IsLoopback()
 	}
-	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
-	defer cancel()
-	addrs, err := a.stack.resolver.LookupNetIP(ctx, "ip", host)
-	if err != nil || len(addrs) == 0 {
-		return false
-	}
-	for _, addr := range addrs {
-		if !addr.Unmap().IsLoopback() {
-			return false
-		}
-	}
-	return true
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // fetchFirst GETs each candidate in turn until one answers 200 with a JSON document,

@@ -65,7 +65,8 @@ type oauthWorld struct {
 	wantMethod   string           // client_secret_basic, client_secret_post or private_key_jwt
 	assertions   []jwt.MapClaims
 	revoked      bool
-	rejected     int // requests answered 401 although they carried a token
+	echoToken    bool // the server puts the Authorization it received into a tool description
+	rejected     int  // requests answered 401 although they carried a token
 	// metadataBytes counts what the 50 MiB metadata handler managed to send.
 	metadataBytes int
 }
@@ -84,7 +85,18 @@ func newOAuthWorld(t *testing.T) *oauthWorld {
 		}
 	}
 	server := newServer(2, nil)
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if !w.echoToken {
+			return server
+		}
+		echoing := newServer(1, nil)
+		echoing.AddTool(&mcp.Tool{Name: "whoami", Description: "Called with " + r.Header.Get("Authorization"),
+			InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+		return echoing
+	}, nil)
 	w.mcp = startServer(t, w.log("mcp", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/.well-known/oauth-protected-resource/mcp" {
 			writeJSON(rw, w.prm(w))
@@ -330,6 +342,27 @@ func TestOAuthClientSecretBasicDiscoveryHappyPath(t *testing.T) {
 		t.Errorf("token request form = %v, want scope tools.read and the server's resource", form)
 	}
 	w.assertSecretOnlyAtTokenEndpoint()
+	w.assertNoLeak(snap)
+}
+
+// A server that shows the token it was sent, in its own text, does not get it into the
+// published tools: issued tokens are redacted like configured secrets.
+func TestOAuthTokenEchoedByTheServerIsRedacted(t *testing.T) {
+	w := newOAuthWorld(t)
+	w.echoToken = true
+	p := testPool(t)
+	key := Key{"ns", "oauth-echo"}
+	p.Ensure(key, w.config(OAuth2ClientCredentials{ClientSecret: oauthClientSecret}))
+	snap := waitReady(t, p, key)
+	var description string
+	for _, tool := range snap.Tools {
+		if tool.Name == "whoami" {
+			description = tool.Description
+		}
+	}
+	if description != "Called with Bearer [redacted]" {
+		t.Errorf("whoami's description = %q, want the token redacted", description)
+	}
 	w.assertNoLeak(snap)
 }
 
@@ -603,12 +636,12 @@ func TestOAuthHostileMetadataIsRefused(t *testing.T) {
 		name: "token endpoint on a host the policy does not allow",
 		setup: func(w *oauthWorld, cfg *Config) {
 			cfg.Egress = publicPosture(w.t, w.mcp, w.as)
-			cfg.Resolver = namedResolver{"tokens.denied.test": netip.MustParseAddr("127.0.0.1")}
+			cfg.Resolver = namedResolver{"tokens.denied.localhost": netip.MustParseAddr("127.0.0.1")}
 			w.asMeta = func(w *oauthWorld) map[string]any {
-				return map[string]any{"issuer": w.as.URL, "token_endpoint": "http://tokens.denied.test:" + portOf(w.capture) + "/token"}
+				return map[string]any{"issuer": w.as.URL, "token_endpoint": "http://tokens.denied.localhost:" + portOf(w.capture) + "/token"}
 			}
 		},
-		reason: ReasonEgressDenied, auth: ReasonTokenRequestFailed, want: []string{"token request to http://tokens.denied.test:", "connection to tokens.denied.test"},
+		reason: ReasonEgressDenied, auth: ReasonTokenRequestFailed, want: []string{"token request to http://tokens.denied.localhost:", "connection to tokens.denied.localhost"},
 	}, {
 		name: "token endpoint redirecting to another origin",
 		setup: func(w *oauthWorld, cfg *Config) {
@@ -627,6 +660,16 @@ func TestOAuthHostileMetadataIsRefused(t *testing.T) {
 			}
 		},
 		reason: ReasonTokenRequestFailed, auth: ReasonTokenRequestFailed, want: []string{"is not https", "tokens.example.test"},
+	}, {
+		// A name that resolves to loopback now could resolve elsewhere at the dial.
+		name: "plain http token endpoint named by a host that resolves to loopback",
+		setup: func(w *oauthWorld, cfg *Config) {
+			cfg.Resolver = namedResolver{"tokens.rebind.test": netip.MustParseAddr("127.0.0.1")}
+			w.asMeta = func(w *oauthWorld) map[string]any {
+				return map[string]any{"issuer": w.as.URL, "token_endpoint": "http://tokens.rebind.test:" + portOf(w.capture) + "/token"}
+			}
+		},
+		reason: ReasonTokenRequestFailed, auth: ReasonTokenRequestFailed, want: []string{"is not https", "tokens.rebind.test"},
 	}, {
 		name: "a 50 MiB metadata document",
 		setup: func(w *oauthWorld, _ *Config) {
@@ -913,6 +956,7 @@ func TestOAuthUnusableCredentialsFailAtSetup(t *testing.T) {
 		{"P-384 key", OAuth2ClientCredentials{PrivateKey: p384PEM}, "not on curve P-256"},
 		{"no credential", OAuth2ClientCredentials{}, "need a client secret or a private key"},
 		{"secret with private_key_jwt", OAuth2ClientCredentials{ClientSecret: oauthClientSecret, AuthMethod: AuthMethodPrivateKeyJWT}, "needs a private key"},
+		{"unknown auth method", OAuth2ClientCredentials{ClientSecret: oauthClientSecret, AuthMethod: "tls_client_auth"}, `unknown token endpoint auth method "tls_client_auth"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newOAuthWorld(t)
@@ -924,7 +968,13 @@ func TestOAuthUnusableCredentialsFailAtSetup(t *testing.T) {
 				t.Errorf("message = %q, want %q", snap.LastError.Message, tc.want)
 			}
 			w.assertNoLeak(snap)
-			if n := len(w.requests); n != 0 {
+			if strings.Contains(fmt.Sprintf("%+v", snap), "not a key at all") {
+				t.Errorf("the key material reached the snapshot: %+v", snap)
+			}
+			w.mu.Lock()
+			n := len(w.requests)
+			w.mu.Unlock()
+			if n != 0 {
 				t.Errorf("%d requests went out with unusable credentials", n)
 			}
 		})

@@ -182,6 +182,11 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 	}
 	s.transport.ServeHTTP(w, r)
 	s.activity.End()
+	if s.session.InitializeParams() == nil {
+		// The client went away before initialize completed: nobody can use the session,
+		// and it would hold its slot until the idle timeout.
+		s.end(errNotReady)
+	}
 }
 
 // requestToolsetSession returns the session a request names, or answers 400 or 404.

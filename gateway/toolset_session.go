@@ -357,9 +357,21 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 			o.err = fmt.Errorf("could not initialize a session with MCPServer %s: %w", key, err)
 			return
 		}
-		o.mu.Lock()
-		o.up, o.cs = up, cs
-		o.mu.Unlock()
+		// The session may have ended meanwhile: its end closed the upstream sessions it
+		// knew of, and this one it did not.
+		s.mu.Lock()
+		current := !s.ending && s.origins[o.name] == o
+		if current {
+			o.mu.Lock()
+			o.up, o.cs = up, cs
+			o.mu.Unlock()
+		}
+		s.mu.Unlock()
+		if !current {
+			_ = cs.Close()
+			o.err = fmt.Errorf("could not open a session with MCPServer %s: the toolset session ended", key)
+			return
+		}
 		s.audit.V(1).Info("Upstream session opened", "server", o.name, "transport", string(up.Transport()))
 		go func() {
 			_ = cs.Wait()

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -512,4 +513,38 @@ func TestToolsetSearchModeFindsAndCallsTools(t *testing.T) {
 	if h.notes.calls("tools/call") != 2 {
 		t.Errorf("notes received %d tools/call, want 2", h.notes.calls("tools/call"))
 	}
+}
+
+// A toolset session whose initialize fails is ended at once, instead of holding its slot
+// of --gateway-max-sessions until the idle timeout.
+func TestToolsetSessionThatNeverInitializedIsEnded(t *testing.T) {
+	h := newToolsetHarness(t, nil)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":"not initialize params"}`
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, h.url(), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := (&http.Client{Transport: bearer{}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if !strings.Contains(string(answer), `"error"`) {
+		t.Fatalf("a malformed initialize was answered %d %q, want a JSON-RPC error", resp.StatusCode, answer)
+	}
+	testutil.Eventually(t, 10*time.Second, "the uninitialized session to end", func() error {
+		families, err := h.metrics.Gather()
+		if err != nil {
+			return err
+		}
+		for _, f := range families {
+			if f.GetName() == "switchboard_gateway_toolset_sessions" && f.GetMetric()[0].GetGauge().GetValue() != 0 {
+				return fmt.Errorf("%v open toolset sessions", f.GetMetric()[0].GetGauge().GetValue())
+			}
+		}
+		return nil
+	})
 }

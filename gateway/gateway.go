@@ -494,29 +494,25 @@ func (g *Gateway) lookup(id string) *session {
 // error with.
 func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *catalog.Identity, srv *server) (*session, int, error) {
 	g.mu.Lock()
-	switch {
-	case len(g.sessions)+len(g.toolsetSessions) >= g.opts.MaxSessions:
+	if len(g.sessions)+len(g.toolsetSessions) >= g.opts.MaxSessions {
 		g.mu.Unlock()
 		return nil, http.StatusServiceUnavailable, fmt.Errorf("the gateway holds its maximum of %d sessions (--gateway-max-sessions); retry later", g.opts.MaxSessions)
-	case srv.maxSessions > 0 && g.counts[key] >= srv.maxSessions:
+	}
+	if err := g.takeServerSlotLocked(key, srv); err != nil {
 		g.mu.Unlock()
-		return nil, http.StatusServiceUnavailable, fmt.Errorf("MCPServer %s holds its maximum of %d gateway sessions (spec.gateway.maxSessions); retry later", key, srv.maxSessions)
+		return nil, http.StatusServiceUnavailable, err
 	}
 	id := rand.Text()
 	g.seq++
 	seq := g.seq
 	// The slot is held under a placeholder while the upstream opens, without the lock.
 	g.sessions[id] = nil
-	g.counts[key]++
 	g.mu.Unlock()
 
 	release := func() {
 		g.mu.Lock()
 		delete(g.sessions, id)
-		g.counts[key]--
-		if g.counts[key] == 0 {
-			delete(g.counts, key)
-		}
+		g.releaseServerSlotLocked(key)
 		g.mu.Unlock()
 	}
 	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ConnectTimeout)
@@ -545,13 +541,50 @@ func (g *Gateway) forget(s *session) {
 	g.mu.Lock()
 	if g.sessions[s.id] == s {
 		delete(g.sessions, s.id)
-		g.counts[s.key]--
-		if g.counts[s.key] == 0 {
-			delete(g.counts, s.key)
-		}
+		g.releaseServerSlotLocked(s.key)
 	}
 	g.mu.Unlock()
 	g.metrics.sessionClosed(s.key)
+}
+
+// takeServerSlotLocked counts one more upstream session of the server, a server
+// endpoint's or a toolset's, against its spec.gateway.maxSessions.
+func (g *Gateway) takeServerSlotLocked(key connector.Key, srv *server) error {
+	if srv.maxSessions > 0 && g.counts[key] >= srv.maxSessions {
+		return fmt.Errorf("MCPServer %s holds its maximum of %d gateway sessions (spec.gateway.maxSessions); retry later", key, srv.maxSessions)
+	}
+	g.counts[key]++
+	return nil
+}
+
+// releaseServerSlotLocked gives back a slot takeServerSlotLocked took.
+func (g *Gateway) releaseServerSlotLocked(key connector.Key) {
+	g.counts[key]--
+	if g.counts[key] == 0 {
+		delete(g.counts, key)
+	}
+}
+
+// takeServerSlot is takeServerSlotLocked for a caller without the lock; the release it
+// returns may be called any number of times and gives the slot back once.
+func (g *Gateway) takeServerSlot(key connector.Key) (release func(), err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	srv := g.servers[key]
+	if srv == nil {
+		return nil, fmt.Errorf("MCPServer %s not found", key)
+	}
+	if err := g.takeServerSlotLocked(key, srv); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.releaseServerSlotLocked(key)
+		})
+	}, nil
 }
 
 // Start waits until ctx ends and then ends every session, so that the gateway can run as

@@ -77,6 +77,9 @@ type origin struct {
 	err  error
 	up   *connector.Upstream
 	cs   *mcp.ClientSession
+	// release gives back the slot the upstream session holds of its server's
+	// spec.gateway.maxSessions; nil until it holds one.
+	release func()
 
 	mu    sync.Mutex
 	tools []*mcp.Tool // nil until listed, or after list_changed
@@ -328,8 +331,14 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 		key := connector.Key{Namespace: s.key.Namespace, Name: o.name}
 		ctx, cancel := context.WithTimeout(s.ctx, s.g.opts.ConnectTimeout)
 		defer cancel()
+		release, err := s.g.takeServerSlot(key)
+		if err != nil {
+			o.err = err
+			return
+		}
 		up, err := s.g.opts.Pool.OpenUpstream(ctx, key)
 		if err != nil {
+			release()
 			o.err = fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)
 			return
 		}
@@ -354,6 +363,7 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 		cs, err := client.Connect(ctx, upstreamTransport{up}, &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion})
 		if err != nil {
 			_ = up.Close()
+			release()
 			o.err = fmt.Errorf("could not initialize a session with MCPServer %s: %w", key, err)
 			return
 		}
@@ -363,12 +373,13 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 		current := !s.ending && s.origins[o.name] == o
 		if current {
 			o.mu.Lock()
-			o.up, o.cs = up, cs
+			o.up, o.cs, o.release = up, cs, release
 			o.mu.Unlock()
 		}
 		s.mu.Unlock()
 		if !current {
 			_ = cs.Close()
+			release()
 			o.err = fmt.Errorf("could not open a session with MCPServer %s: the toolset session ended", key)
 			return
 		}
@@ -393,6 +404,10 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 // originEnded forgets an origin whose upstream session ended (its config changed, an
 // egress policy now denies it, the server went away): the next need opens a new one.
 func (s *toolsetSession) originEnded(o *origin) {
+	o.mu.Lock()
+	release := o.release
+	o.mu.Unlock()
+	release()
 	s.mu.Lock()
 	if s.origins[o.name] == o {
 		delete(s.origins, o.name)

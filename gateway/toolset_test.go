@@ -548,3 +548,44 @@ func TestToolsetSessionThatNeverInitializedIsEnded(t *testing.T) {
 		return nil
 	})
 }
+
+// A toolset's upstream sessions count against their server's spec.gateway.maxSessions,
+// as the server endpoint's do: a toolset cannot open more sessions to a server than
+// the server allows.
+func TestToolsetUpstreamsCountAgainstTheServersSessionLimit(t *testing.T) {
+	h := newToolsetHarness(t, nil)
+	notes := readyServer(connector.Key{Namespace: namespace, Name: "notes"})
+	notes.Labels = map[string]string{"app": "notes"}
+	notes.Spec.Gateway = &mcpv1alpha1.GatewaySpec{MaxSessions: 1}
+	h.gw.Update(notes)
+
+	first, err := h.connect("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, err := callText(t, first, "notes_echo", map[string]any{"text": "one"}); err != nil || text != "one" {
+		t.Fatalf("first session: notes_echo = %q, %v", text, err)
+	}
+	inits := h.notes.calls("initialize")
+	second, err := h.connect("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past the limit the second session reaches no notes session: its tools are not
+	// listed, so not callable, and notes sees no second initialize.
+	if _, err := callText(t, second, "notes_echo", map[string]any{"text": "two"}); err == nil {
+		t.Error("the second session called notes past the server's limit of 1 session")
+	}
+	if got := h.notes.calls("initialize"); got != inits {
+		t.Errorf("notes saw %d more initializes past its limit of 1 session", got-inits)
+	}
+	// Once the first session ends, its slot is the second's.
+	_ = first.Close()
+	testutil.Eventually(t, 10*time.Second, "the second session to reach notes", func() error {
+		text, err := callText(t, second, "notes_echo", map[string]any{"text": "two"})
+		if err != nil || text != "two" {
+			return fmt.Errorf("notes_echo = %q, %w", text, err)
+		}
+		return nil
+	})
+}

@@ -58,8 +58,9 @@ type toolsetSession struct {
 	search      *searchTools       // in Search mode, the index over the exposed tools
 	registered  map[string]string  // exposed name -> JSON of the definition served
 	listed      bool               // the client has listed tools: keep them current
-	version     uint64             // bumped on every change of the tools served
-	seenVersion uint64             // the version the client last listed
+	version     uint64             // bumped before every change of the tools served
+	applied     uint64             // the version whose change is done
+	seenVersion uint64             // the version the client last listed; 0 when unknown
 	dirty       bool               // a resync is wanted while one runs
 	syncing     bool
 	ending      bool
@@ -120,7 +121,11 @@ func (s *toolsetSession) connect() error {
 			}
 			if method == "tools/list" {
 				s.mu.Lock()
-				s.seenVersion = s.version
+				// A list taken while a change is under way may show either side of it.
+				s.seenVersion = 0
+				if s.applied == s.version {
+					s.seenVersion = s.version
+				}
 				s.mu.Unlock()
 			}
 			return next(ctx, method, req)
@@ -133,7 +138,7 @@ func (s *toolsetSession) connect() error {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "notifications/tools/list_changed" {
 				s.mu.Lock()
-				stale := s.seenVersion != s.version
+				stale := s.seenVersion != s.version || s.applied != s.version
 				s.mu.Unlock()
 				if !stale {
 					return nil, nil
@@ -244,6 +249,17 @@ func (s *toolsetSession) sync(ctx context.Context) {
 	s.search = search
 	s.mu.Unlock()
 
+	if len(removed) == 0 && len(added) == 0 {
+		return
+	}
+	// The version goes up before the change, so that the notification go-sdk sends
+	// for it (after a short delay, from another goroutine) is never taken for news
+	// the client has listed; it is applied after, so that a list taken in between
+	// does not count as seen.
+	s.mu.Lock()
+	s.version++
+	version := s.version
+	s.mu.Unlock()
 	if len(removed) > 0 {
 		s.server.RemoveTools(removed...)
 	}
@@ -254,13 +270,9 @@ func (s *toolsetSession) sync(ctx context.Context) {
 		}
 		s.server.AddTool(t, handler)
 	}
-	if len(removed) > 0 || len(added) > 0 {
-		// After the change: a client that lists in between gets one notification more,
-		// never one less.
-		s.mu.Lock()
-		s.version++
-		s.mu.Unlock()
-	}
+	s.mu.Lock()
+	s.applied = version
+	s.mu.Unlock()
 }
 
 // expose fills want and routes with the tools the caller may see.

@@ -52,6 +52,7 @@ type managerOptions struct {
 	metricsCertDir string
 
 	probeAddr        string
+	pprofAddr        string
 	leaderElect      bool
 	leaderElectionNS string
 	zap              zap.Options
@@ -85,6 +86,8 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Folder holding tls.crt and tls.key for the metrics endpoint; empty uses a self-signed certificate.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
 		"Address the /healthz and /readyz endpoints bind to.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "",
+		"Address net/http/pprof binds to, for heap and goroutine profiles; empty disables it. Bind it to loopback only: profiles show memory contents.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Elect a leader among manager replicas so that exactly one reconciles at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "",
@@ -392,6 +395,7 @@ func startManager(ctx context.Context, cfg *rest.Config, opts managerOptions) er
 		Cache:                   opts.cacheOptions(),
 		Metrics:                 opts.metricsOptions(),
 		HealthProbeBindAddress:  opts.probeAddr,
+		PprofBindAddress:        opts.pprofAddr,
 		LeaderElection:          opts.leaderElect,
 		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: opts.leaderElectionNS,

@@ -39,6 +39,10 @@ type Options struct {
 	// LimitExceeded; what other servers hold is untouched. Zero means
 	// [DefaultDiscoveryMemoryBudget].
 	DiscoveryMemoryBudget int64
+	// StandbyLinger is how long the session of a server another replica owns outlives
+	// its last gateway upstream, so that an agent's next session does not pay a new
+	// handshake (see [Pool.Standby]). Zero means 1m.
+	StandbyLinger time.Duration
 }
 
 // Event says that what the connector knows about a server changed: its state, its last
@@ -74,6 +78,9 @@ type Pool struct {
 type entry struct {
 	current *session
 	pending *session
+	// standby says another replica owns the server: the session holds its config for
+	// the gateway and runs only while gateway sessions use it.
+	standby bool
 }
 
 // latest returns the session built from the newest config.
@@ -98,6 +105,9 @@ func NewPool(opts Options) (*Pool, error) {
 	}
 	if opts.DebounceDelay <= 0 {
 		opts.DebounceDelay = 500 * time.Millisecond
+	}
+	if opts.StandbyLinger <= 0 {
+		opts.StandbyLinger = time.Minute
 	}
 	if opts.ClientName == "" {
 		opts.ClientName = "switchboard"
@@ -130,8 +140,11 @@ func NewPool(opts Options) (*Pool, error) {
 // config again changes nothing, and a config that differs only in its egress decider
 // swaps the decider in place. Any other change (URL, headers, CA bundle, timeouts,
 // limits) starts a new session; the old one keeps answering Snapshot until the new one
-// has connected or failed its first attempt, so the controller sees no gap.
+// has connected or failed its first attempt, so the controller sees no gap. A standby
+// session with the same config (see [Pool.Standby]) is started in place.
 func (p *Pool) Ensure(key Key, cfg Config) {
+	var stale []*session
+	defer func() { closeAll(stale) }()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -139,23 +152,104 @@ func (p *Pool) Ensure(key Key, cfg Config) {
 	}
 	e := p.servers[key]
 	if e != nil {
+		e.standby = false
 		if latest := e.latest(); sameSession(latest.cfg.withDefaults(), cfg.withDefaults()) {
 			latest.setEgress(cfg.Egress)
+			if latest.start() {
+				p.metrics.setState(key, StateConnecting)
+			}
 			return
 		}
 	}
 	s := newSession(p, key, cfg)
-	if e == nil {
+	switch {
+	case e == nil:
 		p.servers[key] = &entry{current: s}
 		p.metrics.setState(key, StateConnecting)
-	} else {
+	case !e.current.started.Load():
+		// A standby session answers nothing the new one would have to take over.
+		stale = append(stale, e.current)
 		if e.pending != nil {
-			e.pending.close()
+			stale = append(stale, e.pending)
+		}
+		e.current, e.pending = s, nil
+		p.metrics.setState(key, StateConnecting)
+	default:
+		if e.pending != nil {
+			stale = append(stale, e.pending)
 		}
 		e.pending = s
 		s.onSettle = p.promote
 	}
-	go s.run()
+	s.start()
+}
+
+// Standby makes the pool hold cfg for a server another replica owns, so that this
+// replica's gateway can open upstream sessions with it ([Pool.OpenUpstream]), without a
+// session of its own: no connection, no probes, no discovery. The gateway's first
+// upstream starts the session; once no upstream has used it for [Options.StandbyLinger], it is
+// stopped again. A session this replica ran as the owner is stopped unless the gateway
+// is using it. [Pool.Ensure] with the same config takes the server over.
+func (p *Pool) Standby(key Key, cfg Config) {
+	var stale []*session
+	defer func() { closeAll(stale) }()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	e := p.servers[key]
+	if e != nil && sameSession(e.latest().cfg.withDefaults(), cfg.withDefaults()) {
+		e.standby = true
+		s := e.latest()
+		s.setEgress(cfg.Egress)
+		if e.pending != nil {
+			stale = append(stale, e.current)
+			e.current, e.pending = s, nil
+			s.onSettle = nil
+		}
+		if s.started.Load() && !s.inUse() {
+			stale = append(stale, s)
+			e.current = newSession(p, key, cfg)
+			p.metrics.forget(key)
+		}
+		return
+	}
+	if e != nil {
+		stale = append(stale, e.current)
+		if e.pending != nil {
+			stale = append(stale, e.pending)
+		}
+		p.metrics.forget(key)
+	}
+	p.servers[key] = &entry{current: newSession(p, key, cfg), standby: true}
+}
+
+// parkIfUnused stops s and keeps its config, if s is a standby server's session that no
+// upstream uses.
+func (p *Pool) parkIfUnused(s *session) {
+	p.mu.Lock()
+	e := p.servers[s.key]
+	if p.closed || e == nil || !e.standby || e.current != s || s.inUse() {
+		p.mu.Unlock()
+		return
+	}
+	cfg := s.cfg
+	if s.stack != nil {
+		cfg.Egress = s.stack.egress() // the newest decider, which setEgress swapped in
+	}
+	e.current = newSession(p, s.key, cfg)
+	p.metrics.forget(s.key)
+	p.mu.Unlock()
+	s.close()
+}
+
+// closeAll closes sessions taken out of the pool; never under the pool's lock, since
+// closing ends the gateway's upstreams.
+func closeAll(sessions []*session) {
+	for _, s := range sessions {
+		s.close()
+	}
 }
 
 // promote makes a settled replacement session the current one and stops the old one.
@@ -282,6 +376,7 @@ func (p *Pool) Close() {
 	p.mu.Unlock()
 	p.cancel()
 	for _, s := range sessions {
+		s.releaseIfUnstarted()
 		<-s.done
 	}
 	<-p.events.stopped

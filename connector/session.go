@@ -30,6 +30,13 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	// startOnce runs the session, or releases what it holds if it is closed unstarted
+	// (a standby server's session that was never needed); started says it runs.
+	startOnce sync.Once
+	started   atomic.Bool
+	// opening counts the upstreams being opened on the session, which keep a standby
+	// server's session from being stopped before they are registered.
+	opening atomic.Int32
 	// recheck asks the session to judge its live destinations against a new decider.
 	recheck chan struct{}
 
@@ -150,6 +157,28 @@ func (s *session) setEgress(d EgressDecider) {
 	}
 }
 
+// start runs the session unless it runs already or was closed, and reports whether
+// this call started it.
+func (s *session) start() bool {
+	first := false
+	s.startOnce.Do(func() {
+		first = true
+		s.started.Store(true)
+		go s.run()
+	})
+	return first
+}
+
+// inUse reports whether gateway upstreams use the session or are being opened on it.
+func (s *session) inUse() bool {
+	if s.opening.Load() > 0 {
+		return true
+	}
+	s.upstreamsMu.Lock()
+	defer s.upstreamsMu.Unlock()
+	return len(s.upstreams) > 0
+}
+
 // close stops the session; it returns at once and the goroutine winds down on its own.
 // Its gateway sessions end with it: they were built from a config that is no longer
 // wanted.
@@ -157,7 +186,21 @@ func (s *session) close() {
 	s.upstreamsMu.Lock()
 	s.cancel()
 	s.upstreamsMu.Unlock()
+	s.releaseIfUnstarted()
 	s.endUpstreams("the server's configuration changed or the server was removed")
+}
+
+// releaseIfUnstarted keeps a session that never ran from ever running, and releases
+// what run would have released on its way out.
+func (s *session) releaseIfUnstarted() {
+	s.startOnce.Do(func() {
+		s.mem.close()
+		if s.stack != nil {
+			s.stack.close()
+		}
+		s.settle()
+		close(s.done)
+	})
 }
 
 // run is the session's life: connect, serve until the session breaks, back off,

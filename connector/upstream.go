@@ -124,6 +124,18 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
 	if s.setupErr != nil {
 		return nil, s.setupErr
 	}
+	// A standby server's session starts with its first upstream, which waits for the
+	// first connect; so does one opened while the owner's session is still connecting.
+	s.opening.Add(1)
+	defer s.opening.Add(-1)
+	if s.start() {
+		p.metrics.setState(key, StateConnecting)
+	}
+	select {
+	case <-s.settledCh:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	snap := s.snapshot()
 	if snap.Transport == "" {
 		return nil, ErrNotConnected
@@ -496,8 +508,13 @@ func (s *session) addUpstream(u *Upstream) bool {
 
 func (s *session) removeUpstream(u *Upstream) {
 	s.upstreamsMu.Lock()
-	defer s.upstreamsMu.Unlock()
 	delete(s.upstreams, u)
+	last := len(s.upstreams) == 0
+	s.upstreamsMu.Unlock()
+	if last {
+		// A standby server's session is stopped once it has been unused for a while.
+		time.AfterFunc(s.pool.opts.StandbyLinger, func() { s.pool.parkIfUnused(s) })
+	}
 }
 
 // eachUpstream calls f for every open Upstream of the session.

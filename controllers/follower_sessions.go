@@ -18,15 +18,14 @@ import (
 )
 
 // FollowerSessionReconciler gives the connector pool of a replica that is not the leader
-// a session for every MCPServer, built from the same config the leader's
-// MCPServerReconciler builds, so that every replica's gateway can open upstream sessions
-// (the catalogue Service spreads agents over all replicas). It writes nothing: status,
-// Events, finalizers and stdio workloads stay the leader's. Once its replica is elected,
-// it stands aside and the MCPServerReconciler, which then starts, takes the sessions over
-// unchanged (the same config keeps the same session).
-//
-// A stdio server is reached at the bridge endpoint the leader published in status: the
-// follower runs no workload of its own.
+// the config of every MCPServer the leader's MCPServerReconciler holds, as a standby
+// server (connector.Pool.Standby), so that every replica's gateway can open upstream
+// sessions (the catalogue Service spreads agents over all replicas) without each replica
+// probing every server. It writes nothing: status, Events, finalizers and stdio
+// workloads stay the leader's. Once its replica is elected, it stands aside and the
+// MCPServerReconciler, which then starts, takes the servers over. With sharding
+// (MCPServerReconciler.Shards) it is not used: the MCPServerReconciler stands by for
+// the servers other replicas own itself.
 type FollowerSessionReconciler struct {
 	// Servers is the MCPServerReconciler of this replica, whose config building, Secret
 	// reading, pool and egress defaults it shares.
@@ -35,7 +34,7 @@ type FollowerSessionReconciler struct {
 	Elected <-chan struct{}
 }
 
-// Reconcile holds a session for the server while this replica follows.
+// Reconcile holds the server's config while this replica follows.
 func (r *FollowerSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	select {
 	case <-r.Elected:
@@ -43,50 +42,15 @@ func (r *FollowerSessionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	default:
 	}
 	key := connector.Key{Namespace: req.Namespace, Name: req.Name}
-	pool := r.Servers.Pool
 	obj := &mcpv1alpha1.MCPServer{}
 	if err := r.Servers.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			pool.Remove(key)
+			r.Servers.Pool.Remove(key)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
-	if !obj.DeletionTimestamp.IsZero() || obj.Spec.Suspend {
-		pool.Remove(key)
-		return ctrl.Result{}, nil
-	}
-	cfg, ok, err := r.config(ctx, obj)
-	if err != nil || !ok {
-		pool.Remove(key)
-		return ctrl.Result{}, err
-	}
-	pool.Ensure(key, cfg)
-	return ctrl.Result{}, nil
-}
-
-// config is the connector config the leader holds for obj, and false when it holds none
-// (a Secret is missing, the stdio bridge has no published endpoint yet).
-func (r *FollowerSessionReconciler) config(ctx context.Context, obj *mcpv1alpha1.MCPServer) (connector.Config, bool, error) {
-	rules, err := egressRules(ctx, r.Servers.Client, r.Servers.EgressDefaults, obj)
-	if err != nil {
-		return connector.Config{}, false, err
-	}
-	if obj.Spec.Stdio != nil {
-		if obj.Status.Transport != mcpv1alpha1.TransportStdio || obj.Status.Endpoint == "" {
-			return connector.Config{}, false, nil
-		}
-		cfg := r.Servers.connectionConfig(obj, obj.Status.Endpoint, connector.ProtocolStreamableHTTP)
-		cfg.Egress = bridgeEgress.ForServer(obj.Namespace, obj.Labels)
-		return cfg, true, nil
-	}
-	var obs observation
-	cfg, err := r.Servers.reconcileSecrets(ctx, obj, &obs)
-	if err != nil || obs.missingSecret != nil || obs.invalidSpec != "" {
-		return connector.Config{}, false, err
-	}
-	cfg.Egress = rules
-	return cfg, true, nil
+	return ctrl.Result{}, r.Servers.standBy(ctx, obj, key)
 }
 
 // SetupWithManager registers the reconciler on every replica, with the MCPServerReconciler's

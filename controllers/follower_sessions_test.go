@@ -17,9 +17,10 @@ import (
 	"github.com/switchboard-mcp/switchboard/egress"
 )
 
-// A replica that does not lead holds a session per server with the leader's config
-// (Secret headers included), so that its gateway can serve, and writes nothing.
-func TestAFollowerHoldsSessionsWithTheLeadersConfigAndWritesNothing(t *testing.T) {
+// A replica that does not lead holds each server's config as the leader builds it
+// (Secret headers included), so that its gateway can serve, without probing the server
+// itself, and writes nothing.
+func TestAFollowerHoldsTheLeadersConfigAndWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -49,10 +50,13 @@ func TestAFollowerHoldsSessionsWithTheLeadersConfigAndWritesNothing(t *testing.T
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}
 	_, err = r.Reconcile(ctx, req)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() connector.State {
-		snap, _ := pool.Snapshot(key)
-		return snap.State
-	}, 10*time.Second, 20*time.Millisecond).Should(Equal(connector.StateReady))
+	g.Consistently(srv.lastAuthorization, 300*time.Millisecond, 20*time.Millisecond).Should(BeEmpty(),
+		"a follower's standby server is not connected until its gateway needs it")
+
+	// The gateway's upstream connects with the leader's config.
+	up, err := pool.OpenUpstream(ctx, key)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = up.Close() })
 	g.Expect(srv.lastAuthorization()).To(Equal(token))
 	got := &mcpv1alpha1.MCPServer{}
 	g.Expect(k8sClient.Get(ctx, req.NamespacedName, got)).To(Succeed())

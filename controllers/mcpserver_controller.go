@@ -22,6 +22,7 @@ import (
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/sharding"
 )
 
 // mcpServerFinalizer makes deletion wait until the operator has closed the server's
@@ -78,6 +79,10 @@ type MCPServerReconciler struct {
 	// publishes a slower server as connecting (Reconciling). Zero means 500ms; a
 	// negative value publishes at once.
 	FirstConnectWait time.Duration
+	// Shards, when set, splits the servers among the manager's replicas: this one
+	// reconciles only the servers it owns and stands by for the others (standBy). Nil
+	// means this replica owns every server (one replica, or the elected leader).
+	Shards *sharding.Membership
 
 	// firstConnects holds, per server whose new session has not settled its first
 	// connect, when this manager first saw it unsettled (connector.Key -> time.Time).
@@ -112,6 +117,9 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{}, r.stop(ctx, key)
 		}
 		return ctrl.Result{}, err
+	}
+	if !r.owns(key) {
+		return ctrl.Result{}, r.standBy(ctx, obj, key)
 	}
 	if !obj.DeletionTimestamp.IsZero() {
 		r.written.Delete(key)
@@ -360,7 +368,9 @@ func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1a
 // connector knows about it in obs. While a session this reconcile or an earlier one
 // started is on its first connect, and for at most FirstConnectWait, it sets
 // obs.settleWithin instead: the status then waits for the outcome rather than saying
-// Connecting first. A server already Ready for this generation has nothing to wait for.
+// Connecting first. A server already Ready for this generation has nothing to wait
+// for: while a new session (after a takeover or a restart) connects, computeStatus
+// keeps what was observed for this generation.
 func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, obs *observation) {
 	r.Pool.Ensure(key, cfg)
 	if wait := r.firstConnectWait(); wait > 0 && !readyForGeneration(obj) && !settled(r.Pool.Settled(key)) {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -14,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -40,36 +40,65 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 
 	changes := make(chan event.TypedGenericEvent[connector.Key])
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	if err := mgr.Add(everyReplica(func(ctx context.Context) {
 		forwardPoolEvents(ctx, r.Pool.Events(), changes)
-		return nil
 	})); err != nil {
 		return err
 	}
 
+	forServers := []predicate.Predicate{
+		predicate.GenerationChangedPredicate{},
+		predicate.LabelChangedPredicate{}, // labels select egress policies
+		deletionStarted{},
+	}
+	options := controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}
 	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Shards != nil {
+		// Every replica reconciles the servers it owns, elected or not.
+		options.NeedLeaderElection = ptr.To(false)
+		// A standby server follows the bridge endpoint its owner publishes.
+		forServers = append(forServers, endpointChanged{})
+		owners := make(chan event.TypedGenericEvent[connector.Key])
+		if err := mgr.Add(everyReplica(func(ctx context.Context) {
+			r.forwardOwnershipChanges(ctx, owners)
+		})); err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(source.Channel(owners, enqueueKey()))
+	}
 	if r.Stdio != nil {
 		// The runtime watches what it runs.
 		b = r.Stdio.Watch(b)
 	}
 	return b.
-		For(&mcpv1alpha1.MCPServer{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{},
-			predicate.LabelChangedPredicate{}, // labels select egress policies
-			deletionStarted{},
-		))).
+		For(&mcpv1alpha1.MCPServer{}, builder.WithPredicates(predicate.Or(forServers...))).
 		// Secret metadata only: the cache never holds Secret data, and a changed
 		// resourceVersion is all it takes to know a Secret rotated.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.serversForSecret), builder.OnlyMetadata).
 		// A policy created, changed or deleted re-evaluates every server it could select.
 		Watches(&mcpv1alpha1.MCPEgressPolicy{}, handler.EnqueueRequestsFromMapFunc(r.serversInNamespace),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(changes, handler.TypedEnqueueRequestsFromMapFunc(
-			func(_ context.Context, key connector.Key) []reconcile.Request {
-				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: key.Namespace, Name: key.Name}}}
-			}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		WatchesRawSource(source.Channel(changes, enqueueKey())).
+		WithOptions(options).
 		Complete(r)
+}
+
+// everyReplica is a Runnable that runs on every replica, elected or not (a plain
+// RunnableFunc runs on the leader only): the controllers it feeds may run anywhere.
+type everyReplica func(context.Context)
+
+func (f everyReplica) Start(ctx context.Context) error {
+	f(ctx)
+	return nil
+}
+
+func (everyReplica) NeedLeaderElection() bool { return false }
+
+// enqueueKey maps a server's key to its reconcile request.
+func enqueueKey() handler.TypedEventHandler[connector.Key, reconcile.Request] {
+	return handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, key connector.Key) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: key.Namespace, Name: key.Name}}}
+	})
 }
 
 // CacheByObject limits the manager's cache of the kinds the stdio pod runtime owns to the

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
@@ -33,10 +34,15 @@ import (
 	"github.com/switchboard-mcp/switchboard/controllers"
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/sharding"
 )
 
 // leaderElectionID names the Lease that manager replicas compete for.
 const leaderElectionID = "switchboard.mcp.switchboard.dev"
+
+// shardGroup names the replicas that share the servers; their member Leases are
+// "switchboard-shard-<identity>".
+const shardGroup = "switchboard-shard"
 
 // The metrics endpoint's authentication and authorization filter reviews every scraper's
 // token and access.
@@ -75,7 +81,18 @@ type managerOptions struct {
 	gatewayIdleTimeout time.Duration
 
 	watchNamespaces []string
+
+	sharding           string
+	shardIdentity      string
+	shardNamespace     string
+	shardLeaseDuration time.Duration
 }
+
+// Sharding modes (--sharding).
+const (
+	shardingNone   = "none"
+	shardingLeases = "leases"
+)
 
 func (o *managerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443",
@@ -146,6 +163,14 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 			}
 			return nil
 		})
+	fs.StringVar(&o.sharding, "sharding", shardingNone,
+		"How replicas share the MCPServers: none (the elected leader, or the only replica, owns every server) or leases (every replica holds a Lease in --shard-namespace and owns the servers a rendezvous hash of namespace/name gives it; the others' gateways stand by).")
+	fs.StringVar(&o.shardIdentity, "shard-identity", os.Getenv("POD_NAME"),
+		"This replica's name among the shard members, unique among them; defaults to $POD_NAME, then the host name.")
+	fs.StringVar(&o.shardNamespace, "shard-namespace", "",
+		"Namespace of the shard member Leases; defaults to --leader-election-namespace, then $POD_NAMESPACE.")
+	fs.DurationVar(&o.shardLeaseDuration, "shard-lease-duration", 15*time.Second,
+		"How long a replica that stopped renewing its Lease (killed, cut off) keeps its servers before the others take them over.")
 	// --kubeconfig; without it the in-cluster config or $KUBECONFIG is used.
 	config.RegisterFlags(fs)
 	// Structured JSON logs unless --zap-devel asks for human-readable ones.
@@ -274,12 +299,18 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 		EgressDefaults:          egressDefaults,
 		Stdio:                   stdio,
 	}
+	if servers.Shards, err = opts.newMembership(mgr); err != nil {
+		return err
+	}
 	setups := []interface{ SetupWithManager(ctrl.Manager) error }{
 		servers,
-		// After servers, whose setup registers the Secret index it shares.
-		&controllers.FollowerSessionReconciler{Servers: servers, Elected: mgr.Elected()},
 		&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()},
 		&controllers.MCPToolsetReconciler{Client: mgr.GetClient()},
+	}
+	if servers.Shards == nil {
+		// After servers, whose setup registers the Secret index it shares. With
+		// sharding the servers' reconciler stands by for other replicas' servers itself.
+		setups = append(setups, &controllers.FollowerSessionReconciler{Servers: servers, Elected: mgr.Elected()})
 	}
 	for _, s := range setups {
 		if err := s.SetupWithManager(mgr); err != nil {
@@ -287,6 +318,57 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 		}
 	}
 	return setupCatalog(mgr, opts, pool)
+}
+
+// resolveSharding fills in the shard identity and namespace their flags leave to
+// defaults.
+func (o *managerOptions) resolveSharding() error {
+	if o.sharding != shardingLeases {
+		return nil
+	}
+	if o.shardIdentity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--shard-identity is empty and the host name is unknown: %w", err)
+		}
+		o.shardIdentity = host
+	}
+	for _, fallback := range []string{o.leaderElectionNS, o.operatorNamespace} {
+		if o.shardNamespace == "" {
+			o.shardNamespace = fallback
+		}
+	}
+	if o.shardNamespace == "" {
+		return errors.New("--sharding=leases needs --shard-namespace, --leader-election-namespace or $POD_NAMESPACE")
+	}
+	return nil
+}
+
+// newMembership returns this replica's shard membership, added to mgr, or nil without
+// --sharding=leases.
+func (o *managerOptions) newMembership(mgr ctrl.Manager) (*sharding.Membership, error) {
+	switch o.sharding {
+	case shardingNone, "": // "": switchboard dev, which sets no flags
+		return nil, nil
+	case shardingLeases:
+	default:
+		return nil, fmt.Errorf("--sharding must be none or leases, not %q", o.sharding)
+	}
+	clients, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("creating the shard Lease client: %w", err)
+	}
+	membership, err := sharding.New(sharding.Options{
+		Leases:        clients.CoordinationV1().Leases(o.shardNamespace),
+		Group:         shardGroup,
+		Identity:      o.shardIdentity,
+		LeaseDuration: o.shardLeaseDuration,
+		Logger:        ctrl.Log.WithName("shards"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--sharding=leases: %w", err)
+	}
+	return membership, mgr.Add(membership)
 }
 
 // setupCatalog adds the catalogue and the gateway, which every replica serves on the
@@ -389,6 +471,16 @@ func startManager(ctx context.Context, cfg *rest.Config, opts managerOptions) er
 		if cfg, err = ctrl.GetConfig(); err != nil {
 			return fmt.Errorf("loading kubeconfig: %w", err)
 		}
+	}
+	if err := opts.resolveSharding(); err != nil {
+		return err
+	}
+	if opts.sharding == shardingLeases {
+		// Each replica writes as a field manager of its own (the user agent up to its
+		// first slash), so the managedFields of a server's status say which replica
+		// wrote it.
+		cfg = rest.CopyConfig(cfg)
+		cfg.UserAgent = "switchboard-" + opts.shardIdentity + "/" + rest.DefaultKubernetesUserAgent()
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,

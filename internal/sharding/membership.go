@@ -35,7 +35,8 @@ type Options struct {
 	// LeaseDuration is how long a member that stopped renewing is still counted, and so
 	// how long a killed replica's servers wait for a new owner. Zero means 15s.
 	LeaseDuration time.Duration
-	// RenewPeriod is how often a member renews its Lease. Zero means 2s.
+	// RenewPeriod is how often a member renews its Lease. Zero means 2s, or a fifth of
+	// a LeaseDuration under 10s.
 	RenewPeriod time.Duration
 	// JoinDelay is how long a new member waits, once its Lease exists, before it counts
 	// itself in: long enough for the others to have seen the Lease and let go of the
@@ -70,6 +71,11 @@ type Membership struct {
 
 	changes chan Change
 	wake    chan struct{}
+	// undelivered is the change not yet handed to the reader, merged with any that came
+	// after it; delivered pokes the goroutine that hands it over. A slow reader so never
+	// holds up the renewals.
+	undelivered *Change
+	deliver     chan struct{}
 
 	mu sync.Mutex
 	// seen is when each other member's Lease was last seen to change, by Lease name.
@@ -100,7 +106,7 @@ func New(opts Options) (*Membership, error) {
 		opts.LeaseDuration = 15 * time.Second
 	}
 	if opts.RenewPeriod <= 0 {
-		opts.RenewPeriod = 2 * time.Second
+		opts.RenewPeriod = min(2*time.Second, opts.LeaseDuration/5)
 	}
 	if opts.RenewPeriod >= opts.LeaseDuration/2 {
 		return nil, fmt.Errorf("sharding: the renew period %s must be under half the lease duration %s", opts.RenewPeriod, opts.LeaseDuration)
@@ -116,8 +122,9 @@ func New(opts Options) (*Membership, error) {
 		leaseName: opts.Group + "-" + opts.Identity,
 		log:       opts.Logger.WithValues("identity", opts.Identity),
 		now:       opts.Now,
-		changes:   make(chan Change, 16),
+		changes:   make(chan Change),
 		wake:      make(chan struct{}, 1),
+		deliver:   make(chan struct{}, 1),
 		seen:      make(map[string]observedLease),
 	}, nil
 }
@@ -142,8 +149,8 @@ func (m *Membership) Owns(key string) bool {
 	return m.Ring().Owner(key) == m.opts.Identity
 }
 
-// Changes delivers every new ring, in order. Its reader must keep up: the membership
-// waits for it.
+// Changes delivers the rings, in order. While its reader is busy, changes are merged:
+// the next one it reads goes from the last ring it read to the newest.
 func (m *Membership) Changes() <-chan Change { return m.changes }
 
 // Start renews this replica's Lease and watches the group's until ctx ends; then it
@@ -175,6 +182,7 @@ func (m *Membership) Start(ctx context.Context) error {
 		return err
 	}
 	go informer.RunWithContext(ctx)
+	go m.deliverChanges(ctx)
 
 	renew := time.NewTicker(m.opts.RenewPeriod)
 	defer renew.Stop()
@@ -193,8 +201,29 @@ func (m *Membership) Start(ctx context.Context) error {
 		case <-recount.C:
 		case <-m.wake:
 		}
-		if !m.recount(ctx) {
-			return nil
+		m.recount()
+	}
+}
+
+// deliverChanges hands the undelivered change to the reader of Changes until ctx ends.
+func (m *Membership) deliverChanges(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.deliver:
+		}
+		m.mu.Lock()
+		change := m.undelivered
+		m.undelivered = nil
+		m.mu.Unlock()
+		if change == nil {
+			continue
+		}
+		select {
+		case m.changes <- *change:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -299,9 +328,9 @@ func (m *Membership) poke() {
 	}
 }
 
-// recount works out the live members and, when they changed, delivers the new ring. It
-// reports false once ctx ended while the change waited for its reader.
-func (m *Membership) recount(ctx context.Context) bool {
+// recount works out the live members and, when they changed, hands the new ring to
+// deliverChanges.
+func (m *Membership) recount() {
 	now := m.now()
 	m.mu.Lock()
 	var live []string
@@ -317,20 +346,20 @@ func (m *Membership) recount(ctx context.Context) bool {
 	}
 	next := NewRing(live...)
 	before := m.ring
-	changed := !next.Equal(before)
-	if changed {
-		m.ring = next
+	if next.Equal(before) {
+		m.mu.Unlock()
+		return
 	}
+	m.ring = next
+	if m.undelivered == nil {
+		m.undelivered = &Change{Before: before}
+	}
+	m.undelivered.After = next
 	m.mu.Unlock()
-	if !changed {
-		return true
-	}
 	m.log.Info("Shard members changed", "members", next.Members(), "before", before.Members())
 	select {
-	case m.changes <- Change{Before: before, After: next}:
-		return true
-	case <-ctx.Done():
-		return false
+	case m.deliver <- struct{}{}:
+	default:
 	}
 }
 

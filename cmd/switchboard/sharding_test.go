@@ -118,7 +118,10 @@ func (r *replica) stop(t *testing.T, sig syscall.Signal) {
 		t.Fatal(err)
 	}
 	select {
-	case <-r.exited:
+	case err := <-r.exited:
+		if sig == syscall.SIGTERM && err != nil {
+			t.Errorf("%s exited with %v after SIGTERM, want a clean exit", r.identity, err)
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s did not exit within 30s of %s", r.identity, sig)
 	}

@@ -105,6 +105,9 @@ func New(opts Options) (*Membership, error) {
 	if opts.LeaseDuration <= 0 {
 		opts.LeaseDuration = 15 * time.Second
 	}
+	if opts.LeaseDuration < time.Second || opts.LeaseDuration > time.Hour {
+		return nil, fmt.Errorf("sharding: the lease duration %s is not between 1s and 1h", opts.LeaseDuration)
+	}
 	if opts.RenewPeriod <= 0 {
 		opts.RenewPeriod = min(2*time.Second, opts.LeaseDuration/5)
 	}
@@ -258,7 +261,7 @@ func (m *Membership) renew(ctx context.Context) error {
 
 func (m *Membership) fill(lease *coordinationv1.Lease, now time.Time) {
 	lease.Spec.HolderIdentity = ptr.To(m.opts.Identity)
-	lease.Spec.LeaseDurationSeconds = ptr.To(int32(m.opts.LeaseDuration / time.Second))
+	lease.Spec.LeaseDurationSeconds = ptr.To(int32(m.opts.LeaseDuration / time.Second)) //nolint:gosec // at most an hour (New)
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: now}
 }
 

@@ -44,6 +44,7 @@ const (
 type replica struct {
 	identity    string
 	metricsAddr string
+	catalogAddr string
 	cmd         *exec.Cmd
 	logs        *logLines
 	exited      chan error
@@ -52,7 +53,8 @@ type replica struct {
 // startReplica runs the manager binary as one sharded replica.
 func startReplica(t *testing.T, bin, kubeconfig, identity string) *replica {
 	t.Helper()
-	r := &replica{identity: identity, metricsAddr: freeAddr(t), logs: &logLines{done: make(chan struct{})}, exited: make(chan error, 1)}
+	r := &replica{identity: identity, metricsAddr: freeAddr(t), catalogAddr: freeAddr(t),
+		logs: &logLines{done: make(chan struct{})}, exited: make(chan error, 1)}
 	r.cmd = exec.CommandContext(context.Background(), bin, "manager",
 		"--kubeconfig", kubeconfig,
 		"--sharding", "leases",
@@ -62,7 +64,7 @@ func startReplica(t *testing.T, bin, kubeconfig, identity string) *replica {
 		"--leader-elect", "--leader-election-namespace", shardTestNamespace,
 		"--metrics-secure=false", "--metrics-bind-address", r.metricsAddr,
 		"--health-probe-bind-address", freeAddr(t),
-		"--catalog-bind-address", freeAddr(t),
+		"--catalog-bind-address", r.catalogAddr, "--catalog-auth", "none",
 		"--default-egress", "all",
 	)
 	stderr, err := r.cmd.StderrPipe()
@@ -180,7 +182,7 @@ func (w *serverWatch) check(t *testing.T, when string) {
 // servers are held by the others within the lease duration plus 5s, a replica that joins
 // takes back about a third, and one that gets SIGTERM hands over without waiting for its
 // Lease to expire. Through all of it no server is written again or seen not Ready, and
-// no Event is recorded twice.
+// no Event is recorded twice. Every replica's gateway serves every server.
 func TestReplicasShareServersThroughLeasesAndHandOverWithoutAGap(t *testing.T) {
 	env, admin := testenv.StartForTest(t)
 	kubeconfig := writeKubeconfig(t, env)
@@ -345,5 +347,23 @@ func TestReplicasShareServersThroughLeasesAndHandOverWithoutAGap(t *testing.T) {
 
 	if n := countEvents(); n != eventsBefore {
 		t.Errorf("%d Events were recorded during the handovers, want none", n-eventsBefore)
+	}
+
+	// Every replica's gateway serves every server, owned or not.
+	gatewayRing := sharding.NewRing("replica-a", "replica-c")
+	for _, id := range gatewayRing.Members() {
+		for _, name := range []string{ownedBy(gatewayRing)["replica-a"][0], ownedBy(gatewayRing)["replica-c"][0]} {
+			url := fmt.Sprintf("http://%s/mcp/namespaces/%s/servers/%s", replicas[id].catalogAddr, fleetNamespace, name)
+			agent := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+			session, err := agent.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+			if err != nil {
+				t.Fatalf("%s's gateway, server %s (owner %s): %v", id, name, gatewayRing.Owner(fleetNamespace+"/"+name), err)
+			}
+			res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "tool_0"})
+			_ = session.Close()
+			if err != nil || res.IsError {
+				t.Errorf("tools/call through %s's gateway to %s (owner %s): %v %+v", id, name, gatewayRing.Owner(fleetNamespace+"/"+name), err, res)
+			}
+		}
 	}
 }

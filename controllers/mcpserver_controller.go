@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,6 +94,11 @@ type MCPServerReconciler struct {
 	// not caught up with them yet does not write the same again.
 	written sync.Map
 
+	// owned holds the servers this replica owns with sharding (connector.Key ->
+	// struct{}), and ownedCount how many there are.
+	owned      sync.Map
+	ownedCount atomic.Int64
+
 	// announced holds, per server, the status whose transitions were last announced as
 	// Events (connector.Key -> *mcpv1alpha1.MCPServerStatus). The cache can lag behind
 	// this manager's own status patch, and a reconcile that read the older copy would
@@ -114,6 +120,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			r.announced.Delete(key)
 			r.written.Delete(key)
 			r.firstConnects.Delete(key)
+			r.countOwned(key, false)
 			return ctrl.Result{}, r.stop(ctx, key)
 		}
 		return ctrl.Result{}, err

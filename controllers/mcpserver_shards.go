@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -60,9 +61,36 @@ func (r *MCPServerReconciler) gatewayConfig(ctx context.Context, obj *mcpv1alpha
 	return cfg, true, nil
 }
 
-// owns reports whether this replica writes key's status: always without sharding.
+// owns reports whether this replica writes key's status: always without sharding. With
+// sharding it keeps count of the servers this replica owns, for
+// switchboard_shard_owned_servers.
 func (r *MCPServerReconciler) owns(key connector.Key) bool {
-	return r.Shards == nil || r.Shards.Owns(key.String())
+	if r.Shards == nil {
+		return true
+	}
+	owned := r.Shards.Owns(key.String())
+	r.countOwned(key, owned)
+	return owned
+}
+
+// countOwned records whether this replica owns key (false also for a server gone).
+func (r *MCPServerReconciler) countOwned(key connector.Key, owned bool) {
+	if owned {
+		if _, known := r.owned.LoadOrStore(key, struct{}{}); !known {
+			r.ownedCount.Add(1)
+		}
+	} else if _, known := r.owned.LoadAndDelete(key); known {
+		r.ownedCount.Add(-1)
+	}
+}
+
+// ownedServersMetric is switchboard_shard_owned_servers: how many servers this replica
+// owns, as its reconciles last found.
+func (r *MCPServerReconciler) ownedServersMetric() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "switchboard", Subsystem: "shard", Name: "owned_servers",
+		Help: "MCPServers this replica owns: it alone holds their sessions and writes their status.",
+	}, func() float64 { return float64(r.ownedCount.Load()) })
 }
 
 // forwardOwnershipChanges turns every change of the shard ring into reconciles of the

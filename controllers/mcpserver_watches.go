@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -54,6 +56,9 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	options := controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.Shards != nil {
+		if err := metrics.Registry.Register(r.ownedServersMetric()); err != nil {
+			return fmt.Errorf("registering switchboard_shard_owned_servers: %w", err)
+		}
 		// Every replica reconciles the servers it owns, elected or not.
 		options.NeedLeaderElection = ptr.To(false)
 		// A standby server follows the bridge endpoint its owner publishes.

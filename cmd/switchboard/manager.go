@@ -364,6 +364,7 @@ func (o *managerOptions) newMembership(mgr ctrl.Manager) (*sharding.Membership, 
 		Identity:      o.shardIdentity,
 		LeaseDuration: o.shardLeaseDuration,
 		Logger:        ctrl.Log.WithName("shards"),
+		Registerer:    metrics.Registry,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--sharding=leases: %w", err)

@@ -85,9 +85,16 @@ func startReplica(t *testing.T, bin, kubeconfig, identity string) *replica {
 	return r
 }
 
-// readySessions returns the servers this replica holds a Ready session with, from its
-// switchboard_connector_sessions gauge.
-func (r *replica) readySessions() (map[string]bool, error) {
+// shardMetrics is what a replica's metrics say of its share.
+type shardMetrics struct {
+	// readySessions are the servers it holds a Ready session with
+	// (switchboard_connector_sessions).
+	readySessions map[string]bool
+	// members and owned are switchboard_shard_members and switchboard_shard_owned_servers.
+	members, owned float64
+}
+
+func (r *replica) scrape() (*shardMetrics, error) {
 	resp, err := http.Get("http://" + r.metricsAddr + "/metrics") //nolint:noctx // test poll
 	if err != nil {
 		return nil, err
@@ -98,7 +105,14 @@ func (r *replica) readySessions() (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	held := map[string]bool{}
+	got := &shardMetrics{readySessions: map[string]bool{}}
+	if f := families["switchboard_shard_members"]; f != nil && len(f.GetMetric()) == 1 {
+		got.members = f.GetMetric()[0].GetGauge().GetValue()
+	}
+	if f := families["switchboard_shard_owned_servers"]; f != nil && len(f.GetMetric()) == 1 {
+		got.owned = f.GetMetric()[0].GetGauge().GetValue()
+	}
+	held := got.readySessions
 	if f := families["switchboard_connector_sessions"]; f != nil {
 		for _, m := range f.GetMetric() {
 			labels := map[string]string{}
@@ -110,7 +124,7 @@ func (r *replica) readySessions() (map[string]bool, error) {
 			}
 		}
 	}
-	return held, nil
+	return got, nil
 }
 
 // stop sends sig and waits for the process to end.
@@ -276,17 +290,20 @@ func TestReplicasShareServersThroughLeasesAndHandOverWithoutAGap(t *testing.T) {
 		for _, id := range ring.Members() {
 			r := replicas[id]
 			testutil.Eventually(t, within-time.Since(start), fmt.Sprintf("%s: %s holds the sessions of its %d servers", why, id, len(owned[id])), func() error {
-				held, err := r.readySessions()
+				m, err := r.scrape()
 				if err != nil {
 					return err
 				}
 				var got []string
-				for name := range held {
+				for name := range m.readySessions {
 					got = append(got, name)
 				}
 				slices.Sort(got)
 				if !slices.Equal(got, owned[id]) {
 					return fmt.Errorf("holds %v, owns %v", got, owned[id])
+				}
+				if int(m.members) != ring.Len() || int(m.owned) != len(owned[id]) {
+					return fmt.Errorf("metrics say %v members and %v servers owned, want %d and %d", m.members, m.owned, ring.Len(), len(owned[id]))
 				}
 				return nil
 			})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,8 @@ type Options struct {
 	Logger logr.Logger
 	// Now is the clock; nil means time.Now. Tests move it.
 	Now func() time.Time
+	// Registerer receives switchboard_shard_members; nil registers nothing.
+	Registerer prometheus.Registerer
 }
 
 // Change is a new ring: the replicas counted before and after.
@@ -84,6 +87,8 @@ type Membership struct {
 	// count itself.
 	renewed, joined time.Time
 	ring            Ring
+
+	members prometheus.Gauge
 }
 
 type observedLease struct {
@@ -120,7 +125,17 @@ func New(opts Options) (*Membership, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	members := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "switchboard", Subsystem: "shard", Name: "members",
+		Help: "Replicas this one counts as live shard members, itself included once it has joined.",
+	})
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(members); err != nil {
+			return nil, fmt.Errorf("sharding: registering metrics: %w", err)
+		}
+	}
 	return &Membership{
+		members:   members,
 		opts:      opts,
 		leaseName: opts.Group + "-" + opts.Identity,
 		log:       opts.Logger.WithValues("identity", opts.Identity),
@@ -354,6 +369,7 @@ func (m *Membership) recount() {
 		return
 	}
 	m.ring = next
+	m.members.Set(float64(next.Len()))
 	if m.undelivered == nil {
 		m.undelivered = &Change{Before: before}
 	}

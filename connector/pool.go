@@ -83,6 +83,14 @@ type entry struct {
 	standby bool
 }
 
+// sessions returns the entry's sessions: the current one and any pending one.
+func (e *entry) sessions() []*session {
+	if e.pending != nil {
+		return []*session{e.current, e.pending}
+	}
+	return []*session{e.current}
+}
+
 // latest returns the session built from the newest config.
 func (e *entry) latest() *session {
 	if e.pending != nil {
@@ -168,10 +176,7 @@ func (p *Pool) Ensure(key Key, cfg Config) {
 		p.metrics.setState(key, StateConnecting)
 	case !e.current.started.Load():
 		// A standby session answers nothing the new one would have to take over.
-		stale = append(stale, e.current)
-		if e.pending != nil {
-			stale = append(stale, e.pending)
-		}
+		stale = e.sessions()
 		e.current, e.pending = s, nil
 		p.metrics.setState(key, StateConnecting)
 	default:
@@ -187,8 +192,8 @@ func (p *Pool) Ensure(key Key, cfg Config) {
 // Standby makes the pool hold cfg for a server another replica owns, so that this
 // replica's gateway can open upstream sessions with it ([Pool.OpenUpstream]), without a
 // session of its own: no connection, no probes, no discovery. The gateway's first
-// upstream starts the session; once no upstream has used it for [Options.StandbyLinger], it is
-// stopped again. A session this replica ran as the owner is stopped unless the gateway
+// upstream starts the session; once no upstream has used it for
+// [Options.StandbyLinger], it is stopped again. A session this replica ran as the owner is stopped unless the gateway
 // is using it. [Pool.Ensure] with the same config takes the server over.
 func (p *Pool) Standby(key Key, cfg Config) {
 	var stale []*session
@@ -216,10 +221,7 @@ func (p *Pool) Standby(key Key, cfg Config) {
 		return
 	}
 	if e != nil {
-		stale = append(stale, e.current)
-		if e.pending != nil {
-			stale = append(stale, e.pending)
-		}
+		stale = e.sessions()
 		p.metrics.forget(key)
 	}
 	p.servers[key] = &entry{current: newSession(p, key, cfg), standby: true}
@@ -291,10 +293,7 @@ func (p *Pool) Remove(key Key) {
 	if e == nil {
 		return
 	}
-	e.current.close()
-	if e.pending != nil {
-		e.pending.close()
-	}
+	closeAll(e.sessions())
 	p.metrics.forget(key)
 }
 
@@ -367,10 +366,7 @@ func (p *Pool) Close() {
 	p.closed = true
 	var sessions []*session
 	for k, e := range p.servers {
-		sessions = append(sessions, e.current)
-		if e.pending != nil {
-			sessions = append(sessions, e.pending)
-		}
+		sessions = append(sessions, e.sessions()...)
 		delete(p.servers, k)
 	}
 	p.mu.Unlock()

@@ -86,14 +86,17 @@ func main() {
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o); err != nil {
+	err := run(ctx, o)
+	stop()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "fleet: %v\n", err)
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, o options) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before the control plane stops: the watches end first
 	if o.servers < 0 || o.upstreams < 1 || o.workers < 1 {
 		return errors.New("-servers must be at least 0, -upstreams and -apply-workers at least 1")
 	}
@@ -141,7 +144,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer stopUpstreams()
 
-	m, err := startManager(ctx, o, binary, kubeconfig, work)
+	m, err := startManager(ctx, o, binary, kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -174,8 +177,8 @@ func run(ctx context.Context, o options) error {
 	applyTime := applied.Sub(applyStart)
 	logf("Applied in %s; waiting for every server to be Ready", round(applyTime))
 
-	readyCtx, cancel := context.WithTimeout(ctx, o.readyTimeout)
-	defer cancel()
+	readyCtx, cancelReady := context.WithTimeout(ctx, o.readyTimeout)
+	defer cancelReady()
 	if err := tracker.waitReady(readyCtx, o.servers, m.exited); err != nil {
 		return fmt.Errorf("%w (%d of %d Ready with %d tools)", err, tracker.ready(), o.servers, o.tools)
 	}
@@ -243,7 +246,7 @@ func startUpstreams(o options) ([]string, func(), error) {
 			}, echo)
 		}
 		handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := listen()
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -496,7 +499,7 @@ type manager struct {
 	logPath   string
 }
 
-func startManager(ctx context.Context, o options, binary, kubeconfig, work string) (*manager, error) {
+func startManager(ctx context.Context, o options, binary, kubeconfig string) (*manager, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
@@ -513,7 +516,7 @@ func startManager(ctx context.Context, o options, binary, kubeconfig, work strin
 	}
 	args = append(args, strings.Fields(o.managerArgs)...)
 	logPath := filepath.Join(os.TempDir(), fmt.Sprintf("fleet-manager-%d.log", o.servers))
-	logFile, err := os.Create(logPath)
+	logFile, err := os.Create(logPath) //nolint:gosec // a file name of our own under the temporary folder
 	if err != nil {
 		return nil, err
 	}
@@ -679,6 +682,12 @@ func report(w io.Writer, o options, base, ready, steady figures, apply, afterApp
 	fmt.Fprintln(w, "  (per server: steady minus the same manager with 0 servers, divided by N; peak per server is VmHWM minus 0-server RSS)")
 }
 
+// listen listens on a free loopback port.
+func listen() (net.Listener, error) {
+	var lc net.ListenConfig
+	return lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+}
+
 func freePorts(n int) ([]int, error) {
 	var ports []int
 	var lns []net.Listener
@@ -688,7 +697,7 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := listen()
 		if err != nil {
 			return nil, err
 		}

@@ -504,6 +504,9 @@ func (s *httpStack) issuedByLocked(id string, u *url.URL) bool {
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := t.stack
+	if refusesStream(req) {
+		return noStream(req), nil
+	}
 	out := req.Clone(req.Context())
 	if out.Header.Get(protocolVersionHeader) == "" {
 		// A gateway Upstream's raw connection: go-sdk leaves the header to mcp.Client.

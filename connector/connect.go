@@ -159,15 +159,21 @@ func (s *session) open(transport Transport) (*live, *Error) {
 		},
 	})
 	var t mcp.Transport
+	connectCtx := s.ctx
 	switch transport {
 	case TransportSSE:
 		t = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.stack.client, MaxEventSize: s.cfg.Limits.MaxEventBytes}
 	default:
 		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.stack.client, MaxEventSize: s.cfg.Limits.MaxEventBytes}
+		// The standalone GET stream only for a server that announces listChanged
+		// (listen.go).
+		gate := &listenGate{}
+		client.AddSendingMiddleware(gate.middleware)
+		connectCtx = withListenGate(connectCtx, gate)
 	}
 
 	s.stack.obs.reset()
-	ctx, cancel := context.WithCancelCause(s.ctx)
+	ctx, cancel := context.WithCancelCause(connectCtx)
 	timer := time.AfterFunc(s.cfg.ConnectTimeout, func() { cancel(errConnectTimeout) })
 	cs, err := client.Connect(ctx, t, nil)
 	inTime := timer.Stop()

@@ -736,12 +736,8 @@ type authTransport struct {
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	transport := t.stack.plain
-	if req.URL.Scheme == "https" {
-		transport = t.stack.secure
-	}
 	capture := captureFrom(req.Context())
-	resp, err := transport.RoundTrip(req)
+	resp, err := t.stack.send(req)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {

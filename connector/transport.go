@@ -3,12 +3,13 @@ package connector
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
+
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -16,7 +17,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/switchboard-mcp/switchboard/egress"
 )
@@ -24,23 +24,24 @@ import (
 // maxResponseHeaderBytes bounds the response headers of any request.
 const maxResponseHeaderBytes = 64 << 10
 
-// httpStack is the HTTP client of one session: a dialer that asks the egress decider
-// about every address it connects to, redirect checks, header injection scoped to the
-// configured origin and response limits. It never sets http.Client.Timeout, which would
-// cut event streams; every call carries its own context deadline instead.
+// httpStack is the HTTP client of one session: redirect checks, header injection scoped
+// to the configured origin and response limits, over a shared transport (see
+// sharedtransport.go) whose dialer asks the egress decider about every address it
+// connects to. It never sets http.Client.Timeout, which would cut event streams; every
+// call carries its own context deadline instead.
 //
-// A connection is only ever used under the decision that admitted it: when the decider
-// changes, setDecider drops the idle connections, and every connection the dialer opened
-// judges its address again against the new decider before its next read or write (see
-// judgedConn), so a kept-alive connection cannot carry a request the new decision denies.
+// A connection is only ever used under a decision that admitted it: the stack's binding
+// puts its decider and the shared transport of that decision together, and setDecider
+// moves the stack to the transport of the new decision instead of changing a shared one.
+// A request, or a response still being read, that started under the old binding is
+// judged again against the new decider before its connection's next read or write (see
+// judgedConn and judgedBody), so a kept-alive connection cannot carry a request, or
+// deliver a response, the new decision denies.
 type httpStack struct {
 	client   *http.Client
 	endpoint *url.URL
 	headers  []Header
 	limits   Limits
-	resolver Resolver
-	decider  atomic.Pointer[deciderBox]
-	dialer   net.Dialer
 	obs      observer
 	// auth is the session's OAuth token source, shared with its Upstreams; nil when
 	// the server takes no OAuth token.
@@ -51,46 +52,32 @@ type httpStack struct {
 	issuersMu sync.Mutex
 	issuers   []sessionIssuer
 
-	plain, secure *http.Transport
+	// cfg is what the stack acquires shared transports with.
+	cfg Config
+	// bound is the decider and its shared transport; bindMu serializes changing it.
+	bound  atomic.Pointer[binding]
+	bindMu sync.Mutex
+	closed bool
 }
 
 // deciderBox lets an interface value live in an atomic.Pointer.
 type deciderBox struct{ EgressDecider }
 
 func newHTTPStack(cfg Config, endpoint *url.URL) (*httpStack, error) {
+	if cfg.Egress == nil {
+		cfg.Egress = DefaultEgressDecider()
+	}
 	s := &httpStack{
 		endpoint: endpoint,
 		headers:  cfg.Headers,
 		limits:   cfg.Limits,
-		resolver: cfg.Resolver,
-		dialer:   net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second},
+		cfg:      cfg,
 	}
-	if s.resolver == nil {
-		s.resolver = net.DefaultResolver
+	t, err := transports.acquire(cfg, cfg.Egress)
+	if err != nil {
+		return nil, err
 	}
-	s.decider.Store(&deciderBox{cfg.Egress})
-
-	roots, err := x509.SystemCertPool()
-	if err != nil || roots == nil {
-		roots = x509.NewCertPool()
-	}
-	if len(cfg.CABundle) > 0 && !roots.AppendCertsFromPEM(cfg.CABundle) {
-		return nil, newError(ReasonInvalidSpec, "CA bundle holds no PEM certificate")
-	}
-	newTransport := func(scheme string) *http.Transport {
-		return &http.Transport{
-			DialContext:            s.dialFunc(scheme),
-			TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-			TLSHandshakeTimeout:    cfg.ConnectTimeout,
-			ForceAttemptHTTP2:      true,
-			MaxIdleConns:           4,
-			MaxIdleConnsPerHost:    4,
-			IdleConnTimeout:        90 * time.Second,
-			MaxResponseHeaderBytes: maxResponseHeaderBytes,
-			ExpectContinueTimeout:  time.Second,
-		}
-	}
-	s.plain, s.secure = newTransport("http"), newTransport("https")
+	s.bound.Store(&binding{box: &deciderBox{cfg.Egress}, transport: t})
 	s.client = &http.Client{
 		Transport:     &roundTripper{stack: s},
 		CheckRedirect: s.checkRedirect,
@@ -98,26 +85,91 @@ func newHTTPStack(cfg Config, endpoint *url.URL) (*httpStack, error) {
 	return s, nil
 }
 
-// close drops the stack's idle connections.
+// close releases the stack's shared transport; the last stack to release one closes its
+// idle connections. Requests made after close still work, on the released transport.
 func (s *httpStack) close() {
-	s.plain.CloseIdleConnections()
-	s.secure.CloseIdleConnections()
+	s.bindMu.Lock()
+	defer s.bindMu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	transports.release(s.bound.Load().transport)
 }
 
-func (s *httpStack) egress() EgressDecider { return s.decider.Load().EgressDecider }
+func (s *httpStack) egress() EgressDecider { return s.bound.Load().box.EgressDecider }
 
-// setDecider makes d the decider of every later dial and of every open connection's next
-// read or write, and closes the idle connections, which the old decider admitted.
+// setDecider makes d the decider of every later request and dial, on the shared
+// transport of d's decision, and of every open connection's next read or write.
 func (s *httpStack) setDecider(d EgressDecider) {
-	s.decider.Store(&deciderBox{d})
-	s.close()
+	if d == nil {
+		d = DefaultEgressDecider()
+	}
+	s.bindMu.Lock()
+	defer s.bindMu.Unlock()
+	old := s.bound.Load()
+	if s.closed {
+		// Nothing to hold on to: judge with d on the transport the stack had.
+		s.bound.Store(&binding{box: &deciderBox{d}, transport: old.transport})
+		return
+	}
+	t, err := transports.acquire(s.cfg, d)
+	if err != nil {
+		// Only a CA bundle can fail, and it parsed when the stack was made.
+		t = old.transport
+		t.retain()
+	}
+	s.bound.Store(&binding{box: &deciderBox{d}, transport: t})
+	transports.release(old.transport)
+}
+
+// send sends out over the stack's shared transport, judging every dial with the decider
+// bound when the request started and binding the connection it gets to this stack, so
+// that a decider change is judged on its next read or write.
+func (s *httpStack) send(out *http.Request) (*http.Response, error) {
+	b := s.bound.Load()
+	got := &gotConn{}
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		jc, ok := judgedConnOf(info.Conn)
+		if !ok {
+			return
+		}
+		got.dest, got.ok = jc.dest, true
+		s.obs.dialed(jc.dest)
+		if tc, isTLS := info.Conn.(*tls.Conn); !isTLS || tc.ConnectionState().NegotiatedProtocol != "h2" {
+			// HTTP/1: the connection carries this request alone until it is done. An
+			// HTTP/2 connection multiplexes requests of several stacks; their bodies
+			// are judged instead.
+			jc.user.Store(&connUser{stack: s, box: b.box})
+		}
+	}}
+	ctx := context.WithValue(out.Context(), dialRequestKey{}, dialRequest{stack: s, binding: b})
+	out = out.WithContext(httptrace.WithClientTrace(ctx, trace))
+	resp, err := b.transport.forScheme(out.URL.Scheme).RoundTrip(out)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &judgedBody{body: resp.Body, stack: s, box: b.box, dest: got.dest, known: got.ok}
+	return resp, nil
+}
+
+// gotConn is the destination of the connection a request got.
+type gotConn struct {
+	dest egress.Destination
+	ok   bool
 }
 
 // dialFunc returns a DialContext that resolves the host itself, asks the egress decider
 // about each address and dials the first allowed one by IP, so the address judged is
-// the address connected to.
-func (s *httpStack) dialFunc(scheme string) func(ctx context.Context, network, address string) (net.Conn, error) {
+// the address connected to. The decider is that of the binding the request started
+// under, which decides like the transport's own.
+func (t *sharedTransport) dialFunc(scheme string) func(ctx context.Context, network, address string) (net.Conn, error) {
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		box := &deciderBox{t.decider}
+		var obs *observer
+		if r, ok := dialRequestFrom(ctx); ok {
+			box, obs = r.binding.box, &r.stack.obs
+		}
 		host, portText, err := net.SplitHostPort(address)
 		if err != nil {
 			return nil, fmt.Errorf("bad dial address: %w", err)
@@ -132,7 +184,7 @@ func (s *httpStack) dialFunc(scheme string) func(ctx context.Context, network, a
 		if addr, err := netip.ParseAddr(host); err == nil {
 			addrs = []netip.Addr{addr}
 		} else {
-			addrs, err = s.resolver.LookupNetIP(ctx, "ip", host)
+			addrs, err = t.resolver.LookupNetIP(ctx, "ip", host)
 			if err != nil {
 				var dnsErr *net.DNSError
 				if errors.As(err, &dnsErr) {
@@ -150,27 +202,23 @@ func (s *httpStack) dialFunc(scheme string) func(ctx context.Context, network, a
 		for _, addr := range addrs {
 			addr = addr.Unmap()
 			dest := egress.Destination{Scheme: scheme, Host: host, Addr: addr, Port: uint16(port)}
-			// The decider is read once: the connection remembers the decision that
-			// admitted it, and a later change is judged again on its next read or write.
-			box := s.decider.Load()
-			if e := s.judgeWith(box, dest); e != nil {
+			if e := judgeWith(box, dest); e != nil {
 				denial = e
 				continue
 			}
-			conn, err := s.dialer.DialContext(ctx, network, netip.AddrPortFrom(addr, uint16(port)).String())
+			conn, err := t.dialer.DialContext(ctx, network, netip.AddrPortFrom(addr, uint16(port)).String())
 			if err != nil {
 				dialErr = err
 				continue
 			}
-			s.obs.dialed(dest)
-			jc := &judgedConn{Conn: conn, stack: s, dest: dest}
-			jc.judged.Store(box)
-			return jc, nil
+			return &judgedConn{Conn: conn, dest: dest}, nil
 		}
 		if dialErr != nil {
 			return nil, dialErr
 		}
-		s.obs.record(denial)
+		if obs != nil {
+			obs.record(denial)
+		}
 		return nil, denial
 	}
 }
@@ -178,12 +226,12 @@ func (s *httpStack) dialFunc(scheme string) func(ctx context.Context, network, a
 // judgeDial returns the denial of dest by the current decider, or nil when it may be
 // dialed.
 func (s *httpStack) judgeDial(dest egress.Destination) *Error {
-	return s.judgeWith(s.decider.Load(), dest)
+	return judgeWith(s.bound.Load().box, dest)
 }
 
 // judgeWith returns the denial of dest by the decider in box, or nil. What the egress
 // package always denies (egress.AlwaysDenied) is denied whatever the decider says.
-func (s *httpStack) judgeWith(box *deciderBox, dest egress.Destination) *Error {
+func judgeWith(box *deciderBox, dest egress.Destination) *Error {
 	if reason, denied := egress.AlwaysDenied(dest.Addr); denied {
 		return newError(ReasonEgressDenied, "connection to %s port %d denied: %s", dest.Host, dest.Port, reason)
 	}
@@ -193,31 +241,51 @@ func (s *httpStack) judgeWith(box *deciderBox, dest egress.Destination) *Error {
 	return nil
 }
 
-// judgedConn is a connection the dialer opened to dest. It remembers the decider that
-// admitted it; before each read and write, and after a read that returned data, it
-// checks whether the decider has changed since and, if so, judges dest again. A denial
-// closes the connection and fails the read or write with the EgressDenied error, so not
-// a byte of a request goes out, and nothing more comes in, over a connection the current
-// decision would not open. The check is a pointer comparison while nothing changes.
+// judgedConn is a connection the dialer opened to dest. While an HTTP/1 request of a
+// stack uses it (user), before each read and write, and after a read that returned
+// data, it checks whether that stack's decider has changed since the request started
+// and, if so, judges dest again. A denial closes the connection and fails the read or
+// write with the EgressDenied error, so not a byte of a request goes out, and nothing
+// more comes in, over a connection the current decision would not open. The check is a
+// pointer comparison while nothing changes.
 type judgedConn struct {
 	net.Conn
-	stack  *httpStack
-	dest   egress.Destination
-	judged atomic.Pointer[deciderBox]
+	dest egress.Destination
+	user atomic.Pointer[connUser]
 }
 
-// check judges the connection against the current decider if it has changed.
+// connUser is the stack whose request uses a connection, and the decider it was
+// judged under.
+type connUser struct {
+	stack *httpStack
+	box   *deciderBox
+}
+
+// judgedConnOf returns the judgedConn beneath a connection handed to a request.
+func judgedConnOf(conn net.Conn) (*judgedConn, bool) {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	jc, ok := conn.(*judgedConn)
+	return jc, ok
+}
+
+// check judges the connection against its user's current decider if it has changed.
 func (c *judgedConn) check() error {
-	box := c.stack.decider.Load()
-	if c.judged.Load() == box {
+	u := c.user.Load()
+	if u == nil {
 		return nil
 	}
-	if e := c.stack.judgeWith(box, c.dest); e != nil {
-		c.stack.obs.record(e)
+	box := u.stack.bound.Load().box
+	if u.box == box {
+		return nil
+	}
+	if e := judgeWith(box, c.dest); e != nil {
+		u.stack.obs.record(e)
 		_ = c.Close()
 		return e
 	}
-	c.judged.Store(box)
+	c.user.CompareAndSwap(u, &connUser{stack: u.stack, box: box})
 	return nil
 }
 
@@ -244,6 +312,61 @@ func (c *judgedConn) Write(p []byte) (int, error) {
 	}
 	return c.Conn.Write(p)
 }
+
+// judgedBody is a response body read under the decider box its request started with.
+// When the stack's decider has changed since, it judges the connection's destination
+// again before delivering more, and a denial ends the body with the EgressDenied error.
+// It covers what judgedConn cannot: HTTP/2 connections, which carry several stacks'
+// requests at once.
+type judgedBody struct {
+	body  io.ReadCloser
+	stack *httpStack
+	box   *deciderBox
+	dest  egress.Destination
+	known bool
+	err   error
+}
+
+func (b *judgedBody) check() error {
+	if b.err != nil {
+		return b.err
+	}
+	box := b.stack.bound.Load().box
+	if box == b.box {
+		return nil
+	}
+	var e *Error
+	if b.known {
+		e = judgeWith(box, b.dest)
+	} else {
+		e = newError(ReasonEgressDenied, "connection dropped: the egress decision changed")
+	}
+	if e != nil {
+		b.stack.obs.record(e)
+		_ = b.body.Close()
+		b.err = e
+		return e
+	}
+	b.box = box
+	return nil
+}
+
+// Read implements io.Reader, judging before and after reading.
+func (b *judgedBody) Read(p []byte) (int, error) {
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	n, err := b.body.Read(p)
+	if n > 0 {
+		if cerr := b.check(); cerr != nil {
+			return 0, cerr
+		}
+	}
+	return n, err
+}
+
+// Close implements io.Closer.
+func (b *judgedBody) Close() error { return b.body.Close() }
 
 func decisionText(d egress.Decision) string {
 	text := d.Reason
@@ -381,6 +504,9 @@ func (s *httpStack) issuedByLocked(id string, u *url.URL) bool {
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := t.stack
+	if refusesStream(req) {
+		return noStream(req), nil
+	}
 	out := req.Clone(req.Context())
 	if out.Header.Get(protocolVersionHeader) == "" {
 		// A gateway Upstream's raw connection: go-sdk leaves the header to mcp.Client.
@@ -424,16 +550,12 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.scopeSessionHeaders(out)
 	}
 
-	transport := s.plain
-	if out.URL.Scheme == "https" {
-		transport = s.secure
-	}
-	resp, err := transport.RoundTrip(out)
+	resp, err := s.send(out)
 	if err != nil {
 		return nil, err
 	}
 	if sameOrigin && s.auth != nil {
-		if resp, err = s.authenticate(transport, out, resp, sent); err != nil {
+		if resp, err = s.authenticate(out, resp, sent); err != nil {
 			return nil, err
 		}
 	}
@@ -446,7 +568,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // authenticate handles the server's answer to a request for its OAuth token: a 401
 // gets one new token (discovering where to get it the first time) and the request is
 // sent once more; insufficient_scope fails with a reason naming the scope asked for.
-func (s *httpStack) authenticate(transport http.RoundTripper, out *http.Request, resp *http.Response, sent string) (*http.Response, error) {
+func (s *httpStack) authenticate(out *http.Request, resp *http.Response, sent string) (*http.Response, error) {
 	fail := func(e *Error) (*http.Response, error) {
 		_ = resp.Body.Close()
 		s.obs.record(e)
@@ -481,7 +603,7 @@ func (s *httpStack) authenticate(transport http.RoundTripper, out *http.Request,
 		retry.Body = body
 	}
 	retry.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := transport.RoundTrip(retry)
+	resp, err := s.send(retry)
 	if err != nil {
 		return nil, err
 	}

@@ -242,9 +242,14 @@ func (o *managerOptions) newStdioRuntime(mgr ctrl.Manager) (controllers.StdioRun
 
 // cacheOptions returns the manager's cache options: the stdio workload kinds limited to
 // the operator's own objects and, with --watch-namespaces, every kind limited to those
-// namespaces.
+// namespaces. Cached objects keep no managedFields: nothing reads them from the cache,
+// and for a server-side applied object they are a copy of the spec's field set, per
+// object, for as long as the object lives.
 func (o *managerOptions) cacheOptions() cache.Options {
-	opts := cache.Options{ByObject: controllers.CacheByObject()}
+	opts := cache.Options{
+		ByObject:         controllers.CacheByObject(),
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
 	if len(o.watchNamespaces) > 0 {
 		opts.DefaultNamespaces = make(map[string]cache.Config, len(o.watchNamespaces))
 		for _, ns := range o.watchNamespaces {

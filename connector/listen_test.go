@@ -1,0 +1,64 @@
+package connector_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/egress"
+)
+
+// TestStandaloneStreamOnlyForListChanged: a server whose initialize result announces no
+// listChanged capability gets no standalone GET stream (it would hold a connection for
+// nothing the pool listens to), while one that announces it gets the stream and its
+// list_changed notifications still refresh the tools.
+func TestStandaloneStreamOnlyForListChanged(t *testing.T) {
+	start := func(caps *mcp.ServerCapabilities) (*capture, *mcp.Server, string) {
+		server := mcp.NewServer(&mcp.Implementation{Name: "target", Version: "1"},
+			&mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}, Capabilities: caps})
+		mcp.AddTool(server, &mcp.Tool{Name: "first"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		capt, srv := startCapture(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+		return capt, server, srv.URL + "/mcp"
+	}
+	quietCapt, _, quietURL := start(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}})
+	liveCapt, live, liveURL := start(nil) // go-sdk's default: tools with listChanged
+
+	p := newPool(t)
+	quiet := connector.Key{Namespace: "ns", Name: "quiet"}
+	changing := connector.Key{Namespace: "ns", Name: "changing"}
+	for key, url := range map[connector.Key]string{quiet: quietURL, changing: liveURL} {
+		cfg := config(url, rulesFor(t, loopbackPolicy(mcpv1alpha1.RedirectDeny, 0), egress.PostureNone))
+		cfg.HealthCheck.Interval = 20 * time.Millisecond
+		p.Ensure(key, cfg)
+	}
+	awaitReady(t, p, quiet)
+	awaitReady(t, p, changing)
+
+	await(t, p, changing, "the standalone GET stream of the server with listChanged", func(connector.Snapshot) bool {
+		_, gets, _, _ := liveCapt.counts()
+		return gets > 0
+	})
+	mcp.AddTool(live, &mcp.Tool{Name: "second"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	await(t, p, changing, "the added tool through list_changed", func(s connector.Snapshot) bool { return len(s.Tools) == 2 })
+
+	requests, _, _, _ := quietCapt.counts()
+	snap := await(t, p, quiet, "three more probes", func(connector.Snapshot) bool {
+		now, _, _, _ := quietCapt.counts()
+		return now >= requests+3
+	})
+	if _, gets, _, _ := quietCapt.counts(); gets != 0 {
+		t.Errorf("server without listChanged received %d GET requests; want no standalone stream", gets)
+	}
+	if snap.State != connector.StateReady || snap.Capabilities.ListChanged {
+		t.Errorf("server without listChanged: state %s, listChanged %v; want Ready without listChanged", snap.State, snap.Capabilities.ListChanged)
+	}
+}

@@ -306,3 +306,24 @@ func (l *logLines) snapshot() []string {
 	defer l.mu.Unlock()
 	return append([]string(nil), l.lines...)
 }
+
+// The manager's Go memory limit is 90% of its container's, unless GOMEMLIMIT says
+// otherwise or no limit is given.
+func TestMemoryLimitFromContainer(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want int64
+		ok   bool
+	}{
+		{env: map[string]string{containerMemoryLimitEnv: "536870912"}, want: 483183819, ok: true},
+		{env: map[string]string{containerMemoryLimitEnv: "536870912", "GOMEMLIMIT": "400MiB"}},
+		{env: map[string]string{containerMemoryLimitEnv: "0"}},
+		{env: map[string]string{containerMemoryLimitEnv: "512Mi"}},
+		{env: map[string]string{}},
+	} {
+		got, ok := memoryLimitFromContainer(func(k string) string { return tc.env[k] })
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%v: got %d %v, want %d %v", tc.env, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -16,6 +16,7 @@ type live struct {
 	transport Transport
 	protocol  string
 	changed   chan struct{}
+	owner     *session
 }
 
 func (l *live) modern() bool { return l.protocol >= modernProtocol }
@@ -23,6 +24,42 @@ func (l *live) modern() bool { return l.protocol >= modernProtocol }
 func (l *live) close() {
 	_ = l.cs.Close()
 	l.cancel(nil)
+	l.owner.pool.lives.Delete(l.cs)
+}
+
+// newSharedClient returns the one go-sdk client of a pool, which every session of the
+// pool connects with: a client per connect cost a few KiB per server for handlers and
+// middleware that are the same for all. Its list_changed handlers find the session a
+// notification is for in the pool's table of live sessions; its sending middleware
+// reads each connect's initialize result for the standalone stream's gate (listen.go).
+func newSharedClient(p *Pool) *mcp.Client {
+	notify := func(cs *mcp.ClientSession, method string) {
+		v, ok := p.lives.Load(cs)
+		if !ok {
+			// Still connecting: the discovery that follows the connect reads the lists.
+			return
+		}
+		l := v.(*live)
+		select {
+		case l.changed <- struct{}{}:
+		default:
+		}
+		l.owner.notifyUpstreams(method)
+	}
+	client := mcp.NewClient(p.impl, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) {
+			notify(req.Session, "notifications/tools/list_changed")
+		},
+		PromptListChangedHandler: func(_ context.Context, req *mcp.PromptListChangedRequest) {
+			notify(req.Session, "notifications/prompts/list_changed")
+		},
+		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
+			notify(req.Session, "notifications/resources/list_changed")
+		},
+	})
+	client.AddSendingMiddleware(gateMiddleware)
+	return client
 }
 
 // connect establishes a session and runs a full discovery on it.
@@ -136,28 +173,8 @@ func (s *session) establish() (*live, *Error) {
 // transport's streams live on (go-sdk's SSE GET uses the context given to Connect);
 // the connect timeout cancels it only while the handshake is running.
 func (s *session) open(transport Transport) (*live, *Error) {
-	l := &live{transport: transport, changed: make(chan struct{}, 1)}
-	notify := func() {
-		select {
-		case l.changed <- struct{}{}:
-		default:
-		}
-	}
-	client := mcp.NewClient(s.pool.impl, &mcp.ClientOptions{
-		Capabilities: &mcp.ClientCapabilities{},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			notify()
-			s.notifyUpstreams("notifications/tools/list_changed")
-		},
-		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
-			notify()
-			s.notifyUpstreams("notifications/prompts/list_changed")
-		},
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
-			notify()
-			s.notifyUpstreams("notifications/resources/list_changed")
-		},
-	})
+	l := &live{transport: transport, changed: make(chan struct{}, 1), owner: s}
+	client := s.pool.client
 	var t mcp.Transport
 	connectCtx := s.ctx
 	switch transport {
@@ -167,9 +184,7 @@ func (s *session) open(transport Transport) (*live, *Error) {
 		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.stack.client, MaxEventSize: s.cfg.Limits.MaxEventBytes}
 		// The standalone GET stream only for a server that announces listChanged
 		// (listen.go).
-		gate := &listenGate{}
-		client.AddSendingMiddleware(gate.middleware)
-		connectCtx = withListenGate(connectCtx, gate)
+		connectCtx = withListenGate(connectCtx, &listenGate{})
 	}
 
 	s.stack.obs.reset()
@@ -195,6 +210,7 @@ func (s *session) open(transport Transport) (*live, *Error) {
 		return nil, e
 	}
 	l.cs, l.cancel = cs, cancel
+	s.pool.lives.Store(cs, l)
 	if res := cs.InitializeResult(); res != nil {
 		l.protocol = res.ProtocolVersion
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -168,12 +169,16 @@ func (k *keeper) name(s string) string {
 	return k.keep(k.red.redact(s))
 }
 
+// keep copies s out of the decoder's buffers, as its canonical copy (unique.Make): the
+// servers of a fleet often run the same server, and their tool names, descriptions and
+// schema digests are then held once, however many snapshots list them. The budget is
+// charged for every copy all the same.
 func (k *keeper) keep(s string) string {
 	if s == "" {
 		return ""
 	}
 	k.kept += int64(len(s))
-	return strings.Clone(s)
+	return unique.Make(s).Value()
 }
 
 // take returns the sums since the last take.
@@ -336,6 +341,9 @@ func convertTool(t *mcp.Tool, k *keeper) Tool {
 	}
 	var n int
 	out.SchemaDigest, n = schemaDigest(t.InputSchema, t.OutputSchema)
+	if out.SchemaDigest != "" {
+		out.SchemaDigest = unique.Make(out.SchemaDigest).Value()
+	}
 	k.kept += int64(len(out.SchemaDigest))
 	k.sent += int64(n)
 	k.schema += int64(n)

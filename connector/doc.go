@@ -12,7 +12,11 @@
 // (Auto) is go-sdk's Streamable HTTP connect, falling back to its legacy SSE transport
 // when the HTTP layer saw the POST answered 400, 404 or 405 without a JSON-RPC error.
 // Its own HTTP code is the layer beneath go-sdk: the dialer, redirect checks, header
-// injection and response limits.
+// injection and response limits. Servers whose connection settings and egress decisions
+// are equal share one HTTP transport and its kept-alive connections; what is secret or
+// per server (headers, tokens, the decider's verdict on each dial) stays per request.
+// The pool's sessions share one go-sdk client, and hold a standalone GET stream only
+// for servers that announce listChanged.
 //
 // OAuth client credentials ([OAuth2ClientCredentials]) are a token source inside the
 // connector, one per server, shared by the pool's session and the gateway's Upstreams:

@@ -282,8 +282,11 @@ func TestDNSRebindingToADeniedAddressIsCaughtAtDialTime(t *testing.T) {
 	awaitReady(t, p, key)
 
 	// The name now resolves to another loopback address the policy does not allow
-	// (standing in for an internal service), and the session must reconnect.
+	// (standing in for an internal service), and the session must reconnect. The
+	// server's connections go too: servers with equal settings share kept-alive
+	// connections, and one to the allowed address may rightly serve the new session.
 	resolver.set(netip.MustParseAddr("127.0.0.2"))
+	srv.CloseClientConnections()
 	p.Remove(key)
 	p.Ensure(key, cfg)
 	snap := awaitReason(t, p, key, mcpv1alpha1.ReasonEgressDenied)
@@ -293,6 +296,7 @@ func TestDNSRebindingToADeniedAddressIsCaughtAtDialTime(t *testing.T) {
 
 	// And to the metadata address, which nothing can allow.
 	resolver.set(netip.MustParseAddr("169.254.169.254"))
+	srv.CloseClientConnections()
 	p.Remove(key)
 	p.Ensure(key, cfg)
 	awaitReason(t, p, key, mcpv1alpha1.ReasonEgressDenied)

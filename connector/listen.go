@@ -38,12 +38,15 @@ func withListenGate(ctx context.Context, g *listenGate) context.Context {
 	return context.WithValue(ctx, listenGateKey{}, g)
 }
 
-// middleware returns go-sdk sending middleware that reads the initialize result.
-func (g *listenGate) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+// gateMiddleware is go-sdk sending middleware that hands the initialize result of a
+// connect to the listenGate its context carries.
+func gateMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if init, ok := res.(*mcp.InitializeResult); ok && err == nil && method == "initialize" {
-			g.refused.Store(!capabilitiesOf(init.Capabilities).ListChanged)
+			if g, ok := ctx.Value(listenGateKey{}).(*listenGate); ok {
+				g.refused.Store(!capabilitiesOf(init.Capabilities).ListChanged)
+			}
 		}
 		return res, err
 	}

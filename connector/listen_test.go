@@ -62,3 +62,39 @@ func TestStandaloneStreamOnlyForListChanged(t *testing.T) {
 		t.Errorf("server without listChanged: state %s, listChanged %v; want Ready without listChanged", snap.State, snap.Capabilities.ListChanged)
 	}
 }
+
+// TestListChangedReachesItsServerAmongMany: the pool's sessions share one go-sdk client;
+// a list_changed notification from one of several servers refreshes that server's tools.
+func TestListChangedReachesItsServerAmongMany(t *testing.T) {
+	type target struct {
+		server *mcp.Server
+		capt   *capture
+		url    string
+	}
+	targets := map[connector.Key]target{}
+	for _, name := range []string{"one", "two", "three"} {
+		server := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"},
+			&mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+		mcp.AddTool(server, &mcp.Tool{Name: "first"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		capt, srv := startCapture(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+		targets[connector.Key{Namespace: "ns", Name: name}] = target{server: server, capt: capt, url: srv.URL + "/mcp"}
+	}
+	p := newPool(t) // after the servers: it closes first, ending their streams
+	for key, tg := range targets {
+		p.Ensure(key, config(tg.url, rulesFor(t, loopbackPolicy(mcpv1alpha1.RedirectDeny, 0), egress.PostureNone)))
+	}
+	for key, tg := range targets {
+		awaitReady(t, p, key)
+		await(t, p, key, "the standalone GET stream", func(connector.Snapshot) bool {
+			_, gets, _, _ := tg.capt.counts()
+			return gets > 0
+		})
+	}
+	changed := connector.Key{Namespace: "ns", Name: "two"}
+	mcp.AddTool(targets[changed].server, &mcp.Tool{Name: "second"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	await(t, p, changed, "the added tool", func(s connector.Snapshot) bool { return len(s.Tools) == 2 })
+}

@@ -60,6 +60,8 @@ type Pool struct {
 	log          logr.Logger
 	metrics      *metrics
 	impl         *mcp.Implementation
+	client       *mcp.Client // shared by every session (newSharedClient)
+	lives        sync.Map    // *mcp.ClientSession -> *live, for the client's handlers
 	connectSlots chan struct{}
 	memory       *memoryBudget
 
@@ -140,6 +142,7 @@ func NewPool(opts Options) (*Pool, error) {
 		servers:      make(map[Key]*entry),
 		events:       newEventQueue(),
 	}
+	p.client = newSharedClient(p)
 	go p.events.run(ctx)
 	return p, nil
 }

@@ -62,6 +62,9 @@ type sharedTransport struct {
 	refs          int // guarded by transportCache.mu
 }
 
+// connBufferBytes is the size of each connection's read and write buffer.
+const connBufferBytes = 1 << 10
+
 // transportCache holds the shared transports.
 type transportCache struct {
 	mu      sync.Mutex
@@ -161,6 +164,12 @@ func newSharedTransport(key transportKey, resolver Resolver, d EgressDecider) (*
 			IdleConnTimeout:        90 * time.Second,
 			MaxResponseHeaderBytes: maxResponseHeaderBytes,
 			ExpectContinueTimeout:  time.Second,
+			// Every server with listChanged holds a standalone event stream, each on
+			// an HTTP/1 connection of its own, for as long as it lives; 4 KiB read and
+			// write buffers per connection (net/http's default) were a tenth of what
+			// a server costs. Larger reads and writes bypass the buffers anyway.
+			ReadBufferSize:  connBufferBytes,
+			WriteBufferSize: connBufferBytes,
 		}
 	}
 	t.plain, t.secure = newTransport("http"), newTransport("https")

@@ -669,9 +669,12 @@ func responseTooLarge(limit int64) *Error {
 type observer struct {
 	mu       sync.Mutex
 	incident *Error
-	posts    []int // status codes of POST requests since the last reset
-	dests    map[egress.Destination]struct{}
+	posts    []int                // status codes of POST requests since the last reset
+	dests    []egress.Destination // distinct, at most maxDestinations
 }
+
+// maxDestinations bounds the destinations an observer remembers.
+const maxDestinations = 64
 
 // record keeps the first incident since the last reset: later failures are usually
 // consequences of it.
@@ -719,20 +722,13 @@ func (o *observer) postStatuses() []int {
 func (o *observer) dialed(d egress.Destination) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.dests == nil {
-		o.dests = make(map[egress.Destination]struct{})
-	}
-	if len(o.dests) < 64 {
-		o.dests[d] = struct{}{}
+	if len(o.dests) < maxDestinations && !slices.Contains(o.dests, d) {
+		o.dests = append(o.dests, d)
 	}
 }
 
 func (o *observer) destinations() []egress.Destination {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]egress.Destination, 0, len(o.dests))
-	for d := range o.dests {
-		out = append(out, d)
-	}
-	return out
+	return slices.Clone(o.dests)
 }

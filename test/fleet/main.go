@@ -95,8 +95,6 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // before the control plane stops: the watches end first
 	if o.servers < 0 || o.upstreams < 1 || o.workers < 1 {
 		return errors.New("-servers must be at least 0, -upstreams and -apply-workers at least 1")
 	}
@@ -163,7 +161,9 @@ func run(ctx context.Context, o options) error {
 	}
 
 	tracker := newTracker(c, o.namespace, o.tools)
-	go tracker.run(ctx)
+	trackCtx, stopTracking := context.WithCancel(ctx)
+	defer stopTracking() // before the control plane stops
+	go tracker.run(trackCtx)
 	if err := tracker.waitSynced(ctx); err != nil {
 		return err
 	}
@@ -343,6 +343,9 @@ func (t *tracker) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		var list mcpv1alpha1.MCPServerList
 		if err := t.c.List(ctx, &list, client.InNamespace(t.namespace)); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
 			logf("Listing MCPServers: %v", err)
 			sleep(ctx, time.Second)
 			continue
@@ -358,6 +361,9 @@ func (t *tracker) run(ctx context.Context) {
 		w, err := t.c.Watch(ctx, &mcpv1alpha1.MCPServerList{}, client.InNamespace(t.namespace),
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
 		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
 			logf("Watching MCPServers: %v", err)
 			sleep(ctx, time.Second)
 			continue
@@ -574,6 +580,7 @@ type figures struct {
 	hwm, rss   int64 // bytes, from /proc/PID/status
 	heapInuse  int64 // bytes, after a GC
 	heapAlloc  int64
+	stack      int64 // goroutine stacks in use
 	goroutines int
 }
 
@@ -590,6 +597,10 @@ func (m *manager) measure(ctx context.Context) (figures, error) {
 		}
 		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
 			f.heapAlloc, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "# Stack = "); ok { // "# Stack = inuse / sys"
+			inuse, _, _ := strings.Cut(v, " ")
+			f.stack, _ = strconv.ParseInt(strings.TrimSpace(inuse), 10, 64)
 		}
 	}
 	var g bytes.Buffer
@@ -674,6 +685,7 @@ func report(w io.Writer, o options, base, ready, steady figures, apply, afterApp
 	fmt.Fprintf(w, "  %-22s %12s %12s %12s %12s\n", "VmRSS", mib(base.rss), mib(ready.rss), mib(steady.rss), per(steady.rss, base.rss))
 	fmt.Fprintf(w, "  %-22s %12s %12s %12s %12s\n", "Go heap in use (GC'd)", mib(base.heapInuse), mib(ready.heapInuse), mib(steady.heapInuse), per(steady.heapInuse, base.heapInuse))
 	fmt.Fprintf(w, "  %-22s %12s %12s %12s %12s\n", "Go heap live objects", mib(base.heapAlloc), mib(ready.heapAlloc), mib(steady.heapAlloc), per(steady.heapAlloc, base.heapAlloc))
+	fmt.Fprintf(w, "  %-22s %12s %12s %12s %12s\n", "goroutine stacks", mib(base.stack), mib(ready.stack), mib(steady.stack), per(steady.stack, base.stack))
 	fmt.Fprintf(w, "  %-22s %12d %12d %12d %12s\n", "goroutines", base.goroutines, ready.goroutines, steady.goroutines, perG(steady.goroutines, base.goroutines))
 	if q.duration > 0 {
 		fmt.Fprintf(w, "  quiet %s: %d MCPServer writes, %d Events created, %d Events updated\n",

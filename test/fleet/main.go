@@ -66,6 +66,7 @@ type options struct {
 	binary       string
 	noList       bool
 	managerArgs  string
+	peers        int
 }
 
 func main() {
@@ -83,6 +84,7 @@ func main() {
 	flag.StringVar(&o.binary, "binary", "", "Manager binary to run; empty builds ./cmd/switchboard into a temporary folder.")
 	flag.BoolVar(&o.noList, "no-list-changed", false, "The MCP servers announce no listChanged capability (go-sdk announces it by default).")
 	flag.StringVar(&o.managerArgs, "manager-args", "", "Extra space-separated flags for the manager.")
+	flag.IntVar(&o.peers, "peers", 0, "Shard peers to simulate with member Leases: the manager runs with --sharding=leases, owns about 1/(peers+1) of the servers and stands by for the rest.")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -136,6 +138,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	stopPeers, err := startPeers(ctx, c, o)
+	if err != nil {
+		return err
+	}
+	defer stopPeers() // before the control plane stops
+
 	urls, stopUpstreams, err := startUpstreams(o)
 	if err != nil {
 		return err
@@ -179,11 +187,13 @@ func run(ctx context.Context, o options) error {
 
 	readyCtx, cancelReady := context.WithTimeout(ctx, o.readyTimeout)
 	defer cancelReady()
-	if err := tracker.waitReady(readyCtx, o.servers, m.exited); err != nil {
-		return fmt.Errorf("%w (%d of %d Ready with %d tools)", err, tracker.ready(), o.servers, o.tools)
+	// With -peers only the manager's own share gets a status; the rest stand by.
+	owned := ownedByManager(o)
+	if err := tracker.waitReady(readyCtx, owned, m.exited); err != nil {
+		return fmt.Errorf("%w (%d of %d Ready with %d tools)", err, tracker.ready(), owned, o.tools)
 	}
 	allReady := time.Now()
-	logf("All %d Ready %s after the apply finished", o.servers, round(allReady.Sub(applied)))
+	logf("All %d owned servers Ready %s after the apply finished", owned, round(allReady.Sub(applied)))
 
 	ready, err := m.measure(ctx)
 	if err != nil {
@@ -520,6 +530,7 @@ func startManager(ctx context.Context, o options, binary, kubeconfig string) (*m
 		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		"--default-probe-interval", o.probe.String(),
 	}
+	args = append(args, shardArgs(o)...)
 	args = append(args, strings.Fields(o.managerArgs)...)
 	logPath := filepath.Join(os.TempDir(), fmt.Sprintf("fleet-manager-%d.log", o.servers))
 	logFile, err := os.Create(logPath) //nolint:gosec // a file name of our own under the temporary folder
@@ -678,6 +689,11 @@ func report(w io.Writer, o options, base, ready, steady figures, apply, afterApp
 	}
 	fmt.Fprintf(w, "\nFleet: %d MCPServers over %d go-sdk upstream(s), %d tools each, probe interval %s, listChanged %v, %d apply workers\n",
 		o.servers, o.upstreams, o.tools, o.probe, !o.noList, o.workers)
+	if o.peers > 0 {
+		owned := ownedByManager(o)
+		fmt.Fprintf(w, "  sharded with %d simulated peers: the manager owns %d servers and stands by for %d (per server divides by all %d)\n",
+			o.peers, owned, o.servers-owned, o.servers)
+	}
 	fmt.Fprintf(w, "  apply (server-side, parallel)     %s\n", round(apply))
 	fmt.Fprintf(w, "  all Ready after the apply         %s  (%s after the apply started)\n", round(afterApply), round(total))
 	fmt.Fprintf(w, "  %-22s %12s %12s %12s %12s\n", "", "0 servers", "all Ready", "steady", "per server")

@@ -407,7 +407,7 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		"--set", "manager.gateway.maxSessions=500", "--set", "manager.gateway.idleTimeout=2m",
 		"--set", "nodeSelector.pool=system", "--set", "tolerations[0].key=dedicated",
 		"--set", "tolerations[0].operator=Exists",
-		"--set", "resources.limits.memory=1Gi",
+		"--set", "resources.limits.memory=2Gi",
 	)
 	d := deployment(t, r)
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
@@ -427,8 +427,8 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 	if tol := d.Spec.Template.Spec.Tolerations; len(tol) != 1 || tol[0].Key != "dedicated" {
 		t.Errorf("tolerations %+v, want the dedicated one", tol)
 	}
-	if got := c.Resources.Limits.Memory().String(); got != "1Gi" {
-		t.Errorf("memory limit %s, want 1Gi", got)
+	if got := c.Resources.Limits.Memory().String(); got != "2Gi" {
+		t.Errorf("memory limit %s, want 2Gi", got)
 	}
 
 	single := deployment(t, render(t, valueSets["single replica"]...))

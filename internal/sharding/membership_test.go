@@ -2,14 +2,18 @@ package sharding
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -127,4 +131,54 @@ func TestAnIdentityThatCannotNameALeaseIsRefused(t *testing.T) {
 	if _, err := New(Options{Leases: leases, Group: "switchboard", Identity: "Replica_A"}); err == nil {
 		t.Error("an identity with upper case and an underscore was accepted")
 	}
+}
+
+// A replica that can no longer renew its Lease counts itself out one renew period before
+// the others would count it out, so that no server has two owners while it is cut off.
+func TestAReplicaCutOffFromTheAPIServerLetsGoOfItsServers(t *testing.T) {
+	clients := fake.NewClientset()
+	var cutOff atomic.Bool
+	clients.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if cutOff.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	var offset atomic.Int64 // how far this replica's clock is moved ahead
+	m, err := New(Options{
+		Leases: clients.CoordinationV1().Leases(testNamespace), Group: "switchboard", Identity: "replica-a",
+		LeaseDuration: 2 * time.Second, RenewPeriod: 100 * time.Millisecond,
+		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = m.Start(ctx) }()
+	waitRing(t, m, "replica-a")
+
+	cutOff.Store(true)
+	time.Sleep(300 * time.Millisecond) // any renewal in flight has ended
+	m.mu.Lock()
+	renewed := m.renewed
+	m.mu.Unlock()
+	// Just before the margin the replica still counts itself, just after it does not.
+	sinceRenewal := func() time.Duration { return time.Now().Add(time.Duration(offset.Load())).Sub(renewed) }
+	offset.Add(int64(1800*time.Millisecond - sinceRenewal() - 50*time.Millisecond))
+	time.Sleep(100 * time.Millisecond)
+	if !m.Ring().Has("replica-a") {
+		t.Fatalf("the replica let go %s after its last renewal, before the lease less a renew period", sinceRenewal())
+	}
+	offset.Add(int64(100 * time.Millisecond))
+	time.Sleep(60 * time.Millisecond) // a few recounts
+	if m.Ring().Has("replica-a") {
+		t.Fatalf("the replica still counts itself %s after its last renewal, past the lease less a renew period", sinceRenewal())
+	}
+	if m.Owns("ns/server") {
+		t.Error("a cut-off replica still owns a server")
+	}
+
+	cutOff.Store(false)
+	waitRing(t, m, "replica-a")
 }

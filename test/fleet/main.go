@@ -521,11 +521,11 @@ func startManager(ctx context.Context, o options, binary, kubeconfig string) (*m
 		"--default-probe-interval", o.probe.String(),
 	}
 	args = append(args, strings.Fields(o.managerArgs)...)
-	logPath := filepath.Join(os.TempDir(), fmt.Sprintf("fleet-manager-%d.log", o.servers))
-	logFile, err := os.Create(logPath) //nolint:gosec // a file name of our own under the temporary folder
+	logFile, err := os.CreateTemp("", fmt.Sprintf("fleet-manager-%d-*.log", o.servers))
 	if err != nil {
 		return nil, err
 	}
+	logPath := logFile.Name()
 	cmd := exec.CommandContext(ctx, binary, args...) //nolint:gosec // the binary this program built or was given
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

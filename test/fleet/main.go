@@ -66,6 +66,7 @@ type options struct {
 	binary       string
 	noList       bool
 	managerArgs  string
+	managerEnv   string
 }
 
 func main() {
@@ -83,6 +84,7 @@ func main() {
 	flag.StringVar(&o.binary, "binary", "", "Manager binary to run; empty builds ./cmd/switchboard into a temporary folder.")
 	flag.BoolVar(&o.noList, "no-list-changed", false, "The MCP servers announce no listChanged capability (go-sdk announces it by default).")
 	flag.StringVar(&o.managerArgs, "manager-args", "", "Extra space-separated flags for the manager.")
+	flag.StringVar(&o.managerEnv, "manager-env", "", "Extra space-separated NAME=value environment variables for the manager only, such as GOMEMLIMIT=200MiB.")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -528,6 +530,7 @@ func startManager(ctx context.Context, o options, binary, kubeconfig string) (*m
 	logPath := logFile.Name()
 	cmd := exec.CommandContext(ctx, binary, args...) //nolint:gosec // the binary this program built or was given
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), strings.Fields(o.managerEnv)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()

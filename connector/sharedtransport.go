@@ -155,12 +155,15 @@ func newSharedTransport(key transportKey, resolver Resolver, d EgressDecider) (*
 	}
 	newTransport := func(scheme string) *http.Transport {
 		return &http.Transport{
-			DialContext:            t.dialFunc(scheme),
-			TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-			TLSHandshakeTimeout:    key.connectTimeout,
-			ForceAttemptHTTP2:      true,
+			DialContext:         t.dialFunc(scheme),
+			TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+			TLSHandshakeTimeout: key.connectTimeout,
+			ForceAttemptHTTP2:   true,
+			// Shared by every server on an origin: as many idle connections as
+			// handshakes run at once by default (Options.MaxConcurrentConnects), so a
+			// fleet connecting or probing does not dial for every request.
 			MaxIdleConns:           64,
-			MaxIdleConnsPerHost:    4,
+			MaxIdleConnsPerHost:    16,
 			IdleConnTimeout:        90 * time.Second,
 			MaxResponseHeaderBytes: maxResponseHeaderBytes,
 			ExpectContinueTimeout:  time.Second,

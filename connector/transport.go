@@ -3,7 +3,6 @@ package connector
 import (
 	"context"
 	"crypto/tls"
-
 	"errors"
 	"fmt"
 	"io"

@@ -67,6 +67,7 @@ type options struct {
 	noList       bool
 	managerArgs  string
 	peers        int
+	managerEnv   string
 }
 
 func main() {
@@ -85,6 +86,7 @@ func main() {
 	flag.BoolVar(&o.noList, "no-list-changed", false, "The MCP servers announce no listChanged capability (go-sdk announces it by default).")
 	flag.StringVar(&o.managerArgs, "manager-args", "", "Extra space-separated flags for the manager.")
 	flag.IntVar(&o.peers, "peers", 0, "Shard peers to simulate with member Leases: the manager runs with --sharding=leases, owns about 1/(peers+1) of the servers and stands by for the rest.")
+	flag.StringVar(&o.managerEnv, "manager-env", "", "Extra space-separated NAME=value environment variables for the manager only, such as GOMEMLIMIT=200MiB.")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -532,13 +534,14 @@ func startManager(ctx context.Context, o options, binary, kubeconfig string) (*m
 	}
 	args = append(args, shardArgs(o)...)
 	args = append(args, strings.Fields(o.managerArgs)...)
-	logPath := filepath.Join(os.TempDir(), fmt.Sprintf("fleet-manager-%d.log", o.servers))
-	logFile, err := os.Create(logPath) //nolint:gosec // a file name of our own under the temporary folder
+	logFile, err := os.CreateTemp("", fmt.Sprintf("fleet-manager-%d-*.log", o.servers))
 	if err != nil {
 		return nil, err
 	}
+	logPath := logFile.Name()
 	cmd := exec.CommandContext(ctx, binary, args...) //nolint:gosec // the binary this program built or was given
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), strings.Fields(o.managerEnv)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()

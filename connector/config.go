@@ -308,7 +308,13 @@ func (c Config) secrets() []string {
 			add(tok)
 		}
 	}
-	if u, err := url.Parse(c.URL); err == nil {
+	// A URL's query and userinfo may carry credentials: the server's, and the token
+	// endpoint's, whose full URL a failed token request's error can print.
+	addURL := func(raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
 		add(u.RawQuery)
 		for _, vs := range u.Query() {
 			for _, v := range vs {
@@ -322,7 +328,9 @@ func (c Config) secrets() []string {
 			}
 		}
 	}
+	addURL(c.URL)
 	if o := c.OAuth2; o != nil {
+		addURL(o.TokenURL)
 		add(o.ClientSecret)
 		// Every line of the key's PEM body, and the whole of it.
 		add(string(o.PrivateKey))

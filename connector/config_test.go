@@ -58,6 +58,22 @@ func TestSecretsAreRedacted(t *testing.T) {
 	}
 }
 
+// A token endpoint's query is as secret as the server's: a failed token request's error
+// prints the whole URL.
+func TestTokenEndpointQueryIsRedacted(t *testing.T) {
+	cfg := Config{
+		URL:    "https://h/mcp",
+		OAuth2: &OAuth2ClientCredentials{ClientID: "switchboard", ClientSecret: "s3cret-value", TokenURL: "https://idp/token?tenant_key=t-9931"},
+	}
+	r := redactor{secrets: cfg.secrets()}
+	msg := r.scrub(`Post "https://idp/token?tenant_key=t-9931": dial tcp: connection refused; s3cret-value`)
+	for _, secret := range []string{"t-9931", "tenant_key", "s3cret-value"} {
+		if strings.Contains(msg, secret) {
+			t.Errorf("scrubbed message %q still holds %q", msg, secret)
+		}
+	}
+}
+
 func TestSameSessionToleratesUncomparableValues(t *testing.T) {
 	a := Config{URL: "http://h", Resolver: fakeResolver{addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
 	if sameSession(a, a) {

@@ -823,7 +823,6 @@ func (c *fetchCapture) errorOr(err error) *Error {
 
 // challenge is what a Bearer WWW-Authenticate challenge says (RFC 6750, RFC 9728).
 type challenge struct {
-	bearer           bool
 	err              string
 	scope            string
 	resourceMetadata string
@@ -837,7 +836,6 @@ func parseChallenge(values []string) challenge {
 			if !strings.EqualFold(c.scheme, "Bearer") {
 				continue
 			}
-			ch.bearer = true
 			ch.err = c.params["error"]
 			ch.scope = c.params["scope"]
 			ch.resourceMetadata = c.params["resource_metadata"]

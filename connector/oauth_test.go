@@ -905,11 +905,11 @@ func TestParseChallenge(t *testing.T) {
 		in   []string
 		want challenge
 	}{
-		{[]string{`Bearer resource_metadata="https://a/b", scope="x y"`}, challenge{bearer: true, scope: "x y", resourceMetadata: "https://a/b"}},
-		{[]string{`Basic realm="r", Bearer error="invalid_token", error_description="expired"`}, challenge{bearer: true, err: "invalid_token"}},
-		{[]string{`Basic realm="r"`, `bearer error=insufficient_scope, scope="a\"b"`}, challenge{bearer: true, err: "insufficient_scope", scope: `a"b`}},
-		{[]string{`Bearer`}, challenge{bearer: true}},
-		{[]string{`Newauth abc==, Bearer scope=s`}, challenge{bearer: true, scope: "s"}},
+		{[]string{`Bearer resource_metadata="https://a/b", scope="x y"`}, challenge{scope: "x y", resourceMetadata: "https://a/b"}},
+		{[]string{`Basic realm="r", Bearer error="invalid_token", error_description="expired"`}, challenge{err: "invalid_token"}},
+		{[]string{`Basic realm="r"`, `bearer error=insufficient_scope, scope="a\"b"`}, challenge{err: "insufficient_scope", scope: `a"b`}},
+		{[]string{`Bearer`}, challenge{}},
+		{[]string{`Newauth abc==, Bearer scope=s`}, challenge{scope: "s"}},
 		{[]string{`garbage "`}, challenge{}},
 	} {
 		if got := parseChallenge(tc.in); got != tc.want {

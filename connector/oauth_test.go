@@ -187,12 +187,14 @@ func (w *oauthWorld) issue(rw http.ResponseWriter, r *http.Request) {
 	case AuthMethodClientSecretBasic:
 		id, secret, ok := r.BasicAuth()
 		if !ok || id != oauthClientID || secret != oauthClientSecret || r.PostForm.Has("client_secret") {
-			deny("bad basic credentials")
+			// Echoing what was presented, as a careless server does: the connector must
+			// not pass it on.
+			deny("bad basic credentials: secret " + secret)
 			return
 		}
 	case AuthMethodClientSecretPost:
 		if r.Header.Get("Authorization") != "" || r.PostForm.Get("client_id") != oauthClientID || r.PostForm.Get("client_secret") != oauthClientSecret {
-			deny("bad post credentials")
+			deny("bad post credentials: secret " + r.PostForm.Get("client_secret"))
 			return
 		}
 	case AuthMethodPrivateKeyJWT:

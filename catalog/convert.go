@@ -126,6 +126,11 @@ func GatewayPath(namespace, name string) string {
 	return GatewayPathPrefix + namespace + "/servers/" + name
 }
 
+// ToolsetGatewayPath returns the path of a toolset's endpoint on the gateway.
+func ToolsetGatewayPath(namespace, name string) string {
+	return GatewayPathPrefix + namespace + "/toolsets/" + name
+}
+
 // conditionMessage returns the catalogue's message for a condition reason, never the
 // condition's own message.
 func conditionMessage(reason string) string {

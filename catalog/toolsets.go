@@ -60,7 +60,7 @@ func toolsetSummaryOf(o *mcpv1alpha1.MCPToolset) ToolsetSummary {
 	s := ToolsetSummary{
 		Namespace: o.Namespace, Name: o.Name, Description: o.Spec.Description,
 		Discovery: string(o.Spec.Discovery), ToolCount: o.Status.ToolCount,
-		GatewayPath: GatewayPathPrefix + o.Namespace + "/toolsets/" + o.Name,
+		GatewayPath: ToolsetGatewayPath(o.Namespace, o.Name),
 		Ready:       meta.IsStatusConditionPresentAndEqual(o.Status.Conditions, mcpv1alpha1.ConditionReady, metav1.ConditionTrue),
 	}
 	if s.Discovery == "" {

@@ -13,10 +13,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
-	"github.com/switchboard-mcp/switchboard/internal/toolsets"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -66,7 +66,7 @@ func TestServerEverythingThroughAToolset(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada", "check": true}}, nil
 		},
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: front.URL + toolsets.GatewayPath(namespace, "everything"), MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: front.URL + catalog.ToolsetGatewayPath(namespace, "everything"), MaxRetries: -1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

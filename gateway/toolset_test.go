@@ -23,10 +23,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
-	"github.com/switchboard-mcp/switchboard/internal/toolsets"
 )
 
 // toolsetHarness is a pool with sessions to two real go-sdk servers, notes (echo,
@@ -128,7 +128,7 @@ func newToolsetHarness(t testing.TB, opts func(*gateway.Options)) *toolsetHarnes
 }
 
 func (h *toolsetHarness) url() string {
-	return h.front.URL + toolsets.GatewayPath(namespace, "support-agent")
+	return h.front.URL + catalog.ToolsetGatewayPath(namespace, "support-agent")
 }
 
 // connect opens a client session on the toolset endpoint with the caller's token.

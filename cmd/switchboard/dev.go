@@ -36,7 +36,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
 	"github.com/switchboard-mcp/switchboard/internal/kustomize"
-	"github.com/switchboard-mcp/switchboard/internal/toolsets"
 )
 
 // The dev samples (config/samples/dev) point at these loopback addresses; `switchboard
@@ -515,7 +514,7 @@ func gatewayEndpoints(catalogAddr string, objects []*unstructured.Unstructured) 
 		case "MCPToolset":
 			endpoints = append(endpoints, gatewayEndpoint{
 				name: obj.GetName(), toolset: true,
-				url: "http://" + catalogAddr + toolsets.GatewayPath(obj.GetNamespace(), obj.GetName()),
+				url: "http://" + catalogAddr + catalog.ToolsetGatewayPath(obj.GetNamespace(), obj.GetName()),
 			})
 		}
 	}

@@ -22,15 +22,6 @@ import (
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 )
 
-// GatewayPathPrefix starts the path of every gateway endpoint; the catalogue's
-// catalog.GatewayPathPrefix is the same.
-const GatewayPathPrefix = "/mcp/namespaces/"
-
-// GatewayPath returns the path of a toolset's endpoint on the gateway.
-func GatewayPath(namespace, name string) string {
-	return GatewayPathPrefix + namespace + "/toolsets/" + name
-}
-
 var validName = regexp.MustCompile(mcpv1alpha1.ExposedToolNamePattern)
 
 // ValidName reports whether name may be exposed: it matches

@@ -3,20 +3,8 @@ package toolsets_test
 import (
 	"testing"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/toolsets"
 )
-
-// The catalogue owns the gateway's path prefix; a toolset's path must start with it, or
-// the gateway would never see the toolset's requests.
-func TestGatewayPathSharesTheCataloguePrefix(t *testing.T) {
-	if toolsets.GatewayPathPrefix != catalog.GatewayPathPrefix {
-		t.Fatalf("toolsets.GatewayPathPrefix %q, catalog.GatewayPathPrefix %q", toolsets.GatewayPathPrefix, catalog.GatewayPathPrefix)
-	}
-	if got := toolsets.GatewayPath("team-a", "support-agent"); got != "/mcp/namespaces/team-a/toolsets/support-agent" {
-		t.Fatalf("GatewayPath = %q", got)
-	}
-}
 
 func TestValidName(t *testing.T) {
 	for name, want := range map[string]bool{

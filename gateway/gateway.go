@@ -263,7 +263,7 @@ func (g *Gateway) serveServer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := connector.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	caller, ok := g.authorize(w, r, key)
+	caller, ok := g.authorize(w, r, key, g.serverUse())
 	if !ok {
 		return
 	}
@@ -321,27 +321,53 @@ func serveMethod(w http.ResponseWriter, r *http.Request, post func(), lookup fun
 	}
 }
 
-// authorize authenticates the caller and checks that it may use the server, answering
-// 401, 403, 429 or 503 when not.
-func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connector.Key) (*catalog.Identity, bool) {
+// useOf names what a front door's callers must be allowed to use: the kind and the
+// resource of the SubjectAccessReview, and how to end a session of a caller who no
+// longer may.
+type useOf struct {
+	kind, resource string
+	// revoke ends the session id names, if it is the caller's with key.
+	revoke func(id string, key connector.Key, caller *catalog.Identity)
+}
+
+// serverUse and toolsetUse are the server and toolset endpoints' useOf.
+func (g *Gateway) serverUse() useOf {
+	return useOf{kind: "MCPServer", resource: resourceServers, revoke: func(id string, key connector.Key, caller *catalog.Identity) {
+		if s := g.lookup(id); s != nil && s.key == key && s.caller.Key == caller.Key {
+			s.end(errAccessRevoked)
+		}
+	}}
+}
+
+func (g *Gateway) toolsetUse() useOf {
+	return useOf{kind: "MCPToolset", resource: resourceToolsets, revoke: func(id string, key connector.Key, caller *catalog.Identity) {
+		if s := g.lookupToolsetSession(id); s != nil && s.key == key && s.caller.Key == caller.Key {
+			s.end(errToolsetAccessRevoked)
+		}
+	}}
+}
+
+// authorize authenticates the caller and checks that it may use key, answering 401,
+// 403, 429 or 503 when not. A caller refused on a session of its own has that session
+// ended. For a toolset, use of each origin server is checked per server when tools are
+// listed and called.
+func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connector.Key, use useOf) (*catalog.Identity, bool) {
 	caller, ok := g.authenticate(w, r)
 	if !ok || g.access == nil {
 		return caller, ok
 	}
-	allowed, err := g.access.allowed(r.Context(), caller, key)
+	allowed, err := g.access.allowedOn(r.Context(), caller, use.resource, key)
 	if err != nil {
-		g.log.Error(err, "Could not review a caller's access", "server", key.String())
+		g.log.Error(err, "Could not review a caller's access", "kind", use.kind, "object", key.String())
 		g.refuse(w, http.StatusServiceUnavailable, "could not review the caller's access; retry shortly")
 		return nil, false
 	}
 	if !allowed {
 		if id := r.Header.Get(mcphttp.SessionIDHeader); id != "" {
-			if s := g.lookup(id); s != nil && s.key == key && s.caller.Key == caller.Key {
-				s.end(errAccessRevoked)
-			}
+			use.revoke(id, key, caller)
 		}
-		g.refuse(w, http.StatusForbidden, fmt.Sprintf("%s may not use MCPServer %s (it needs verb %q on mcpservers.%s %q in namespace %q)",
-			caller.User.Username, key, UseVerb, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace))
+		g.refuse(w, http.StatusForbidden, fmt.Sprintf("%s may not use %s %s (it needs verb %q on %s.%s %q in namespace %q)",
+			caller.User.Username, use.kind, key, UseVerb, use.resource, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace))
 		return nil, false
 	}
 	return caller, true
@@ -468,9 +494,8 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 // requestSession returns the session a request names, or answers 400 (no id) or 404
 // (no such session, or one of another server or caller) and returns nil.
 func (g *Gateway) requestSession(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity) *session {
-	id := r.Header.Get(mcphttp.SessionIDHeader)
-	if id == "" {
-		http.Error(w, "Bad Request: "+r.Method+" requires an Mcp-Session-Id header", http.StatusBadRequest)
+	id, ok := requestSessionID(w, r)
+	if !ok {
 		return nil
 	}
 	s := g.lookup(id)
@@ -481,6 +506,15 @@ func (g *Gateway) requestSession(w http.ResponseWriter, r *http.Request, key con
 		return nil
 	}
 	return s
+}
+
+// requestSessionID returns the session id a request carries, or answers 400.
+func requestSessionID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.Header.Get(mcphttp.SessionIDHeader)
+	if id == "" {
+		http.Error(w, "Bad Request: "+r.Method+" requires an Mcp-Session-Id header", http.StatusBadRequest)
+	}
+	return id, id != ""
 }
 
 func (g *Gateway) lookup(id string) *session {

@@ -104,7 +104,7 @@ func (g *Gateway) serveToolset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := connector.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	caller, ok := g.authorizeToolset(w, r, key)
+	caller, ok := g.authorize(w, r, key, g.toolsetUse())
 	if !ok {
 		return
 	}
@@ -118,33 +118,6 @@ func (g *Gateway) serveToolset(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-}
-
-// authorizeToolset authenticates the caller and checks that it may use the toolset,
-// answering 401, 403, 429 or 503 when not. Use of each origin server is checked per
-// server when tools are listed and called.
-func (g *Gateway) authorizeToolset(w http.ResponseWriter, r *http.Request, key connector.Key) (*catalog.Identity, bool) {
-	caller, ok := g.authenticate(w, r)
-	if !ok || g.access == nil {
-		return caller, ok
-	}
-	allowed, err := g.access.allowedOn(r.Context(), caller, resourceToolsets, key)
-	if err != nil {
-		g.log.Error(err, "Could not review a caller's access", "toolset", key.String())
-		g.refuse(w, http.StatusServiceUnavailable, "could not review the caller's access; retry shortly")
-		return nil, false
-	}
-	if !allowed {
-		if id := r.Header.Get(mcphttp.SessionIDHeader); id != "" {
-			if s := g.lookupToolsetSession(id); s != nil && s.key == key && s.caller.Key == caller.Key {
-				s.end(errToolsetAccessRevoked)
-			}
-		}
-		g.refuse(w, http.StatusForbidden, fmt.Sprintf("%s may not use MCPToolset %s (it needs verb %q on mcptoolsets.%s %q in namespace %q)",
-			caller.User.Username, key, UseVerb, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace))
-		return nil, false
-	}
-	return caller, true
 }
 
 // serveToolsetPOST hands a message to its session, or starts a session for an
@@ -191,9 +164,8 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 
 // requestToolsetSession returns the session a request names, or answers 400 or 404.
 func (g *Gateway) requestToolsetSession(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity) *toolsetSession {
-	id := r.Header.Get(mcphttp.SessionIDHeader)
-	if id == "" {
-		http.Error(w, "Bad Request: "+r.Method+" requires an Mcp-Session-Id header", http.StatusBadRequest)
+	id, ok := requestSessionID(w, r)
+	if !ok {
 		return nil
 	}
 	s := g.lookupToolsetSession(id)

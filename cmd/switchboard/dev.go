@@ -556,12 +556,17 @@ func callNotesThroughGateway(ctx context.Context, w io.Writer, url string) {
 	}
 }
 
+// connectDemoClient connects an MCP client, as an agent would, to a gateway url. It
+// makes a few calls and is done: no standalone stream to wait on server messages.
+func connectDemoClient(ctx context.Context, url string) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-dev", Version: "v1"}, nil)
+	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
+}
+
 func callNotes(ctx context.Context, w io.Writer, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-dev", Version: "v1"}, nil)
-	// Two calls and done: no standalone stream to wait on server messages.
-	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
+	session, err := connectDemoClient(ctx, url)
 	if err != nil {
 		return err
 	}
@@ -601,8 +606,7 @@ func callToolsetThroughGateway(ctx context.Context, w io.Writer, url string) {
 func callToolset(ctx context.Context, w io.Writer, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-dev", Version: "v1"}, nil)
-	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
+	session, err := connectDemoClient(ctx, url)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
@@ -107,7 +108,8 @@ func (r *MCPServerReconciler) forwardOwnershipChanges(ctx context.Context, out c
 		case change = <-r.Shards.Changes():
 		}
 		var servers mcpv1alpha1.MCPServerList
-		if err := r.Client.List(ctx, &servers); err != nil {
+		// Names only are read: no copy of every server's status out of the cache.
+		if err := r.Client.List(ctx, &servers, client.UnsafeDisableDeepCopy); err != nil {
 			// Only before the cache has synced; its initial events reconcile every
 			// server against the newest ring anyway.
 			log.Error(err, "Listing servers after a change of shard members")

@@ -2,7 +2,11 @@ package connector_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,4 +101,83 @@ func TestListChangedReachesItsServerAmongMany(t *testing.T) {
 		return &mcp.CallToolResult{}, nil, nil
 	})
 	await(t, p, changed, "the added tool", func(s connector.Snapshot) bool { return len(s.Tools) == 2 })
+}
+
+// TestEventStreamsOwnTheirConnections: on plain HTTP, each standalone stream travels on
+// a connection of its own that no transport goroutine reads (go-sdk's stream reader is
+// the only one), the streams still deliver list_changed, and ending the sessions closes
+// their connections, so the server's stream handlers all return.
+func TestEventStreamsOwnTheirConnections(t *testing.T) {
+	const servers = 24 // more than the shared transport keeps idle per host (16)
+	server := mcp.NewServer(&mcp.Implementation{Name: "target", Version: "1"},
+		&mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+	mcp.AddTool(server, &mcp.Tool{Name: "first"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	var openStreams atomic.Int64
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	_, srv := startCapture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			openStreams.Add(1)
+			defer openStreams.Add(-1)
+		}
+		handler.ServeHTTP(w, r)
+	}))
+
+	p := newPool(t)
+	keys := make([]connector.Key, servers)
+	for i := range keys {
+		keys[i] = connector.Key{Namespace: "ns", Name: fmt.Sprintf("server-%d", i)}
+		p.Ensure(keys[i], config(srv.URL+"/mcp", rulesFor(t, loopbackPolicy(mcpv1alpha1.RedirectDeny, 0), egress.PostureNone)))
+	}
+	for _, key := range keys {
+		awaitReady(t, p, key)
+	}
+	eventually(t, "every session's standalone stream", func() bool { return openStreams.Load() == servers })
+
+	stacks := goroutineStacks()
+	if readers := strings.Count(stacks, "(*streamableClientConn).handleSSE"); readers != servers {
+		t.Errorf("%d goroutines read standalone streams; want %d", readers, servers)
+	}
+	// Every pooled HTTP/1 connection has a transport read loop: only idle POST
+	// connections may, and the pool keeps at most 16 of those per host.
+	if loops := strings.Count(stacks, "net/http.(*persistConn).readLoop"); loops >= servers {
+		t.Errorf("%d transport read loops for %d standalone streams; want streams on connections of their own", loops, servers)
+	}
+
+	mcp.AddTool(server, &mcp.Tool{Name: "second"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	for _, key := range keys {
+		await(t, p, key, "the added tool through list_changed", func(s connector.Snapshot) bool { return len(s.Tools) == 2 })
+	}
+
+	for _, key := range keys {
+		p.Remove(key)
+	}
+	eventually(t, "the server's stream handlers to return once the sessions ended", func() bool { return openStreams.Load() == 0 })
+}
+
+// goroutineStacks returns the stacks of every goroutine of the process.
+func goroutineStacks() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return string(buf[:n])
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// eventually polls cond for up to 10 seconds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

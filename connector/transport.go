@@ -144,7 +144,13 @@ func (s *httpStack) send(out *http.Request) (*http.Response, error) {
 	}}
 	ctx := context.WithValue(out.Context(), dialRequestKey{}, dialRequest{stack: s, binding: b})
 	out = out.WithContext(httptrace.WithClientTrace(ctx, trace))
-	resp, err := b.transport.forScheme(out.URL.Scheme).RoundTrip(out)
+	var resp *http.Response
+	var err error
+	if carriesOwnConnection(out) {
+		resp, err = b.transport.roundTripStream(out)
+	} else {
+		resp, err = b.transport.forScheme(out.URL.Scheme).RoundTrip(out)
+	}
 	if err != nil {
 		return nil, err
 	}

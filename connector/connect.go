@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -15,11 +16,40 @@ type live struct {
 	cancel    context.CancelCauseFunc
 	transport Transport
 	protocol  string
-	changed   chan struct{}
 	owner     *session
+
+	// watch hears the session's list_changed notifications once serve watches it;
+	// changedEarly remembers one that came before.
+	watchMu      sync.Mutex
+	watch        *watch
+	changedEarly bool
 }
 
 func (l *live) modern() bool { return l.protocol >= modernProtocol }
+
+// listChanged hands a list_changed notification to the session's watch, or keeps it
+// for the watch to come.
+func (l *live) listChanged() {
+	l.watchMu.Lock()
+	w := l.watch
+	if w == nil {
+		l.changedEarly = true
+	}
+	l.watchMu.Unlock()
+	if w != nil {
+		w.listChanged()
+	}
+}
+
+// watchChanges makes w (nil: none) the watch that hears list_changed, and reports
+// whether one came before.
+func (l *live) watchChanges(w *watch) (changedEarly bool) {
+	l.watchMu.Lock()
+	defer l.watchMu.Unlock()
+	l.watch = w
+	changedEarly, l.changedEarly = l.changedEarly, false
+	return changedEarly
+}
 
 func (l *live) close() {
 	_ = l.cs.Close()
@@ -40,10 +70,7 @@ func newSharedClient(p *Pool) *mcp.Client {
 			return
 		}
 		l := v.(*live)
-		select {
-		case l.changed <- struct{}{}:
-		default:
-		}
+		l.listChanged()
 		l.owner.notifyUpstreams(method)
 	}
 	client := mcp.NewClient(p.impl, &mcp.ClientOptions{
@@ -95,7 +122,7 @@ func (s *session) connect() (*live, *Error) {
 		snap.ConsecutiveFailures = 0
 		snap.ConnectedAt = time.Now()
 	})
-	s.log.Info("Session ready", "transport", l.transport, "protocolVersion", l.protocol, "tools", len(d.tools))
+	s.logger().Info("Session ready", "transport", l.transport, "protocolVersion", l.protocol, "tools", len(d.tools))
 	return l, nil
 }
 
@@ -173,7 +200,7 @@ func (s *session) establish() (*live, *Error) {
 // transport's streams live on (go-sdk's SSE GET uses the context given to Connect);
 // the connect timeout cancels it only while the handshake is running.
 func (s *session) open(transport Transport) (*live, *Error) {
-	l := &live{transport: transport, changed: make(chan struct{}, 1), owner: s}
+	l := &live{transport: transport, owner: s}
 	client := s.pool.client
 	var t mcp.Transport
 	connectCtx := s.ctx

@@ -3,65 +3,163 @@ package connector
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // serve keeps an established session: it probes it, rediscovers on list_changed
-// (debounced) and watches for the session ending. It returns why the session must be
-// rebuilt.
+// (debounced), judges its destinations again when the egress decider changes, and
+// returns why the session must be rebuilt. The goroutine that runs it only waits for
+// the session to end: the probes, rediscoveries and re-checks run on timers and
+// callbacks (a watch), and whichever finds the session must go closes it. A server's
+// session used to keep a second goroutine that did nothing but wait, a tenth of what
+// an idle server costs in a fleet.
 func (s *session) serve(l *live) *Error {
-	probe := time.NewTicker(s.cfg.HealthCheck.Interval)
-	defer probe.Stop()
-	ended := make(chan error, 1)
-	go func() { ended <- l.cs.Wait() }()
+	w := &watch{s: s, l: l}
+	w.start()
+	err := l.cs.Wait()
+	if e := w.stop(); e != nil {
+		return e
+	}
+	e := classify(err, s.stack.obs.last())
+	if err == nil {
+		// A clean end is no protocol violation: the server restarted or let the
+		// session go, and a reconnect heals it.
+		e = newError(ReasonSessionEnded, "server ended the session")
+	}
+	if !e.sessionMissing {
+		s.fail(e, true)
+	}
+	return e
+}
 
-	var debounce <-chan time.Time
-	for {
-		select {
-		case <-s.ctx.Done():
-			return &Error{Reason: ReasonProtocolError, Message: "session closed"}
+// watch looks after one live session while serve waits for it to end.
+type watch struct {
+	s *session
+	l *live
 
-		case <-l.changed:
-			if debounce == nil {
-				debounce = time.After(s.pool.opts.DebounceDelay)
-			}
+	// work serializes probes and rediscoveries, as one loop once did; stop waits for
+	// the one running.
+	work     sync.Mutex
+	probe    *time.Timer
+	debounce *time.Timer // non-nil while a rediscovery is pending
+	closed   func() bool // stops watching the session's context
 
-		case <-debounce:
-			debounce = nil
-			if e := s.rediscover(l); e != nil && (e.sessionMissing || s.probeFailed(e)) {
-				return e
-			}
+	mu  sync.Mutex
+	why *Error // why the watch ended the session; set once
+	end bool   // the session has ended, whoever ended it
+}
 
-		case <-probe.C:
-			if e := s.probe(l); e != nil {
-				if e.sessionMissing || s.probeFailed(e) {
-					return e
-				}
-			} else {
-				s.probeSucceeded()
-			}
+// start arms the probe timer, watches the session's context and takes over the
+// list_changed notifications and egress re-checks that came while connecting.
+func (w *watch) start() {
+	s := w.s
+	w.work.Lock()
+	w.probe = time.AfterFunc(s.cfg.HealthCheck.Interval, w.runProbe)
+	w.work.Unlock()
+	w.closed = context.AfterFunc(s.ctx, func() {
+		w.finish(&Error{Reason: ReasonProtocolError, Message: "session closed"})
+	})
+	s.watching.Store(w)
+	if w.l.watchChanges(w) {
+		w.listChanged()
+	}
+	select {
+	case <-s.recheck:
+		go w.recheck()
+	default:
+	}
+}
 
-		case err := <-ended:
-			e := classify(err, s.stack.obs.last())
-			if err == nil {
-				// A clean end is no protocol violation: the server restarted or let the
-				// session go, and a reconnect heals it.
-				e = newError(ReasonSessionEnded, "server ended the session")
-			}
-			if !e.sessionMissing {
-				s.fail(e, true)
-			}
-			return e
+// stop ends the watch once the session has ended, waiting for a probe or rediscovery
+// still running, and returns why the watch ended the session, or nil when it did not.
+func (w *watch) stop() *Error {
+	w.closed()
+	w.s.watching.CompareAndSwap(w, nil)
+	w.l.watchChanges(nil)
+	w.mu.Lock()
+	w.end = true
+	why := w.why
+	w.mu.Unlock()
+	w.work.Lock()
+	defer w.work.Unlock()
+	w.probe.Stop()
+	if w.debounce != nil {
+		w.debounce.Stop()
+	}
+	return why
+}
 
-		case <-s.recheck:
-			for _, dest := range s.stack.obs.destinations() {
-				if e := s.stack.judgeDial(dest); e != nil {
-					s.fail(e, true)
-					return e
-				}
-			}
+// finish ends the session for reason why, unless it has ended already.
+func (w *watch) finish(why *Error) {
+	w.mu.Lock()
+	if w.end {
+		w.mu.Unlock()
+		return
+	}
+	w.end, w.why = true, why
+	w.mu.Unlock()
+	_ = w.l.cs.Close()
+}
+
+// ended reports whether the session has ended.
+func (w *watch) ended() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.end
+}
+
+func (w *watch) runProbe() {
+	w.work.Lock()
+	defer w.work.Unlock()
+	if w.ended() {
+		return
+	}
+	s := w.s
+	if e := s.probe(w.l); e != nil {
+		if e.sessionMissing || s.probeFailed(e) {
+			w.finish(e)
+			return
+		}
+	} else {
+		s.probeSucceeded()
+	}
+	w.probe.Reset(s.cfg.HealthCheck.Interval)
+}
+
+// listChanged schedules one rediscovery for the notifications of the next
+// DebounceDelay.
+func (w *watch) listChanged() {
+	w.work.Lock()
+	defer w.work.Unlock()
+	if w.debounce == nil && !w.ended() {
+		w.debounce = time.AfterFunc(w.s.pool.opts.DebounceDelay, w.runRediscovery)
+	}
+}
+
+func (w *watch) runRediscovery() {
+	w.work.Lock()
+	defer w.work.Unlock()
+	w.debounce = nil
+	if w.ended() {
+		return
+	}
+	s := w.s
+	if e := s.rediscover(w.l); e != nil && (e.sessionMissing || s.probeFailed(e)) {
+		w.finish(e)
+	}
+}
+
+// recheck judges the session's destinations against the current decider.
+func (w *watch) recheck() {
+	s := w.s
+	for _, dest := range s.stack.obs.destinations() {
+		if e := s.stack.judgeDial(dest); e != nil {
+			s.fail(e, true)
+			w.finish(e)
+			return
 		}
 	}
 }

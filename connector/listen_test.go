@@ -103,10 +103,11 @@ func TestListChangedReachesItsServerAmongMany(t *testing.T) {
 	await(t, p, changed, "the added tool", func(s connector.Snapshot) bool { return len(s.Tools) == 2 })
 }
 
-// TestEventStreamsOwnTheirConnections: on plain HTTP, each standalone stream travels on
-// a connection of its own that no transport goroutine reads (go-sdk's stream reader is
-// the only one), the streams still deliver list_changed, and ending the sessions closes
-// their connections, so the server's stream handlers all return.
+// TestEventStreamsOwnTheirConnections: what a listening session holds. On plain HTTP,
+// each standalone stream travels on a connection of its own that no transport goroutine
+// reads (go-sdk's stream reader is the only one), the session itself is one goroutine,
+// the streams still deliver list_changed, and ending the sessions closes their
+// connections, so the server's stream handlers all return.
 func TestEventStreamsOwnTheirConnections(t *testing.T) {
 	const servers = 24 // more than the shared transport keeps idle per host (16)
 	server := mcp.NewServer(&mcp.Implementation{Name: "target", Version: "1"},
@@ -139,6 +140,11 @@ func TestEventStreamsOwnTheirConnections(t *testing.T) {
 	if readers := strings.Count(stacks, "(*streamableClientConn).handleSSE"); readers != servers {
 		t.Errorf("%d goroutines read standalone streams; want %d", readers, servers)
 	}
+	// A session is one goroutine of its own, waiting for the session to end: probes
+	// and rediscoveries run on timers.
+	if own := goroutinesIn(stacks, "connector.(*session)."); own != servers {
+		t.Errorf("%d goroutines in the sessions' own code for %d sessions; want one each", own, servers)
+	}
 	// Every pooled HTTP/1 connection has a transport read loop: only idle POST
 	// connections may, and the pool keeps at most 16 of those per host.
 	if loops := strings.Count(stacks, "net/http.(*persistConn).readLoop"); loops >= servers {
@@ -168,6 +174,17 @@ func goroutineStacks() string {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// goroutinesIn counts the goroutines whose stack has a frame containing fn.
+func goroutinesIn(stacks, fn string) int {
+	n := 0
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
 }
 
 // eventually polls cond for up to 10 seconds.

@@ -21,7 +21,6 @@ type session struct {
 	endpoint *url.URL
 	pool     *Pool
 	red      redactor
-	log      logr.Logger
 	stack    *httpStack // nil when the config cannot be acted on
 	setupErr *Error
 	// mem is the session's share of the pool's discovery memory budget.
@@ -37,8 +36,10 @@ type session struct {
 	// opening counts the upstreams being opened on the session, which keep a standby
 	// server's session from being stopped before they are registered.
 	opening atomic.Int32
-	// recheck asks the session to judge its live destinations against a new decider.
-	recheck chan struct{}
+	// recheck tells a session between connections that the decider changed; watching
+	// is the watch of its live session, which judges its destinations at once.
+	recheck  chan struct{}
+	watching atomic.Pointer[watch]
 
 	// detected is the transport Auto settled on; reconnects reuse it. Only run touches it.
 	detected Transport
@@ -64,7 +65,6 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		cfg:     cfg,
 		pool:    p,
 		red:     redactor{secrets: cfg.secrets()},
-		log:     p.log.WithValues("server", key.String()),
 		done:    make(chan struct{}),
 		recheck: make(chan struct{}, 1),
 		mem:     p.memory.lease(key.Namespace),
@@ -96,6 +96,12 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		s.red.issued = auth.issuedSecrets
 	}
 	return s
+}
+
+// logger returns the session's logger. It is made when a line is written, which is
+// rarely: a logger kept per session holds a clone of the log encoder, about a KiB.
+func (s *session) logger() logr.Logger {
+	return s.pool.log.WithValues("server", s.key.String())
 }
 
 // snapshot returns a copy of what the session knows.
@@ -151,6 +157,10 @@ func (s *session) setEgress(d EgressDecider) {
 	}
 	s.stack.setDecider(d)
 	s.eachUpstream(func(u *Upstream) { u.judge(d) })
+	if w := s.watching.Load(); w != nil {
+		go w.recheck()
+		return
+	}
 	select {
 	case s.recheck <- struct{}{}:
 	default:
@@ -247,7 +257,7 @@ func (s *session) run() {
 				delay = s.pool.backoff(1)
 			}
 			err = s.red.scrubError(err)
-			s.log.Info("Session lost, reconnecting", "reason", err.Reason, "message", err.Message, "after", delay.String())
+			s.logger().Info("Session lost, reconnecting", "reason", err.Reason, "message", err.Message, "after", delay.String())
 		}
 		if !s.sleep(delay) {
 			return
@@ -289,6 +299,6 @@ func (s *session) fail(e *Error, down bool) {
 		}
 	})
 	if becameDown {
-		s.log.Info("Session down", "reason", e.Reason, "message", e.Message)
+		s.logger().Info("Session down", "reason", e.Reason, "message", e.Message)
 	}
 }

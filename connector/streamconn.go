@@ -31,6 +31,11 @@ import (
 // request's context ends. HTTPS streams stay on the shared transport, where HTTP/2
 // carries many streams over one connection.
 
+// streamBufferBytes is the read buffer of a stream's connection. go-sdk reads events
+// through a buffer of its own, in reads that bypass this one; it holds the headers and
+// each chunk's size line, and textproto reads longer header lines in pieces.
+const streamBufferBytes = 512
+
 // carriesOwnConnection reports whether req is an event-stream GET over plain HTTP, the
 // request roundTripStream carries.
 func carriesOwnConnection(req *http.Request) bool {
@@ -63,7 +68,7 @@ func (t *sharedTransport) roundTripStream(req *http.Request) (*http.Response, er
 	// Headers are read under the transport's header limit, the body without one (the
 	// event limits bound each event).
 	headers := &io.LimitedReader{R: conn, N: maxResponseHeaderBytes}
-	br := bufio.NewReaderSize(headers, connBufferBytes)
+	br := bufio.NewReaderSize(headers, streamBufferBytes)
 	resp, err := http.ReadResponse(br, req)
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 {
 		// 1xx answers precede the real one; net/http's transport skips them too.

@@ -90,8 +90,9 @@ type MCPServerReconciler struct {
 	firstConnects sync.Map
 
 	// written holds, per server, what this manager's own last writes left on the
-	// object (connector.Key -> *ownWrites), so that a reconcile reading a cache that has
-	// not caught up with them yet does not write the same again.
+	// object (connector.Key -> *ownWrites) until the cache has caught up with them, so
+	// that a reconcile reading a cache that has not yet does not write the same again.
+	// forgetCaughtUp drops it when the cache moves.
 	written sync.Map
 
 	// owned holds the servers this replica owns with sharding (connector.Key ->
@@ -99,10 +100,10 @@ type MCPServerReconciler struct {
 	owned      sync.Map
 	ownedCount atomic.Int64
 
-	// announced holds, per server, the status whose transitions were last announced as
-	// Events (connector.Key -> *mcpv1alpha1.MCPServerStatus). The cache can lag behind
-	// this manager's own status patch, and a reconcile that read the older copy would
-	// otherwise announce the same transition twice.
+	// announced holds, per server, a status whose transitions were announced as Events
+	// but whose status patch failed (connector.Key -> *mcpv1alpha1.MCPServerStatus), so
+	// that the retry does not announce them again. A status that was written needs no
+	// entry: catchUp shows it to the next reconcile until the cache has it.
 	announced sync.Map
 }
 
@@ -112,6 +113,7 @@ type MCPServerReconciler struct {
 func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := connector.Key{Namespace: req.Namespace, Name: req.Name}
 
+	last := r.lastWrites(key) // before the object is read: see lastWrites
 	obj := &mcpv1alpha1.MCPServer{}
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -133,7 +135,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.firstConnects.Delete(key)
 		return ctrl.Result{}, r.reconcileDelete(ctx, obj, key)
 	}
-	writes := r.catchUp(key, obj)
+	writes := r.catchUp(key, last, obj)
 
 	before := obj.DeepCopy()
 	obs := &observation{}
@@ -151,9 +153,14 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	computeStatus(obj, obs)
 	// Events go out after the status they announce, so they do not compete with it.
 	announced := r.lastAnnounced(key, before)
+	statusWritten := false
 	defer func() {
 		r.recordTransitions(announced, obj)
-		r.announced.Store(key, eventStatus(obj))
+		if statusWritten {
+			r.announced.Delete(key)
+		} else {
+			r.announced.Store(key, eventStatus(obj))
+		}
 	}()
 	if !equality.Semantic.DeepEqual(before.Status, obj.Status) {
 		if perr := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); perr != nil {
@@ -164,6 +171,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		writes.add(obj)
 	}
+	statusWritten = true // by this patch, or by an earlier one
 	// The finalizer follows the status, so a user waiting for Ready does not wait for
 	// its round trip too. It is needed only once something runs that deletion must
 	// stop; until it is there, a deletion still stops it through the NotFound above.
@@ -176,49 +184,11 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if writes.resourceVersion != "" {
 		r.written.Store(key, writes)
+		// The cache may have caught up before the record was stored, when the informer
+		// handler found nothing to drop.
+		r.forgetCaughtUp(ctx, key)
 	}
 	return result, err
-}
-
-// ownWrites is what this manager's writes in one reconcile left on an object: the
-// resourceVersions they replaced, and the status and finalizers of the last one.
-type ownWrites struct {
-	replaced        []string
-	resourceVersion string
-	status          *mcpv1alpha1.MCPServerStatus
-	finalizers      []string
-}
-
-// add records a write whose result is obj.
-func (w *ownWrites) add(obj *mcpv1alpha1.MCPServer) {
-	if w.resourceVersion != "" {
-		w.replaced = append(w.replaced, w.resourceVersion)
-	}
-	w.resourceVersion = obj.ResourceVersion
-	w.status = obj.Status.DeepCopy()
-	w.finalizers = slices.Clone(obj.Finalizers)
-}
-
-// catchUp brings a cached object that this manager's own last writes have already
-// replaced up to what they wrote, and returns the record this reconcile's writes add
-// to. The connector's events can bring a server back before the cache has seen the
-// status patch that announced them; without this, that reconcile would patch the same
-// status, and the finalizer, again.
-func (r *MCPServerReconciler) catchUp(key connector.Key, obj *mcpv1alpha1.MCPServer) *ownWrites {
-	v, ok := r.written.Load(key)
-	if !ok {
-		return &ownWrites{replaced: []string{obj.ResourceVersion}}
-	}
-	w := v.(*ownWrites)
-	if !slices.Contains(w.replaced, obj.ResourceVersion) {
-		r.written.Delete(key) // the cache has caught up, or someone else wrote since
-		return &ownWrites{replaced: []string{obj.ResourceVersion}}
-	}
-	obj.ResourceVersion = w.resourceVersion
-	obj.Status = *w.status.DeepCopy()
-	obj.Finalizers = slices.Clone(w.finalizers)
-	// The cache may still be at any of the versions replaced so far.
-	return &ownWrites{replaced: append(slices.Clone(w.replaced), w.resourceVersion)}
 }
 
 // observe runs the reconcile steps in order, recording in obs what each observed, and
@@ -467,7 +437,8 @@ func (r *MCPServerReconciler) stop(ctx context.Context, key connector.Key) error
 }
 
 // lastAnnounced returns the status whose transitions this manager announced last for
-// key, or cached (as read from the cache) when it has announced none since it started.
+// key: the one kept because its status patch failed, or else cached, the object as
+// catchUp brought it up to this manager's own writes.
 func (r *MCPServerReconciler) lastAnnounced(key connector.Key, cached *mcpv1alpha1.MCPServer) *mcpv1alpha1.MCPServer {
 	if st, ok := r.announced.Load(key); ok {
 		return &mcpv1alpha1.MCPServer{Status: *st.(*mcpv1alpha1.MCPServerStatus)}

@@ -31,8 +31,9 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager registers the reconciler, its Secret index and watches, and the
-// connector's change events as a channel source.
+// SetupWithManager registers the reconciler, its Secret index and watches, the
+// connector's change events as a channel source, and the handler that forgets this
+// manager's records of its own writes once the cache has them.
 func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &mcpv1alpha1.MCPServer{}, secretRefsIndex,
@@ -84,6 +85,10 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&mcpv1alpha1.MCPEgressPolicy{}, handler.EnqueueRequestsFromMapFunc(r.serversInNamespace),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(changes, enqueueKey())).
+		// The cache catching up with this manager's own writes retires the records kept
+		// against a cache that lags behind them. It runs wherever this controller
+		// writes: on the leader, or on every replica with sharding.
+		Watches(&mcpv1alpha1.MCPServer{}, r.forgetWhenCaughtUp()).
 		WithOptions(options).
 		Complete(r)
 }

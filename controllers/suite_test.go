@@ -89,13 +89,20 @@ func newNamespace(t testing.TB) string {
 // into a buffer the test can search. It stops at cleanup or when stop is called.
 func startOperator(t testing.TB, namespace string, options ...operatorOption) *operator {
 	t.Helper()
+	return startOperatorWith(t, namespace, env.Config, options...)
+}
+
+// startOperatorWith is startOperator with the manager talking to the API server through
+// base, for a test that changes how it does.
+func startOperatorWith(t testing.TB, namespace string, base *rest.Config, options ...operatorOption) *operator {
+	t.Helper()
 	logs := &syncBuffer{}
 	// Log everything, V(1) and V(2) included, so the leak test searches every line the
 	// operator could ever write.
 	log := zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-2)))
 	// As in production (ctrl.GetConfig), no client-side rate limit: the API server's
 	// priority and fairness decides.
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(base)
 	cfg.QPS = -1
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),

@@ -1,0 +1,11 @@
+package controllers
+
+import "github.com/switchboard-mcp/switchboard/connector"
+
+// HoldsRecordsOf reports whether r holds, for the server key, a record of its own writes
+// and a kept announcement; for the tests that a settled server costs neither.
+func (r *MCPServerReconciler) HoldsRecordsOf(key connector.Key) (written, announced bool) {
+	_, written = r.written.Load(key)
+	_, announced = r.announced.Load(key)
+	return written, announced
+}

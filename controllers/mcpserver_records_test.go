@@ -1,0 +1,217 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/controllers"
+)
+
+// TestSettledServersHoldNoRecordsAndWriteOnce applies a few servers at once and checks,
+// once they are Ready, that the reconciler keeps no record of its own writes or of its
+// announcements for them (copies of their status, which add up over a fleet), that it
+// patched each one's Ready status and its finalizer once, and that each got one
+// Connected Event: forgetting the records never costs a second write or Event. While
+// they connect, a Secret they reference keeps changing, so reconciles keep coming in
+// between the writes and the cache catching up with them; it runs again with the
+// manager's cache of MCPServers lagging, so that those reconciles read copies older
+// than the manager's own writes.
+func TestSettledServersHoldNoRecordsAndWriteOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lag  time.Duration
+	}{
+		{name: "cache in step"},
+		{name: "cache lagging", lag: 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := newNamespace(t)
+			cfg := rest.CopyConfig(env.Config)
+			if tc.lag > 0 {
+				cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return laggingWatches{next: next, lag: tc.lag} })
+			}
+			var reconciler *controllers.MCPServerReconciler
+			writes := newWriteCounter()
+			startOperatorWith(t, ns, cfg, func(r *controllers.MCPServerReconciler, _ ctrl.Manager) {
+				reconciler = r
+				r.Client = &countingClient{Client: r.Client, writes: writes}
+			})
+			srv := newMCPServer(t, 14)
+			ctx := context.Background()
+			secret := &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "header"},
+				Data:       map[string][]byte{"value": []byte("unchanged")},
+			}
+			g.Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+
+			const servers = 6
+			names := make([]string, servers)
+			for i := range names {
+				names[i] = fmt.Sprintf("settled-%d", i)
+				obj := httpServer(ns, names[i], srv.url())
+				obj.Spec.HTTP.Headers = []mcpv1alpha1.HTTPHeader{{
+					Name:      "X-Header",
+					ValueFrom: &mcpv1alpha1.HeaderValueSource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: "header", Key: "value"}},
+				}}
+				g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+			}
+			// Each change of the Secret's annotations reconciles every server that
+			// references it; its data, and so the sessions, stay as they are.
+			stop, poked := make(chan struct{}), make(chan struct{})
+			stopPoking := sync.OnceFunc(func() { close(stop); <-poked })
+			t.Cleanup(stopPoking)
+			go func() {
+				defer close(poked)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					case <-time.After(40 * time.Millisecond):
+					}
+					patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"poke":"%d"}}}`, i))
+					if err := k8sClient.Patch(ctx, secret.DeepCopy(), patch); err != nil {
+						t.Errorf("changing the Secret: %v", err)
+						return
+					}
+				}
+			}()
+			for _, name := range names {
+				g.Eventually(func(g Gomega) {
+					got := readyIs(g, httpServer(ns, name, srv.url()), metav1.ConditionTrue, "")
+					g.Expect(got.Finalizers).To(ContainElement("mcp.switchboard.dev/session"))
+				}, eventually, poll).Should(Succeed())
+			}
+			stopPoking()
+			for _, name := range names {
+				key := connector.Key{Namespace: ns, Name: name}
+				g.Eventually(func() []bool {
+					written, announced := reconciler.HoldsRecordsOf(key)
+					return []bool{written, announced}
+				}, eventually, poll).Should(Equal([]bool{false, false}),
+					"%s is Ready: the reconciler must hold no record of its writes (written) or announcements (announced)", name)
+			}
+
+			// Give a duplicate Event, or a write from a lagging cache, time to show.
+			time.Sleep(3*probeInterval + 2*tc.lag)
+			for _, name := range names {
+				g.Expect(writes.of(writes.ready, name)).To(Equal(1), "%s: status patches that say Ready", name)
+				g.Expect(writes.of(writes.finalizers, name)).To(Equal(1), "%s: finalizer patches", name)
+				g.Eventually(func() map[string]int { return eventCounts(t, ns, name) }, eventually, poll).
+					Should(Equal(map[string]int{"Connected": 1}), "%s: Events on a healthy first connect", name)
+			}
+		})
+	}
+}
+
+// laggingWatches delays every read of an MCPServer watch by lag, so that the manager's
+// cache falls behind its own writes as a busy one does.
+type laggingWatches struct {
+	next http.RoundTripper
+	lag  time.Duration
+}
+
+func (l laggingWatches) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	if err == nil && req.URL.Query().Get("watch") == "true" && strings.HasSuffix(req.URL.Path, "/mcpservers") {
+		resp.Body = &laggingBody{ReadCloser: resp.Body, lag: l.lag}
+	}
+	return resp, err
+}
+
+type laggingBody struct {
+	io.ReadCloser
+	lag time.Duration
+}
+
+func (b *laggingBody) Read(p []byte) (int, error) {
+	time.Sleep(b.lag)
+	return b.ReadCloser.Read(p)
+}
+
+// writeCounter counts, per server, the reconciler's status patches that say Ready and
+// its patches of the object itself (the finalizer's).
+type writeCounter struct {
+	mu         sync.Mutex
+	ready      map[string]int
+	finalizers map[string]int
+}
+
+func newWriteCounter() *writeCounter {
+	return &writeCounter{ready: map[string]int{}, finalizers: map[string]int{}}
+}
+
+func (w *writeCounter) add(counts map[string]int, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	counts[name]++
+}
+
+func (w *writeCounter) of(counts map[string]int, name string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return counts[name]
+}
+
+// countingClient is the reconciler's client, counting its successful MCPServer patches.
+type countingClient struct {
+	client.Client
+	writes *writeCounter
+}
+
+func (c *countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	err := c.Client.Patch(ctx, obj, patch, opts...)
+	if _, ok := obj.(*mcpv1alpha1.MCPServer); ok && err == nil {
+		c.writes.add(c.writes.finalizers, obj.GetName())
+	}
+	return err
+}
+
+func (c *countingClient) Status() client.SubResourceWriter {
+	return &countingStatusWriter{SubResourceWriter: c.Client.Status(), writes: c.writes}
+}
+
+type countingStatusWriter struct {
+	client.SubResourceWriter
+	writes *writeCounter
+}
+
+func (w *countingStatusWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+	if s, ok := obj.(*mcpv1alpha1.MCPServer); ok && err == nil &&
+		meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
+		w.writes.add(w.writes.ready, s.Name)
+	}
+	return err
+}
+
+// eventCounts counts the Events about the named server by reason, repeats of one Event
+// (its series) included.
+func eventCounts(t *testing.T, namespace, name string) map[string]int {
+	counts := map[string]int{}
+	for _, e := range events(t, namespace, name) {
+		n := 1
+		if e.Series != nil {
+			n = max(n, int(e.Series.Count))
+		}
+		counts[e.Reason] += n
+	}
+	return counts
+}

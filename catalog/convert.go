@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"net/url"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,18 +51,6 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 		}
 		detail.Conditions = append(detail.Conditions, cond)
 	}
-	e := &serverEntry{
-		key:    serverKey{namespace: obj.Namespace, name: obj.Name},
-		detail: detail,
-	}
-	e.ref = ServerRef{
-		Namespace:   obj.Namespace,
-		Name:        obj.Name,
-		Endpoint:    summary.Endpoint,
-		Transport:   summary.Transport,
-		Ready:       summary.Ready,
-		GatewayPath: summary.GatewayPath,
-	}
 	seen := make(map[string]struct{}, len(st.Tools))
 	for i := range st.Tools {
 		t := &st.Tools[i]
@@ -83,10 +70,8 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 		detail.Tools = append(detail.Tools, tool)
 	}
 	sortTools(detail.Tools)
-	e.tools = make([]*toolEntry, len(detail.Tools))
-	for i := range detail.Tools {
-		e.tools[i] = &toolEntry{server: e, tool: &detail.Tools[i], lname: strings.ToLower(detail.Tools[i].Name)}
-	}
+	e := &serverEntry{key: serverKey{namespace: obj.Namespace, name: obj.Name}, detail: detail}
+	e.tools = newToolEntries(e, detail.Tools)
 	return e
 }
 

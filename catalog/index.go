@@ -110,19 +110,26 @@ type postings[T postingItem] struct {
 	vocab []string // sorted tokens with a non-empty list, for prefix search
 }
 
-// postingList holds the items of one token in a slice, which searches iterate fast. Each
-// item knows where its posting is, so that removal is a swap with the last item; a map
-// from item to position would cost far more than the 16-byte posting, for every token of
-// every tool.
+// postingList holds the items of one token, and for each the fields it occurs in and
+// its slot, in two parallel slices: searches iterate them fast, and a posting costs 12
+// bytes where a struct of both would take 16. Each item knows where its posting is, so
+// that removal is a swap with the last item; a map from item to position would cost far
+// more than the posting, for every token of every tool.
 type postingList[T postingItem] struct {
-	items []posting[T]
+	items []T
+	marks []postingMark
 }
 
-type posting[T postingItem] struct {
-	item T
-	slot uint32 // index of the posting's position in item.postingPositions()
-	f    field
-}
+// postingMark is a posting's slot, the index of its position in the item's
+// postingPositions(), shifted left by 4, and the fields its token occurs in. Slots stay
+// far below 2^28: an entry's tokens come from one Kubernetes object.
+type postingMark uint32
+
+func newPostingMark(slot uint32, f field) postingMark { return postingMark(slot<<4 | uint32(f)) }
+
+func (m postingMark) slot() uint32 { return uint32(m >> 4) }
+
+func (m postingMark) field() field { return field(m & 0xf) }
 
 func newPostings[T postingItem]() postings[T] {
 	return postings[T]{lists: make(map[string]*postingList[T])}
@@ -140,7 +147,8 @@ func (p *postings[T]) add(token string, item T, slot uint32, f field) {
 		p.vocab = slices.Insert(p.vocab, i, token)
 	}
 	item.postingPositions()[slot] = int32(len(list.items)) //nolint:gosec // a list holds far fewer than 2^31 items
-	list.items = append(list.items, posting[T]{item: item, slot: slot, f: f})
+	list.items = append(list.items, item)
+	list.marks = append(list.marks, newPostingMark(slot, f))
 }
 
 // remove removes item, added with slot, from token's list. A list left empty is dropped
@@ -151,15 +159,16 @@ func (p *postings[T]) remove(token string, item T, slot uint32) {
 		return
 	}
 	i := item.postingPositions()[slot]
-	if int(i) >= len(list.items) || list.items[i].item != item {
+	if int(i) >= len(list.items) || list.items[i] != item {
 		return
 	}
 	last := len(list.items) - 1
-	moved := list.items[last]
-	list.items[i] = moved
-	moved.item.postingPositions()[moved.slot] = i
-	list.items[last] = posting[T]{}
-	list.items = list.items[:last]
+	moved, mark := list.items[last], list.marks[last]
+	list.items[i], list.marks[i] = moved, mark
+	moved.postingPositions()[mark.slot()] = i
+	var none T
+	list.items[last] = none
+	list.items, list.marks = list.items[:last], list.marks[:last]
 	switch {
 	case last == 0:
 		delete(p.lists, token)
@@ -168,7 +177,7 @@ func (p *postings[T]) remove(token string, item T, slot uint32) {
 		}
 	case last < cap(list.items)/4:
 		// Give back what a shrunken fleet no longer needs.
-		list.items = slices.Clone(list.items)
+		list.items, list.marks = slices.Clone(list.items), slices.Clone(list.marks)
 	}
 }
 
@@ -178,16 +187,19 @@ func (p *postings[T]) remove(token string, item T, slot uint32) {
 func (p *postings[T]) prefix(term string, fn func(T, field)) {
 	if len(term) < minPrefixBytes {
 		if list, ok := p.lists[term]; ok {
-			for _, it := range list.items {
-				fn(it.item, it.f)
-			}
+			list.each(fn)
 		}
 		return
 	}
 	for i := sort.SearchStrings(p.vocab, term); i < len(p.vocab) && strings.HasPrefix(p.vocab[i], term); i++ {
-		for _, it := range p.lists[p.vocab[i]].items {
-			fn(it.item, it.f)
-		}
+		p.lists[p.vocab[i]].each(fn)
+	}
+}
+
+func (l *postingList[T]) each(fn func(T, field)) {
+	marks := l.marks[:len(l.items)]
+	for i, item := range l.items {
+		fn(item, marks[i].field())
 	}
 }
 

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,9 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 			ListChanged: c.ListChanged,
 		}
 	}
+	if len(st.Conditions) > 0 {
+		detail.Conditions = make([]Condition, 0, len(st.Conditions))
+	}
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
 		cond := Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: conditionMessage(c.Reason)}
@@ -52,41 +56,29 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 		}
 		detail.Conditions = append(detail.Conditions, cond)
 	}
-	e := &serverEntry{
-		key:    serverKey{namespace: obj.Namespace, name: obj.Name},
-		detail: detail,
+	if len(st.Tools) > 0 {
+		detail.Tools = make([]Tool, 0, len(st.Tools))
 	}
-	e.ref = ServerRef{
-		Namespace:   obj.Namespace,
-		Name:        obj.Name,
-		Endpoint:    summary.Endpoint,
-		Transport:   summary.Transport,
-		Ready:       summary.Ready,
-		GatewayPath: summary.GatewayPath,
-	}
-	seen := make(map[string]struct{}, len(st.Tools))
 	for i := range st.Tools {
 		t := &st.Tools[i]
-		if _, dup := seen[t.Name]; dup || t.Name == "" {
+		if t.Name == "" {
 			continue
 		}
-		seen[t.Name] = struct{}{}
-		tool := Tool{
+		detail.Tools = append(detail.Tools, Tool{
 			Name:            t.Name,
 			Title:           t.Title,
 			Description:     t.Description,
-			ReadOnlyHint:    copyBool(t.ReadOnlyHint),
-			DestructiveHint: copyBool(t.DestructiveHint),
-			IdempotentHint:  copyBool(t.IdempotentHint),
-			OpenWorldHint:   copyBool(t.OpenWorldHint),
-		}
-		detail.Tools = append(detail.Tools, tool)
+			ReadOnlyHint:    sharedBool(t.ReadOnlyHint),
+			DestructiveHint: sharedBool(t.DestructiveHint),
+			IdempotentHint:  sharedBool(t.IdempotentHint),
+			OpenWorldHint:   sharedBool(t.OpenWorldHint),
+		})
 	}
-	sortTools(detail.Tools)
-	e.tools = make([]*toolEntry, len(detail.Tools))
-	for i := range detail.Tools {
-		e.tools[i] = &toolEntry{server: e, tool: &detail.Tools[i], lname: strings.ToLower(detail.Tools[i].Name)}
-	}
+	// A stable sort keeps duplicates in status order, and Compact keeps the first of each.
+	slices.SortStableFunc(detail.Tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+	detail.Tools = slices.CompactFunc(detail.Tools, func(a, b Tool) bool { return a.Name == b.Name })
+	e := &serverEntry{key: serverKey{namespace: obj.Namespace, name: obj.Name}, detail: detail}
+	e.tools = newToolEntries(e, detail.Tools)
 	return e
 }
 
@@ -152,7 +144,10 @@ func redactEndpoint(endpoint string) string {
 		return ""
 	}
 	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
-	return u.String()
+	if redacted := u.String(); redacted != endpoint {
+		return redacted
+	}
+	return endpoint // share status' bytes rather than keep a copy of them
 }
 
 func isReady(conds []metav1.Condition) bool {
@@ -175,10 +170,18 @@ func copyLabels(in map[string]string) map[string]string {
 	return out
 }
 
-func copyBool(b *bool) *bool {
-	if b == nil {
+// trueHint and falseHint are what every tool hint points at: entries are immutable, and
+// a copy per hint would be an allocation for each hint of every tool of every server.
+var trueHint, falseHint = true, false
+
+// sharedBool returns a pointer to trueHint or falseHint with the value of b, or nil.
+func sharedBool(b *bool) *bool {
+	switch {
+	case b == nil:
 		return nil
+	case *b:
+		return &trueHint
+	default:
+		return &falseHint
 	}
-	v := *b
-	return &v
 }

@@ -45,9 +45,29 @@ func compareKeys(a, b serverKey) int {
 type serverEntry struct {
 	key    serverKey
 	detail *ServerDetail
-	ref    ServerRef
-	tools  []*toolEntry // sorted by name
+	tools  []toolEntry // sorted by name
+
+	// positions says where each of the entry's postings sits in its token's list, so
+	// that removal is a swap with the list's last item. A posting's slot indexes it:
+	// the distinct tokens of every tool in order, then those of the server (entryTokens).
+	// The index keeps it current under its write lock; readers never look at it.
+	positions []int32
 }
+
+// ref returns the server as a tool's search result names it.
+func (e *serverEntry) ref() ServerRef {
+	d := e.detail
+	return ServerRef{
+		Namespace:   d.Namespace,
+		Name:        d.Name,
+		Endpoint:    d.Endpoint,
+		Transport:   d.Transport,
+		Ready:       d.Ready,
+		GatewayPath: d.GatewayPath,
+	}
+}
+
+func (e *serverEntry) postingPositions() []int32 { return e.positions }
 
 // toolEntry is one tool of a serverEntry.
 type toolEntry struct {
@@ -61,68 +81,103 @@ type toolEntry struct {
 	pos int
 }
 
+func (t *toolEntry) postingPositions() []int32 { return t.server.positions }
+
+// newToolEntries returns the entries of e's tools, which must be sorted by name.
+func newToolEntries(e *serverEntry, tools []Tool) []toolEntry {
+	entries := make([]toolEntry, len(tools))
+	for i := range tools {
+		// ToLower returns the name itself when it has no upper-case letter.
+		entries[i] = toolEntry{server: e, tool: &tools[i], lname: strings.ToLower(tools[i].Name)}
+	}
+	return entries
+}
+
 func sortTools(tools []Tool) {
 	slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
 }
 
+// postingItem is what a posting list holds: a tool or a server, which keeps the
+// positions of its postings in their lists (serverEntry.positions).
+type postingItem interface {
+	comparable
+	postingPositions() []int32
+}
+
 // postings maps a token to what contains it.
-type postings[T comparable] struct {
+type postings[T postingItem] struct {
 	lists map[string]*postingList[T]
 	vocab []string // sorted tokens with a non-empty list, for prefix search
 }
 
-// postingList holds the items of one token in a slice, which searches iterate fast, and
-// their positions in it, so that removal is a swap with the last item.
-type postingList[T comparable] struct {
-	items []posting[T]
-	index map[T]int
+// postingList holds the items of one token, and for each the fields it occurs in and
+// its slot, in two parallel slices: searches iterate them fast, and a posting costs 12
+// bytes where a struct of both would take 16. Each item knows where its posting is, so
+// that removal is a swap with the last item; a map from item to position would cost far
+// more than the posting, for every token of every tool.
+type postingList[T postingItem] struct {
+	items []T
+	marks []postingMark
 }
 
-type posting[T comparable] struct {
-	item T
-	f    field
-}
+// postingMark is a posting's slot, the index of its position in the item's
+// postingPositions(), shifted left by 4, and the fields its token occurs in. Slots stay
+// far below 2^28: an entry's tokens come from one Kubernetes object.
+type postingMark uint32
 
-func newPostings[T comparable]() postings[T] {
+func newPostingMark(slot uint32, f field) postingMark { return postingMark(slot<<4 | uint32(f)) }
+
+func (m postingMark) slot() uint32 { return uint32(m >> 4) }
+
+func (m postingMark) field() field { return field(m & 0xf) }
+
+func newPostings[T postingItem]() postings[T] {
 	return postings[T]{lists: make(map[string]*postingList[T])}
 }
 
-func (p *postings[T]) add(token string, item T, f field) {
+// add adds item to token's list, found in fields f, and records its position in the
+// item's slot. An item is added once per distinct token: its caller merges the fields
+// first (entryTokens).
+func (p *postings[T]) add(token string, item T, slot uint32, f field) {
 	list, ok := p.lists[token]
 	if !ok {
-		list = &postingList[T]{index: make(map[T]int, 1)}
+		list = &postingList[T]{}
 		p.lists[token] = list
 		i, _ := slices.BinarySearch(p.vocab, token)
 		p.vocab = slices.Insert(p.vocab, i, token)
 	}
-	if i, ok := list.index[item]; ok {
-		list.items[i].f |= f
-		return
-	}
-	list.index[item] = len(list.items)
-	list.items = append(list.items, posting[T]{item: item, f: f})
+	item.postingPositions()[slot] = int32(len(list.items)) //nolint:gosec // a list holds far fewer than 2^31 items
+	list.items = append(list.items, item)
+	list.marks = append(list.marks, newPostingMark(slot, f))
 }
 
-func (p *postings[T]) remove(token string, item T) {
+// remove removes item, added with slot, from token's list. A list left empty is dropped
+// with its token.
+func (p *postings[T]) remove(token string, item T, slot uint32) {
 	list, ok := p.lists[token]
 	if !ok {
 		return
 	}
-	i, ok := list.index[item]
-	if !ok {
+	i := item.postingPositions()[slot]
+	if int(i) >= len(list.items) || list.items[i] != item {
 		return
 	}
 	last := len(list.items) - 1
-	list.items[i] = list.items[last]
-	list.index[list.items[i].item] = i
-	list.items[last] = posting[T]{}
-	list.items = list.items[:last]
-	delete(list.index, item)
-	if len(list.items) == 0 {
+	moved, mark := list.items[last], list.marks[last]
+	list.items[i], list.marks[i] = moved, mark
+	moved.postingPositions()[mark.slot()] = i
+	var none T
+	list.items[last] = none
+	list.items, list.marks = list.items[:last], list.marks[:last]
+	switch {
+	case last == 0:
 		delete(p.lists, token)
 		if i, found := slices.BinarySearch(p.vocab, token); found {
 			p.vocab = slices.Delete(p.vocab, i, i+1)
 		}
+	case last < cap(list.items)/4:
+		// Give back what a shrunken fleet no longer needs.
+		list.items, list.marks = slices.Clone(list.items), slices.Clone(list.marks)
 	}
 }
 
@@ -132,16 +187,19 @@ func (p *postings[T]) remove(token string, item T) {
 func (p *postings[T]) prefix(term string, fn func(T, field)) {
 	if len(term) < minPrefixBytes {
 		if list, ok := p.lists[term]; ok {
-			for _, it := range list.items {
-				fn(it.item, it.f)
-			}
+			list.each(fn)
 		}
 		return
 	}
 	for i := sort.SearchStrings(p.vocab, term); i < len(p.vocab) && strings.HasPrefix(p.vocab[i], term); i++ {
-		for _, it := range p.lists[p.vocab[i]].items {
-			fn(it.item, it.f)
-		}
+		p.lists[p.vocab[i]].each(fn)
+	}
+}
+
+func (l *postingList[T]) each(fn func(T, field)) {
+	marks := l.marks[:len(l.items)]
+	for i, item := range l.items {
+		fn(item, marks[i].field())
 	}
 }
 
@@ -222,12 +280,21 @@ func (ix *index) insertLocked(e *serverEntry) {
 	i, _ := searchServer(ix.serverList, e.key)
 	ix.serverList = slices.Insert(ix.serverList, i, e)
 	first := ix.firstToolOf(e.key)
-	ix.toolList = slices.Insert(ix.toolList, first, e.tools...)
-	ix.renumberLocked(first)
-	for _, t := range e.tools {
-		forTokens(t, func(tok string, f field) { ix.tools.add(tok, t, f) })
+	ix.toolList = slices.Insert(ix.toolList, first, make([]*toolEntry, len(e.tools))...)
+	for i := range e.tools {
+		ix.toolList[first+i] = &e.tools[i]
 	}
-	forServerTokens(e, func(tok string) { ix.serverText.add(tok, e, fieldServer) })
+	ix.renumberLocked(first)
+	toks, release := pooledEntryTokens(e)
+	defer release()
+	e.positions = make([]int32, len(toks))
+	for slot, tok := range toks {
+		if tok.tool < 0 {
+			ix.serverText.add(tok.text, e, uint32(slot), fieldServer) //nolint:gosec // slots are indexes
+		} else {
+			ix.tools.add(tok.text, &e.tools[tok.tool], uint32(slot), tok.f) //nolint:gosec // slots are indexes
+		}
+	}
 	if ix.namespaces[e.key.namespace]++; ix.namespaces[e.key.namespace] == 1 {
 		ix.rebuildNamespacesLocked()
 	}
@@ -241,10 +308,15 @@ func (ix *index) removeLocked(e *serverEntry) {
 	lo := ix.firstToolOf(e.key)
 	ix.toolList = slices.Delete(ix.toolList, lo, lo+len(e.tools))
 	ix.renumberLocked(lo)
-	for _, t := range e.tools {
-		forTokens(t, func(tok string, _ field) { ix.tools.remove(tok, t) })
+	toks, release := pooledEntryTokens(e)
+	defer release()
+	for slot, tok := range toks {
+		if tok.tool < 0 {
+			ix.serverText.remove(tok.text, e, uint32(slot)) //nolint:gosec // slots are indexes
+		} else {
+			ix.tools.remove(tok.text, &e.tools[tok.tool], uint32(slot)) //nolint:gosec // slots are indexes
+		}
 	}
-	forServerTokens(e, func(tok string) { ix.serverText.remove(tok, e) })
 	if ix.namespaces[e.key.namespace]--; ix.namespaces[e.key.namespace] <= 0 {
 		delete(ix.namespaces, e.key.namespace)
 		ix.rebuildNamespacesLocked()
@@ -380,8 +452,8 @@ func (ix *index) searchTools(q parsedQuery, after *toolCursor, limit int, keep f
 		shift := uint(4 * i)
 		ix.tools.prefix(term, func(t *toolEntry, f field) { acc.add(t.pos, uint64(f)<<shift) })
 		ix.serverText.prefix(term, func(e *serverEntry, f field) {
-			for _, t := range e.tools {
-				acc.add(t.pos, uint64(f)<<shift)
+			for i := range e.tools {
+				acc.add(e.tools[i].pos, uint64(f)<<shift)
 			}
 		})
 	}
@@ -501,27 +573,58 @@ func parseQuery(q string) parsedQuery {
 	return pq
 }
 
-// forTokens calls fn for every token of a tool's name, title and description.
-func forTokens(t *toolEntry, fn func(string, field)) {
-	for _, f := range []struct {
-		text string
-		f    field
-	}{{t.tool.Name, fieldName}, {t.tool.Title, fieldTitle}, {t.tool.Description, fieldDescription}} {
-		for _, tok := range tokens(f.text) {
-			fn(tok, f.f)
-		}
+// entryToken is a distinct token of one of a server's tools, or of the server itself.
+type entryToken struct {
+	text string
+	f    field // the fields of the tool the token occurs in
+	tool int   // index in serverEntry.tools, or -1 for the server's own name and description
+}
+
+// tokenBufs holds the buffers of pooledEntryTokens: an insert or removal needs an
+// entry's tokens only while it runs.
+var tokenBufs = sync.Pool{New: func() any { return new([]entryToken) }}
+
+// pooledEntryTokens returns entryTokens(e) in a pooled buffer, and the function that
+// returns the buffer to the pool once the tokens are no longer used.
+func pooledEntryTokens(e *serverEntry) ([]entryToken, func()) {
+	buf := tokenBufs.Get().(*[]entryToken)
+	toks := entryTokens(e, (*buf)[:0])
+	return toks, func() {
+		clear(toks) // let go of the entry's strings
+		*buf = toks[:0]
+		tokenBufs.Put(buf)
 	}
 }
 
-// forServerTokens calls fn for every token of a server's name, title and description.
-func forServerTokens(e *serverEntry, fn func(string)) {
+// entryTokens returns the distinct tokens of each of e's tools (name, title and
+// description, the fields merged), then those of e's name, description and title. Its
+// order numbers the entry's postings, so it must not change while e is in the index. It
+// appends to out.
+func entryTokens(e *serverEntry, out []entryToken) []entryToken {
+	for i := range e.tools {
+		t := e.tools[i].tool
+		first := len(out)
+		for _, text := range []struct {
+			s string
+			f field
+		}{{t.Name, fieldName}, {t.Title, fieldTitle}, {t.Description, fieldDescription}} {
+			for _, tok := range tokens(text.s) {
+				if k := slices.IndexFunc(out[first:], func(et entryToken) bool { return et.text == tok }); k >= 0 {
+					out[first+k].f |= text.f
+				} else {
+					out = append(out, entryToken{text: tok, f: text.f, tool: i})
+				}
+			}
+		}
+	}
 	text := e.key.name + " " + e.detail.Description
 	if e.detail.ServerInfo != nil {
 		text += " " + e.detail.ServerInfo.Title
 	}
 	for _, tok := range tokens(text) {
-		fn(tok)
+		out = append(out, entryToken{text: tok, f: fieldServer, tool: -1})
 	}
+	return out
 }
 
 // tokens returns the distinct lower-case tokens of text: its words (runs of letters and

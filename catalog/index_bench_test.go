@@ -57,3 +57,74 @@ func BenchmarkIndexUpsert(b *testing.B) {
 		ix.upsert(newServerEntry(obj))
 	}
 }
+
+// fleetBenchServers is the fleet size of the churn and search benchmarks.
+const fleetBenchServers = 10000
+
+// fleetIndex returns an index of the first n servers of the fleet, and the servers.
+func fleetIndex(n int) (*index, []*mcpv1alpha1.MCPServer) {
+	objs := make([]*mcpv1alpha1.MCPServer, n)
+	ix := newIndex()
+	for i := range objs {
+		objs[i] = fleetServer(i)
+		ix.upsert(newServerEntry(objs[i]))
+	}
+	return ix, objs
+}
+
+// BenchmarkFleetChurn measures the informer's events against a fleet of 10,000 servers:
+// an update that replaces a server, and a delete followed by an add.
+func BenchmarkFleetChurn(b *testing.B) {
+	ix, objs := fleetIndex(fleetBenchServers)
+	b.Run("update", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			ix.upsert(newServerEntry(objs[i%len(objs)]))
+			i += 7919 // a prime: updates land all over the key order
+		}
+	})
+	b.Run("delete_add", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			obj := objs[i%len(objs)]
+			ix.delete(serverKey{namespace: obj.Namespace, name: obj.Name})
+			ix.upsert(newServerEntry(obj))
+			i += 7919
+		}
+	})
+}
+
+// BenchmarkFleetDeleteAll measures removing every server of a 10,000 server fleet, as
+// when the catalogue's informer loses a namespace or the fleet is torn down.
+func BenchmarkFleetDeleteAll(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		ix, objs := fleetIndex(fleetBenchServers)
+		b.StartTimer()
+		for _, obj := range objs {
+			ix.delete(serverKey{namespace: obj.Namespace, name: obj.Name})
+		}
+	}
+}
+
+// BenchmarkFleetSearch measures searches of a 10,000 server fleet, and of the same fleet
+// after 4,000 of its servers were removed, so that searches step over what they left.
+func BenchmarkFleetSearch(b *testing.B) {
+	ix, objs := fleetIndex(fleetBenchServers)
+	queries := []string{"issue", "pull request", "search code", "re", "github-01234", ""}
+	run := func(b *testing.B) {
+		for _, q := range queries {
+			pq := parseQuery(q)
+			b.Run(strings.ReplaceAll(q, " ", "_")+"_", func(b *testing.B) {
+				for b.Loop() {
+					ix.searchTools(pq, nil, DefaultLimit, everyTool)
+				}
+			})
+		}
+	}
+	b.Run("full", run)
+	for _, obj := range objs[:4000] {
+		ix.delete(serverKey{namespace: obj.Namespace, name: obj.Name})
+	}
+	b.Run("after_removals", run)
+}

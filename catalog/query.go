@@ -212,12 +212,12 @@ func (s *Server) searchTools(ctx context.Context, c *caller, q toolQuery) (*Tool
 	matches, more := s.index.searchTools(pq, after, limit, func(t *toolEntry) bool {
 		return sc.allows(t.server.key.namespace) &&
 			(q.namespace == "" || t.server.key.namespace == q.namespace) &&
-			(q.ready == nil || t.server.ref.Ready == *q.ready) &&
+			(q.ready == nil || t.server.detail.Ready == *q.ready) &&
 			(q.readOnly == nil || isTrue(t.tool.ReadOnlyHint) == *q.readOnly)
 	})
 	out := &ToolList{Items: make([]ToolMatch, 0, len(matches))}
 	for _, m := range matches {
-		out.Items = append(out.Items, ToolMatch{Tool: *m.tool.tool, Server: m.tool.server.ref})
+		out.Items = append(out.Items, ToolMatch{Tool: *m.tool.tool, Server: m.tool.server.ref()})
 	}
 	if more && len(matches) > 0 {
 		last := matches[len(matches)-1]

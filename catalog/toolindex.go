@@ -1,10 +1,5 @@
 package catalog
 
-import (
-	"slices"
-	"strings"
-)
-
 // ToolIndex ranks a fixed set of tools by a query the way the catalogue's search_tools
 // ranks a server's tools: every term must match, a match in the name ranks above one in
 // the title, above one in the description; a name equal to the whole query ranks first.
@@ -23,6 +18,7 @@ type IndexedTool struct {
 // NewToolIndex indexes tools; names are unique, a later duplicate is dropped.
 func NewToolIndex(tools []IndexedTool) *ToolIndex {
 	e := &serverEntry{detail: &ServerDetail{}}
+	indexed := make([]Tool, 0, len(tools))
 	seen := make(map[string]bool, len(tools))
 	for _, t := range tools {
 		if seen[t.Name] {
@@ -33,10 +29,10 @@ func NewToolIndex(tools []IndexedTool) *ToolIndex {
 		if t.Extra != "" {
 			desc += " " + t.Extra
 		}
-		e.tools = append(e.tools, &toolEntry{server: e, tool: &Tool{Name: t.Name, Title: t.Title, Description: desc},
-			lname: strings.ToLower(t.Name)})
+		indexed = append(indexed, Tool{Name: t.Name, Title: t.Title, Description: desc})
 	}
-	slices.SortFunc(e.tools, func(a, b *toolEntry) int { return strings.Compare(a.tool.Name, b.tool.Name) })
+	sortTools(indexed)
+	e.tools = newToolEntries(e, indexed)
 	ix := newIndex()
 	ix.upsert(e)
 	return &ToolIndex{ix: ix}

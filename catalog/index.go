@@ -26,7 +26,13 @@ const (
 	fieldDescription
 	fieldTitle
 	fieldName
+
+	// allFields are the bits a postingMark keeps in 4 bits; a field added above must be
+	// added here, and the array below stops compiling once they need a fifth bit.
+	allFields = fieldServer | fieldDescription | fieldTitle | fieldName
 )
+
+var _ = [1]struct{}{}[allFields>>4]
 
 // serverKey identifies an MCPServer.
 type serverKey struct {

@@ -101,6 +101,7 @@ func TestStreamConnectionDeliversChunkedEventsAndEndsOnCancel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer func() { _ = resp.Body.Close() }()
 			buf := make([]byte, 64)
 			n, err := resp.Body.Read(buf)
 			if err != nil || string(buf[:n]) != "data: {}\n\n" {
@@ -128,7 +129,6 @@ func TestStreamConnectionDeliversChunkedEventsAndEndsOnCancel(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("a read waiting for the next event did not return when the stream ended")
 			}
-			_ = resp.Body.Close()
 		})
 	}
 }

@@ -218,3 +218,25 @@ func TestLastStackReleasesTheSharedTransport(t *testing.T) {
 		t.Errorf("%d transports left after every stack closed; want 0", got)
 	}
 }
+
+// TestResponsesReferToTheCallersRequest: the response handed back names the request its
+// caller made, not the stack's clone of it, which carries the configured headers.
+func TestResponsesReferToTheCallersRequest(t *testing.T) {
+	rs := startRecordingServer(t)
+	stack := stackFor(t, rs, "/a", "tenant-a-secret", allowEverything{})
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, stack.endpoint.String(), nil)
+	resp, err := stack.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if got := rs.tenantsOf("/a"); len(got) != 1 || got[0] != "tenant-a-secret" {
+		t.Fatalf("server saw X-Tenant %q; want the configured header", got)
+	}
+	if resp.Request != req {
+		t.Errorf("the response refers to another request than the caller's")
+	}
+	if v := resp.Request.Header.Get("X-Tenant"); v != "" {
+		t.Errorf("the response's request carries the configured header %q", v)
+	}
+}

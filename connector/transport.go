@@ -567,7 +567,13 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if id := resp.Header.Get(sessionIDHeader); id != "" {
 		s.noteSessionIssuer(id, out.URL)
 	}
-	return s.inspect(out, resp)
+	resp, err = s.inspect(out, resp)
+	if resp != nil {
+		// The caller's own request, not the clone that carried the credentials: go-sdk
+		// holds a stream's response for as long as the stream lives.
+		resp.Request = req
+	}
+	return resp, err
 }
 
 // authenticate handles the server's answer to a request for its OAuth token: a 401

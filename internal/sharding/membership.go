@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,6 +24,10 @@ import (
 
 // GroupLabel marks the member Leases of one group of replicas; its value is the group.
 const GroupLabel = "mcp.switchboard.dev/shard-group"
+
+// IncarnationAnnotation names, on a member's Lease, the process that last renewed it:
+// two replicas started with one identity renew one Lease, and find each other by it.
+const IncarnationAnnotation = "mcp.switchboard.dev/shard-incarnation"
 
 // Options configure a Membership. Zero durations take the defaults documented on each.
 type Options struct {
@@ -88,7 +93,15 @@ type Membership struct {
 	renewed, joined time.Time
 	ring            Ring
 
-	members prometheus.Gauge
+	// incarnation tells this process from another started with the same identity.
+	// While such a rival keeps renewing the Lease (until rivalUntil), the one with the
+	// lower incarnation counts itself out (yields), so that no server has two owners.
+	incarnation string
+	rivalUntil  time.Time
+	yields      bool
+
+	members   prometheus.Gauge
+	conflicts prometheus.Counter
 }
 
 type observedLease struct {
@@ -129,21 +142,29 @@ func New(opts Options) (*Membership, error) {
 		Namespace: "switchboard", Subsystem: "shard", Name: "members",
 		Help: "Replicas this one counts as live shard members, itself included once it has joined.",
 	})
+	conflicts := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "switchboard", Subsystem: "shard", Name: "identity_conflicts_total",
+		Help: "Times another process was found renewing this replica's member Lease: two replicas run with one --shard-identity.",
+	})
 	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(members); err != nil {
-			return nil, fmt.Errorf("sharding: registering metrics: %w", err)
+		for _, c := range []prometheus.Collector{members, conflicts} {
+			if err := opts.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("sharding: registering metrics: %w", err)
+			}
 		}
 	}
 	return &Membership{
-		members:   members,
-		opts:      opts,
-		leaseName: opts.Group + "-" + opts.Identity,
-		log:       opts.Logger.WithValues("identity", opts.Identity),
-		now:       opts.Now,
-		changes:   make(chan Change),
-		wake:      make(chan struct{}, 1),
-		deliver:   make(chan struct{}, 1),
-		seen:      make(map[string]observedLease),
+		members:     members,
+		conflicts:   conflicts,
+		incarnation: rand.Text(),
+		opts:        opts,
+		leaseName:   opts.Group + "-" + opts.Identity,
+		log:         opts.Logger.WithValues("identity", opts.Identity),
+		now:         opts.Now,
+		changes:     make(chan Change),
+		wake:        make(chan struct{}, 1),
+		deliver:     make(chan struct{}, 1),
+		seen:        make(map[string]observedLease),
 	}, nil
 }
 
@@ -262,6 +283,7 @@ func (m *Membership) renew(ctx context.Context) error {
 		lease.Spec.AcquireTime = &metav1.MicroTime{Time: now}
 		_, err = m.opts.Leases.Create(ctx, lease, metav1.CreateOptions{})
 	case err == nil:
+		m.noteRival(lease, now)
 		m.fill(lease, now)
 		_, err = m.opts.Leases.Update(ctx, lease, metav1.UpdateOptions{})
 	}
@@ -275,9 +297,38 @@ func (m *Membership) renew(ctx context.Context) error {
 }
 
 func (m *Membership) fill(lease *coordinationv1.Lease, now time.Time) {
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Annotations[IncarnationAnnotation] = m.incarnation
 	lease.Spec.HolderIdentity = ptr.To(m.opts.Identity)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(m.opts.LeaseDuration / time.Second)) //nolint:gosec // at most an hour (New)
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: now}
+}
+
+// noteRival looks at this replica's Lease as read before a renewal. Once this process
+// has renewed it, another incarnation on it means another process renewed it since:
+// two replicas run with one identity. Both would own the same share of the servers, so
+// the one with the lower incarnation yields until the other has stopped renewing for a
+// lease duration. A Lease a previous process of this replica left behind is no rival:
+// this process has not renewed it yet.
+func (m *Membership) noteRival(lease *coordinationv1.Lease, now time.Time) {
+	other := lease.Annotations[IncarnationAnnotation]
+	m.mu.Lock()
+	if other == "" || other == m.incarnation || m.renewed.IsZero() {
+		m.mu.Unlock()
+		return
+	}
+	first := !now.Before(m.rivalUntil)
+	m.rivalUntil = now.Add(m.opts.LeaseDuration)
+	m.yields = other > m.incarnation
+	yields := m.yields
+	m.mu.Unlock()
+	if first {
+		m.conflicts.Inc()
+		m.log.Error(nil, "Another process renews this replica's shard member Lease: two replicas run with one --shard-identity; give each its own (the pod name is)",
+			"lease", m.leaseName, "thisReplicaYields", yields)
+	}
 }
 
 // release deletes this replica's Lease on the way out; the others count it out as soon
@@ -358,8 +409,10 @@ func (m *Membership) recount() {
 		}
 	}
 	// This replica counts itself only while the others surely still count it: its
-	// last renewal is less than the lease duration, minus a renew period of margin, old.
-	if !now.Before(m.joined) && !m.renewed.IsZero() && now.Sub(m.renewed) < m.opts.LeaseDuration-m.opts.RenewPeriod {
+	// last renewal is less than the lease duration, minus a renew period of margin, old;
+	// and not while it yields to a rival with its identity.
+	yielding := m.yields && now.Before(m.rivalUntil)
+	if !yielding && !now.Before(m.joined) && !m.renewed.IsZero() && now.Sub(m.renewed) < m.opts.LeaseDuration-m.opts.RenewPeriod {
 		live = append(live, m.opts.Identity)
 	}
 	next := NewRing(live...)

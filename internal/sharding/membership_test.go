@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,4 +182,78 @@ func TestAReplicaCutOffFromTheAPIServerLetsGoOfItsServers(t *testing.T) {
 
 	cutOff.Store(false)
 	waitRing(t, m, "replica-a")
+}
+
+// Two processes started with one identity renew one Lease. They find each other by
+// the incarnation on it, and one of them yields: the identity's share of the servers
+// has one owner, not two. Once the other stops, the one that yielded counts itself in.
+func TestTwoReplicasWithOneIdentityDoNotBothOwn(t *testing.T) {
+	leases := fake.NewClientset().CoordinationV1().Leases(testNamespace)
+	a, stopA := startMember(t, leases, "replica-a")
+	waitRing(t, a, "replica-a")
+	twin, stopTwin := startMember(t, leases, "replica-a")
+
+	yielding := func(m *Membership) bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.yields
+	}
+	var winner, loser *Membership
+	var stopWinner func()
+	deadline := time.Now().Add(10 * time.Second)
+	for winner == nil {
+		switch {
+		case yielding(a):
+			winner, loser, stopWinner = twin, a, stopTwin
+		case yielding(twin):
+			winner, loser, stopWinner = a, twin, stopA
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("neither process of replica-a noticed the other")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if winner.incarnation < loser.incarnation {
+		t.Errorf("the process with the lower incarnation kept the servers")
+	}
+	waitRing(t, winner, "replica-a")
+	waitRing(t, loser)
+	// The yield lasts: sample the rings for a few renewals.
+	for range 20 {
+		if loser.Ring().Len() != 0 || winner.Ring().Len() != 1 {
+			t.Fatalf("after the yield the processes count %v and %v; want only the winner in", winner.Ring().Members(), loser.Ring().Members())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if testutil.ToFloat64(loser.conflicts) < 1 {
+		t.Error("the yielding process counted no identity conflict")
+	}
+
+	stopWinner()
+	waitRing(t, loser, "replica-a")
+}
+
+// A Lease a previous process of this replica left behind (a crash, then a restart) is
+// taken over without a conflict.
+func TestARestartedReplicaTakesOverItsOldLease(t *testing.T) {
+	leases := fake.NewClientset().CoordinationV1().Leases(testNamespace)
+	if _, err := leases.Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        "switchboard-replica-a",
+			Labels:      map[string]string{GroupLabel: "switchboard"},
+			Annotations: map[string]string{IncarnationAnnotation: "the-process-before"},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To("replica-a"),
+			LeaseDurationSeconds: ptr.To(int32(1)),
+			RenewTime:            &metav1.MicroTime{Time: time.Now()},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := startMember(t, leases, "replica-a")
+	waitRing(t, a, "replica-a")
+	if n := testutil.ToFloat64(a.conflicts); n != 0 {
+		t.Errorf("%v identity conflicts for a Lease its previous process left; want none", n)
+	}
 }

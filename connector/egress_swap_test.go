@@ -177,3 +177,28 @@ func TestRecomputedEqualRulesKeepPooledConnections(t *testing.T) {
 		t.Errorf("session is %s after equal rules, want Ready", snap.State)
 	}
 }
+
+// TestAPolicyThatNowAllowsAServerCutsItsBackoffShort: a server the old policy denied
+// waits out its reconnect backoff; a policy that allows it must not wait for that (an
+// hour here), but connect at once.
+func TestAPolicyThatNowAllowsAServerCutsItsBackoffShort(t *testing.T) {
+	srv := serve(t, httptest.NewServer(mcpHandler()))
+	p, err := connector.NewPool(connector.Options{InitialBackoff: time.Hour, MaxBackoff: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	key := connector.Key{Namespace: "ns", Name: "let-in"}
+	tenOnly := &mcpv1alpha1.MCPEgressPolicySpec{Egress: []mcpv1alpha1.EgressRule{{
+		To: []mcpv1alpha1.EgressPeer{{IPBlock: &mcpv1alpha1.IPBlock{CIDR: "10.0.0.0/8"}}},
+	}}}
+	cfg := config(srv.URL+"/mcp", rulesFor(t, tenOnly, egress.PostureNone))
+	p.Ensure(key, cfg)
+	await(t, p, key, "the denied connect", func(s connector.Snapshot) bool {
+		return s.State == connector.StateDown && s.LastError != nil && s.LastError.Reason == mcpv1alpha1.ReasonEgressDenied
+	})
+
+	cfg.Egress = rulesFor(t, loopbackPolicy(mcpv1alpha1.RedirectDeny, 0), egress.PostureNone)
+	p.Ensure(key, cfg)
+	awaitReady(t, p, key)
+}

@@ -154,6 +154,9 @@ func (w *watch) runRediscovery() {
 
 // recheck judges the session's destinations against the current decider.
 func (w *watch) recheck() {
+	if w.ended() {
+		return
+	}
 	s := w.s
 	for _, dest := range s.stack.obs.destinations() {
 		if e := s.stack.judgeDial(dest); e != nil {

@@ -159,8 +159,9 @@ func (s *session) setEgress(d EgressDecider) {
 	s.eachUpstream(func(u *Upstream) { u.judge(d) })
 	if w := s.watching.Load(); w != nil {
 		go w.recheck()
-		return
 	}
+	// Also for a session between connections, or one whose watch is just ending: its
+	// backoff is cut short, and the next watch judges its destinations once more.
 	select {
 	case s.recheck <- struct{}{}:
 	default:

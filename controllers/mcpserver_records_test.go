@@ -215,3 +215,79 @@ func eventCounts(t *testing.T, namespace, name string) map[string]int {
 	}
 	return counts
 }
+
+// TestAFailedStatusPatchDoesNotAnnounceTwice: Events go out after the status they
+// announce. When the patch of a Ready status fails, the reconcile is retried; its retry
+// must write the status but not announce the connect a second time, and once it is
+// written no record is kept.
+func TestAFailedStatusPatchDoesNotAnnounceTwice(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	var reconciler *controllers.MCPServerReconciler
+	failures := &failFirstReadyPatch{}
+	startOperator(t, ns, func(r *controllers.MCPServerReconciler, _ ctrl.Manager) {
+		reconciler = r
+		r.Client = &failingStatusClient{Client: r.Client, failures: failures}
+	})
+	srv := newMCPServer(t, 3)
+	ctx := context.Background()
+	g.Expect(k8sClient.Create(ctx, httpServer(ns, "retried", srv.url()))).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		readyIs(g, httpServer(ns, "retried", srv.url()), metav1.ConditionTrue, "")
+	}, eventually, poll).Should(Succeed())
+	g.Expect(failures.failed()).To(BeTrue(), "the first patch of a Ready status was to fail")
+
+	time.Sleep(3 * probeInterval) // time for a second announcement to show
+	g.Eventually(func() map[string]int { return eventCounts(t, ns, "retried") }, eventually, poll).
+		Should(Equal(map[string]int{"Connected": 1}), "Events after a failed, then retried, status patch")
+	g.Eventually(func() []bool {
+		written, announced := reconciler.HoldsRecordsOf(connector.Key{Namespace: ns, Name: "retried"})
+		return []bool{written, announced}
+	}, eventually, poll).Should(Equal([]bool{false, false}), "records held once the retried status is written")
+}
+
+// failFirstReadyPatch fails the first status patch that says Ready, once.
+type failFirstReadyPatch struct {
+	mu   sync.Mutex
+	done bool
+}
+
+func (f *failFirstReadyPatch) fail(obj client.Object) bool {
+	s, ok := obj.(*mcpv1alpha1.MCPServer)
+	if !ok || !meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first := !f.done
+	f.done = true
+	return first
+}
+
+func (f *failFirstReadyPatch) failed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done
+}
+
+type failingStatusClient struct {
+	client.Client
+	failures *failFirstReadyPatch
+}
+
+func (c *failingStatusClient) Status() client.SubResourceWriter {
+	return &failingStatusWriter{SubResourceWriter: c.Client.Status(), failures: c.failures}
+}
+
+type failingStatusWriter struct {
+	client.SubResourceWriter
+	failures *failFirstReadyPatch
+}
+
+func (w *failingStatusWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if w.failures.fail(obj) {
+		return fmt.Errorf("the API server is unavailable (injected by the test)")
+	}
+	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -987,22 +986,7 @@ func TestSharedSessionThatDoesNotReadHoldsUpNobody(t *testing.T) {
 
 // sharedGoroutines returns the stacks of goroutines the multiplexer started.
 func sharedGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "bridge.(*sharedProcess)") || strings.Contains(g, "bridge.(*sharedConn)") {
-			out = append(out, g)
-		}
-	}
-	return out
+	return testutil.Goroutines("bridge.(*sharedProcess)", "bridge.(*sharedConn)")
 }
 
 func TestSharedCloseEndsEveryConnectionAndTheProcess(t *testing.T) {

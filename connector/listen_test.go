@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // TestStandaloneStreamOnlyForListChanged: a server whose initialize result announces no
@@ -134,20 +133,24 @@ func TestEventStreamsOwnTheirConnections(t *testing.T) {
 	for _, key := range keys {
 		awaitReady(t, p, key)
 	}
-	eventually(t, "every session's standalone stream", func() bool { return openStreams.Load() == servers })
+	testutil.Eventually(t, 10*time.Second, "every session's standalone stream", func() error {
+		if n := openStreams.Load(); n != servers {
+			return fmt.Errorf("%d of %d streams open", n, servers)
+		}
+		return nil
+	})
 
-	stacks := goroutineStacks()
-	if readers := strings.Count(stacks, "(*streamableClientConn).handleSSE"); readers != servers {
+	if readers := len(testutil.Goroutines("(*streamableClientConn).handleSSE")); readers != servers {
 		t.Errorf("%d goroutines read standalone streams; want %d", readers, servers)
 	}
 	// A session is one goroutine of its own, waiting for the session to end: probes
 	// and rediscoveries run on timers.
-	if own := goroutinesIn(stacks, "connector.(*session)."); own != servers {
+	if own := len(testutil.Goroutines("connector.(*session).")); own != servers {
 		t.Errorf("%d goroutines in the sessions' own code for %d sessions; want one each", own, servers)
 	}
 	// Every pooled HTTP/1 connection has a transport read loop: only idle POST
 	// connections may, and the pool keeps at most 16 of those per host.
-	if loops := strings.Count(stacks, "net/http.(*persistConn).readLoop"); loops >= servers {
+	if loops := len(testutil.Goroutines("net/http.(*persistConn).readLoop")); loops >= servers {
 		t.Errorf("%d transport read loops for %d standalone streams; want streams on connections of their own", loops, servers)
 	}
 
@@ -161,40 +164,10 @@ func TestEventStreamsOwnTheirConnections(t *testing.T) {
 	for _, key := range keys {
 		p.Remove(key)
 	}
-	eventually(t, "the server's stream handlers to return once the sessions ended", func() bool { return openStreams.Load() == 0 })
-}
-
-// goroutineStacks returns the stacks of every goroutine of the process.
-func goroutineStacks() string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return string(buf[:n])
+	testutil.Eventually(t, 10*time.Second, "the server's stream handlers to return once the sessions ended", func() error {
+		if n := openStreams.Load(); n != 0 {
+			return fmt.Errorf("%d streams still open", n)
 		}
-		buf = make([]byte, 2*len(buf))
-	}
-}
-
-// goroutinesIn counts the goroutines whose stack has a frame containing fn.
-func goroutinesIn(stacks, fn string) int {
-	n := 0
-	for _, g := range strings.Split(stacks, "\n\n") {
-		if strings.Contains(g, fn) {
-			n++
-		}
-	}
-	return n
-}
-
-// eventually polls cond for up to 10 seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -63,7 +63,7 @@ func (t *sharedTransport) roundTripStream(req *http.Request) (*http.Response, er
 	out.Close = true // the connection carries this stream alone
 	if err := out.Write(conn); err != nil {
 		sc.close()
-		return nil, sc.failure(ctx, err)
+		return nil, contextFailure(ctx, err)
 	}
 	// Headers are read under the transport's header limit, the body without one (the
 	// event limits bound each event).
@@ -79,7 +79,7 @@ func (t *sharedTransport) roundTripStream(req *http.Request) (*http.Response, er
 		if headers.N <= 0 {
 			return nil, errors.New("server response headers exceeded the limit")
 		}
-		return nil, sc.failure(ctx, err)
+		return nil, contextFailure(ctx, err)
 	}
 	headers.N = math.MaxInt64
 	sc.body = resp.Body
@@ -129,9 +129,9 @@ func (s *streamConn) closeConn() {
 	s.closeOnce.Do(func() { _ = s.conn.Close() })
 }
 
-// failure is the error of a request that failed on the connection: the context's, when
-// it ended the request by closing the connection.
-func (s *streamConn) failure(ctx context.Context, err error) error {
+// contextFailure is the error of a request that failed on its connection: the
+// context's, when it ended the request by closing the connection.
+func contextFailure(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

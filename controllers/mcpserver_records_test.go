@@ -52,7 +52,18 @@ func TestSettledServersHoldNoRecordsAndWriteOnce(t *testing.T) {
 			writes := newWriteCounter()
 			startOperatorWith(t, ns, cfg, func(r *controllers.MCPServerReconciler, _ ctrl.Manager) {
 				reconciler = r
-				r.Client = &countingClient{Client: r.Client, writes: writes}
+				r.Client = &hookedClient{Client: r.Client,
+					afterStatus: func(s *mcpv1alpha1.MCPServer) error {
+						if meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
+							writes.add(writes.ready, s.Name)
+						}
+						return nil
+					},
+					afterPatch: func(s *mcpv1alpha1.MCPServer) error {
+						writes.add(writes.finalizers, s.Name)
+						return nil
+					},
+				}
 			})
 			srv := newMCPServer(t, 14)
 			ctx := context.Background()
@@ -170,34 +181,41 @@ func (w *writeCounter) of(counts map[string]int, name string) int {
 	return counts[name]
 }
 
-// countingClient is the reconciler's client, counting its successful MCPServer patches.
-type countingClient struct {
+// hookedClient is the reconciler's client with hooks around its MCPServer patches:
+// beforeStatus may fail a status patch before it is sent; afterStatus and afterPatch
+// see the status patches and the patches of the object itself that succeeded.
+type hookedClient struct {
 	client.Client
-	writes *writeCounter
+	beforeStatus, afterStatus, afterPatch func(*mcpv1alpha1.MCPServer) error
 }
 
-func (c *countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+func (c *hookedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	err := c.Client.Patch(ctx, obj, patch, opts...)
-	if _, ok := obj.(*mcpv1alpha1.MCPServer); ok && err == nil {
-		c.writes.add(c.writes.finalizers, obj.GetName())
+	if s, ok := obj.(*mcpv1alpha1.MCPServer); ok && err == nil && c.afterPatch != nil {
+		return c.afterPatch(s)
 	}
 	return err
 }
 
-func (c *countingClient) Status() client.SubResourceWriter {
-	return &countingStatusWriter{SubResourceWriter: c.Client.Status(), writes: c.writes}
+func (c *hookedClient) Status() client.SubResourceWriter {
+	return &hookedStatusWriter{SubResourceWriter: c.Client.Status(), client: c}
 }
 
-type countingStatusWriter struct {
+type hookedStatusWriter struct {
 	client.SubResourceWriter
-	writes *writeCounter
+	client *hookedClient
 }
 
-func (w *countingStatusWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+func (w *hookedStatusWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	s, ok := obj.(*mcpv1alpha1.MCPServer)
+	if ok && w.client.beforeStatus != nil {
+		if err := w.client.beforeStatus(s); err != nil {
+			return err
+		}
+	}
 	err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
-	if s, ok := obj.(*mcpv1alpha1.MCPServer); ok && err == nil &&
-		meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
-		w.writes.add(w.writes.ready, s.Name)
+	if ok && err == nil && w.client.afterStatus != nil {
+		return w.client.afterStatus(s)
 	}
 	return err
 }
@@ -227,7 +245,7 @@ func TestAFailedStatusPatchDoesNotAnnounceTwice(t *testing.T) {
 	failures := &failFirstReadyPatch{}
 	startOperator(t, ns, func(r *controllers.MCPServerReconciler, _ ctrl.Manager) {
 		reconciler = r
-		r.Client = &failingStatusClient{Client: r.Client, failures: failures}
+		r.Client = &hookedClient{Client: r.Client, beforeStatus: failures.fail}
 	})
 	srv := newMCPServer(t, 3)
 	ctx := context.Background()
@@ -253,41 +271,21 @@ type failFirstReadyPatch struct {
 	done bool
 }
 
-func (f *failFirstReadyPatch) fail(obj client.Object) bool {
-	s, ok := obj.(*mcpv1alpha1.MCPServer)
-	if !ok || !meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
-		return false
+func (f *failFirstReadyPatch) fail(s *mcpv1alpha1.MCPServer) error {
+	if !meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
+		return nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	first := !f.done
+	if f.done {
+		return nil
+	}
 	f.done = true
-	return first
+	return fmt.Errorf("the API server is unavailable (injected by the test)")
 }
 
 func (f *failFirstReadyPatch) failed() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.done
-}
-
-type failingStatusClient struct {
-	client.Client
-	failures *failFirstReadyPatch
-}
-
-func (c *failingStatusClient) Status() client.SubResourceWriter {
-	return &failingStatusWriter{SubResourceWriter: c.Client.Status(), failures: c.failures}
-}
-
-type failingStatusWriter struct {
-	client.SubResourceWriter
-	failures *failFirstReadyPatch
-}
-
-func (w *failingStatusWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if w.failures.fail(obj) {
-		return fmt.Errorf("the API server is unavailable (injected by the test)")
-	}
-	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }

@@ -159,11 +159,13 @@ func newSharedTransport(key transportKey, resolver Resolver, d EgressDecider) (*
 			TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 			TLSHandshakeTimeout: key.connectTimeout,
 			ForceAttemptHTTP2:   true,
-			// Shared by every server on an origin: as many idle connections as
-			// handshakes run at once by default (Options.MaxConcurrentConnects), so a
-			// fleet connecting or probing does not dial for every request.
-			MaxIdleConns:           64,
-			MaxIdleConnsPerHost:    16,
+			// Shared by every server on an origin and by every gateway session
+			// calling one: as many kept as are busy at once, so neither a fleet
+			// probing nor agents calling in parallel dial for every request. An idle
+			// connection costs its buffers and two goroutines, about 20 KiB, and is
+			// closed after IdleConnTimeout.
+			MaxIdleConns:           1024,
+			MaxIdleConnsPerHost:    256,
 			IdleConnTimeout:        90 * time.Second,
 			MaxResponseHeaderBytes: maxResponseHeaderBytes,
 			ExpectContinueTimeout:  time.Second,

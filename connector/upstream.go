@@ -222,8 +222,15 @@ func (u *Upstream) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			return nil, u.fail(u.classify(err))
 		}
-		if resp, ok := msg.(*jsonrpc.Response); ok && u.answered(resp) {
-			continue // the answer to the Upstream's own listen call: nobody else asked
+		switch msg := msg.(type) {
+		case *jsonrpc.Response:
+			if u.answered(msg) {
+				continue // the answer to the Upstream's own listen call: nobody else asked
+			}
+		case *jsonrpc.Request:
+			if u.acknowledgesListen(msg) {
+				continue // the server took the Upstream's own listen call: nobody else asked
+			}
 		}
 		return msg, nil
 	}
@@ -356,6 +363,30 @@ func (u *Upstream) answered(resp *jsonrpc.Response) (own bool) {
 		}
 	}
 	return own
+}
+
+// acknowledgesListen reports whether req is the server's acknowledgement of the
+// Upstream's own subscriptions/listen call, the first message on that stream. Passed on,
+// it would reach a client that never asked, and one with no stream of its own to take it
+// would have it retried for seconds.
+func (u *Upstream) acknowledgesListen(req *jsonrpc.Request) bool {
+	if req.Method != "notifications/subscriptions/acknowledged" {
+		return false
+	}
+	u.mu.Lock()
+	listenID := u.listenID
+	u.mu.Unlock()
+	if !listenID.IsValid() {
+		return false
+	}
+	var params struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if json.Unmarshal(req.Params, &params) != nil {
+		return false
+	}
+	id, err := jsonrpc.MakeID(params.Meta[mcp.MetaKeySubscriptionID])
+	return err == nil && id == listenID
 }
 
 // listen opens the stream on which the server sends what answers no request: a

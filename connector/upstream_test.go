@@ -3,9 +3,14 @@ package connector
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,5 +140,121 @@ func TestAnUnansweredCallIsAnsweredWithATimeout(t *testing.T) {
 	}
 	if resp := readResponse(t, u); resp.Error != nil || !strings.Contains(string(resp.Result), "still here") {
 		t.Errorf("a call after the timeout: %+v", resp)
+	}
+}
+
+// The server's acknowledgement of the Upstream's own subscriptions/listen stream is the
+// Upstream's business: its reader, and so the gateway's client, never sees it.
+func TestTheListenStreamsAcknowledgementIsNotPassedOn(t *testing.T) {
+	var log headerLog
+	srv := startServer(t, log.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newServer(1, nil) }, nil)))
+	p := testPool(t)
+	key := Key{Namespace: "ns", Name: "listening"}
+	p.Ensure(key, fastConfig(srv.URL))
+	waitReady(t, p, key)
+
+	u := openUpstream(t, p, key)
+	call := &jsonrpc.Request{ID: mustID(t, float64(2)), Method: "tools/list", Params: json.RawMessage(`{}`)}
+	if err := u.Write(t.Context(), call); err != nil {
+		t.Fatal(err)
+	}
+	// The server acknowledges the listen call as soon as it arrives, right after
+	// notifications/initialized: a second of reading sees it if it is passed on.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	answered := false
+	for {
+		msg, err := u.Read(ctx)
+		if err != nil {
+			break
+		}
+		switch msg := msg.(type) {
+		case *jsonrpc.Response:
+			answered = answered || msg.ID == call.ID
+		case *jsonrpc.Request:
+			if msg.Method == "notifications/subscriptions/acknowledged" {
+				t.Errorf("the Upstream passed on the acknowledgement of its own listen stream: %s", msg.Params)
+			}
+		}
+	}
+	if !answered {
+		t.Error("tools/list was not answered")
+	}
+}
+
+// Gateway sessions calling one server at once keep their connections to it between
+// calls: the shared transport keeps as many idle as were busy, instead of closing all
+// but a few after every round and dialing again (a TCP handshake, and for https a TLS
+// one, per call).
+func TestConcurrentUpstreamCallsKeepTheirConnections(t *testing.T) {
+	var dials atomic.Int64
+	ts := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newServer(1, nil) }, nil))
+	ts.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	p := testPool(t)
+	key := Key{Namespace: "ns", Name: "busy"}
+	p.Ensure(key, fastConfig(ts.URL))
+	waitReady(t, p, key)
+
+	const sessions = 64
+	upstreams := make([]*Upstream, sessions)
+	for i := range upstreams {
+		upstreams[i] = openUpstream(t, p, key)
+	}
+	var nextID atomic.Int64
+	nextID.Store(100)
+	// round makes one call on every session at once and waits for all the answers.
+	round := func() {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, sessions)
+		for _, u := range upstreams {
+			wg.Go(func() {
+				id := nextID.Add(1)
+				call := &jsonrpc.Request{ID: mustID(t, float64(id)), Method: "tools/call",
+					Params: json.RawMessage(`{"name":"tool-000","arguments":{"text":"hi"}}`)}
+				if err := u.Write(t.Context(), call); err != nil {
+					errs <- err
+					return
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+				defer cancel()
+				for {
+					msg, err := u.Read(ctx)
+					if err != nil {
+						errs <- fmt.Errorf("call %d: %w", id, err)
+						return
+					}
+					if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID == call.ID {
+						if resp.Error != nil {
+							errs <- fmt.Errorf("call %d: %w", id, resp.Error)
+						}
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	round() // every session has had a connection busy at once
+	before := dials.Load()
+	const rounds = 5
+	for range rounds {
+		round()
+	}
+	if got := dials.Load() - before; got > sessions/4 {
+		t.Errorf("%d new connections to the server for %d calls of %d sessions at once; want the kept ones reused", got, rounds*sessions, sessions)
 	}
 }

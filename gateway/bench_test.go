@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,9 +25,11 @@ import (
 )
 
 // BenchmarkToolsCall measures a tools/call round trip to go-sdk's conformance server
-// called directly, through the gateway, and through ToolHive's `thv proxy` (the peer the
-// gateway's target is set against; left out when thv is not built, see
-// hack/test-servers.sh --thv), at 1 and at 64 concurrent sessions. Besides ns/op it
+// called directly, through the gateway, through a bare reverse proxy, and through
+// ToolHive's `thv proxy` (the peer the gateway's target is set against; left out when thv
+// is not built, see hack/test-servers.sh --thv), at 1 and at 64 concurrent sessions. The
+// bare proxy (net/http/httputil, in this process like the gateway, parsing nothing) is
+// the floor of any relay that adds an HTTP hop: what the hop alone costs on this machine. Besides ns/op it
 // reports the median and 90th percentile of one call's latency, which is what the target
 // (gateway median within 1.3x of direct, and below thv's) is about:
 //
@@ -34,7 +40,9 @@ func BenchmarkToolsCall(b *testing.B) {
 		// The manager's audit log: zap's JSON encoder, here into nothing.
 		o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
 	}})
-	targets := []struct{ name, url string }{{"direct", upstream}, {"gateway", h.url()}}
+	targets := []struct{ name, url string }{
+		{"direct", upstream}, {"gateway", h.url()}, {"bare-proxy", startBareProxy(b, upstream)},
+	}
 	if _, err := testenv.Thv(); err == nil {
 		targets = append(targets, struct{ name, url string }{"thv", testenv.StartThvProxy(b, upstream)})
 	} else {
@@ -47,6 +55,28 @@ func BenchmarkToolsCall(b *testing.B) {
 			})
 		}
 	}
+}
+
+// startBareProxy serves a reverse proxy to target that copies requests and responses
+// through unread, flushing each write of a streamed answer at once, and returns the URL
+// that reaches target's path through it.
+func startBareProxy(b *testing.B, target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		b.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.FlushInterval = -1
+	// A client that ends its session leaves the proxy a stream to drop, which it logs.
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	transport := &http.Transport{MaxIdleConnsPerHost: 128}
+	proxy.Transport = transport
+	front := httptest.NewServer(proxy)
+	b.Cleanup(func() {
+		front.Close()
+		transport.CloseIdleConnections()
+	})
+	return front.URL + u.Path
 }
 
 // benchmarkToolsCall makes the call params names b.N times in all over n sessions, each

@@ -26,7 +26,8 @@ import (
 // a peer. The bridge is the switchboard binary, in a process of its own as in a pod (and
 // as supergateway is). Each iteration makes one call each way, in rotating order, so that
 // all see the same machine load; it reports the means and their ratios to direct (the
-// bridge's target is within 1.3x).
+// bridge's target is within 1.3x). The bare pipe (see floor_test.go) is the floor: what
+// an HTTP hop in front of the same stdio server costs with nothing else done.
 //
 // The server is the helper Go server, fast and deterministic, so that the server's own
 // cost does not hide the bridges'.
@@ -54,6 +55,7 @@ func BenchmarkBridgeToolsCallGoSDKConformanceServer(b *testing.B) {
 		{name: "direct Streamable HTTP", session: connectURL(b, httpURL, "")},
 		{name: "bridge PerSession", session: connectURL(b, testenv.StartBridgeBinary(b, []string{"--warm-processes", "0"}, []string{bin}, nil), "")},
 		{name: "bridge Shared", session: connectURL(b, testenv.StartBridgeBinary(b, []string{"--session-mode", "Shared"}, []string{bin}, nil), "")},
+		{name: "bare pipe", session: connectURL(b, startBarePipe(b, []string{bin}, os.Environ()), "")},
 	}
 	ctx := context.Background()
 	call := func(cs *mcp.ClientSession) time.Duration {
@@ -97,6 +99,7 @@ func benchmarkToolsCall(b *testing.B, argv, env []string) {
 		{name: "bridge PerSession", session: bridged},
 		{name: "bridge Shared", session: shared},
 		{name: "supergateway", session: peer},
+		{name: "bare pipe", session: connectURL(b, startBarePipe(b, argv, env), bridged.InitializeResult().ProtocolVersion)},
 	}
 
 	call := func(cs *mcp.ClientSession) time.Duration {

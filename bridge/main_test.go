@@ -22,6 +22,11 @@ import (
 const testServerEnv = "SWITCHBOARD_BRIDGE_TEST_SERVER"
 
 func TestMain(m *testing.M) {
+	// Before the helper server: the bare pipe's environment is that of the server it runs.
+	if addr := os.Getenv(floorEnv); addr != "" {
+		fmt.Fprintln(os.Stderr, "bare pipe:", runBarePipe(addr))
+		os.Exit(1)
+	}
 	if os.Getenv(testServerEnv) == "1" {
 		if err := runTestServer(); err != nil {
 			fmt.Fprintln(os.Stderr, "test server:", err)

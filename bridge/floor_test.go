@@ -47,7 +47,7 @@ func startBarePipe(b *testing.B, argv, env []string) string {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	cmd := exec.Command(exe) //nolint:noctx // stopped at cleanup
-	cmd.Env = append(env, floorEnv+"="+addr, floorArgvEnv+"="+string(rawArgv))
+	cmd.Env = append(slices.Clone(env), floorEnv+"="+addr, floorArgvEnv+"="+string(rawArgv))
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

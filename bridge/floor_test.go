@@ -12,11 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
 // The bare pipe is the benchmarks' floor for any stdio bridge: an HTTP endpoint that
@@ -45,35 +47,22 @@ func startBarePipe(b *testing.B, argv, env []string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	cmd := exec.Command(exe) //nolint:noctx // stopped at cleanup
+	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(b))
+	cmd := exec.Command(exe) //nolint:noctx // killed at cleanup
 	cmd.Env = append(slices.Clone(env), floorEnv+"="+addr, floorArgvEnv+"="+string(rawArgv))
-	var output bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &output, &output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
 	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for !healthy(base + "/healthz") {
-		if time.Now().After(deadline) {
-			b.Fatalf("the bare pipe did not serve within 30s:\n%s", output.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.StartHTTPServerProcess(b, "the bare pipe", cmd, base+"/healthz")
 	return base + "/mcp"
 }
 
 // runBarePipe serves the bare pipe until the process is killed.
 func runBarePipe(addr string) error {
 	var argv []string
-	if err := json.Unmarshal([]byte(os.Getenv(floorArgvEnv)), &argv); err != nil || len(argv) == 0 {
+	if err := json.Unmarshal([]byte(os.Getenv(floorArgvEnv)), &argv); err != nil {
 		return fmt.Errorf("%s: %w", floorArgvEnv, err)
+	}
+	if len(argv) == 0 {
+		return fmt.Errorf("%s names no command", floorArgvEnv)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...) //nolint:noctx,gosec // the benchmark's own server
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {

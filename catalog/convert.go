@@ -2,8 +2,6 @@ package catalog
 
 import (
 	"net/url"
-	"slices"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,9 +72,7 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 			OpenWorldHint:   sharedBool(t.OpenWorldHint),
 		})
 	}
-	// A stable sort keeps duplicates in status order, and Compact keeps the first of each.
-	slices.SortStableFunc(detail.Tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
-	detail.Tools = slices.CompactFunc(detail.Tools, func(a, b Tool) bool { return a.Name == b.Name })
+	detail.Tools = sortedDistinctTools(detail.Tools)
 	e := &serverEntry{key: serverKey{namespace: obj.Namespace, name: obj.Name}, detail: detail}
 	e.tools = newToolEntries(e, detail.Tools)
 	return e

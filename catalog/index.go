@@ -99,8 +99,11 @@ func newToolEntries(e *serverEntry, tools []Tool) []toolEntry {
 	return entries
 }
 
-func sortTools(tools []Tool) {
-	slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+// sortedDistinctTools sorts tools by name in place and drops all but the first of each
+// name (a stable sort keeps duplicates in their order); it returns what is left.
+func sortedDistinctTools(tools []Tool) []Tool {
+	slices.SortStableFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(tools, func(a, b Tool) bool { return a.Name == b.Name })
 }
 
 // postingItem is what a posting list holds: a tool or a server, which keeps the

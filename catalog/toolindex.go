@@ -19,20 +19,14 @@ type IndexedTool struct {
 func NewToolIndex(tools []IndexedTool) *ToolIndex {
 	e := &serverEntry{detail: &ServerDetail{}}
 	indexed := make([]Tool, 0, len(tools))
-	seen := make(map[string]bool, len(tools))
 	for _, t := range tools {
-		if seen[t.Name] {
-			continue
-		}
-		seen[t.Name] = true
 		desc := t.Description
 		if t.Extra != "" {
 			desc += " " + t.Extra
 		}
 		indexed = append(indexed, Tool{Name: t.Name, Title: t.Title, Description: desc})
 	}
-	sortTools(indexed)
-	e.tools = newToolEntries(e, indexed)
+	e.tools = newToolEntries(e, sortedDistinctTools(indexed))
 	ix := newIndex()
 	ix.upsert(e)
 	return &ToolIndex{ix: ix}

@@ -52,15 +52,25 @@ func mustID(t *testing.T, v any) jsonrpc.ID {
 // readResponse reads until a response arrives, within the test's patience.
 func readResponse(t *testing.T, u *Upstream) *jsonrpc.Response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	resp, err := nextResponse(t.Context(), u, jsonrpc.ID{})
+	if err != nil {
+		t.Fatalf("reading from the upstream: %v", err)
+	}
+	return resp
+}
+
+// nextResponse reads until the answer to id arrives (any response when id is the zero
+// ID), within the test's patience.
+func nextResponse(ctx context.Context, u *Upstream, id jsonrpc.ID) (*jsonrpc.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()
 	for {
 		msg, err := u.Read(ctx)
 		if err != nil {
-			t.Fatalf("reading from the upstream: %v", err)
+			return nil, err
 		}
-		if resp, ok := msg.(*jsonrpc.Response); ok {
-			return resp
+		if resp, ok := msg.(*jsonrpc.Response); ok && (!id.IsValid() || resp.ID == id) {
+			return resp, nil
 		}
 	}
 }
@@ -146,8 +156,7 @@ func TestAnUnansweredCallIsAnsweredWithATimeout(t *testing.T) {
 // The server's acknowledgement of the Upstream's own subscriptions/listen stream is the
 // Upstream's business: its reader, and so the gateway's client, never sees it.
 func TestTheListenStreamsAcknowledgementIsNotPassedOn(t *testing.T) {
-	var log headerLog
-	srv := startServer(t, log.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newServer(1, nil) }, nil)))
+	srv := serveStreamable(t, newServer(1, nil), nil)
 	p := testPool(t)
 	key := Key{Namespace: "ns", Name: "listening"}
 	p.Ensure(key, fastConfig(srv.URL))
@@ -179,6 +188,12 @@ func TestTheListenStreamsAcknowledgementIsNotPassedOn(t *testing.T) {
 	}
 	if !answered {
 		t.Error("tools/list was not answered")
+	}
+	u.mu.Lock()
+	listening := u.listenID.IsValid()
+	u.mu.Unlock()
+	if !listening {
+		t.Error("the Upstream opened no listen stream, so nothing was acknowledged to it")
 	}
 }
 
@@ -218,27 +233,23 @@ func TestConcurrentUpstreamCallsKeepTheirConnections(t *testing.T) {
 		errs := make(chan error, sessions)
 		for _, u := range upstreams {
 			wg.Go(func() {
-				id := nextID.Add(1)
-				call := &jsonrpc.Request{ID: mustID(t, float64(id)), Method: "tools/call",
+				id, err := jsonrpc.MakeID(float64(nextID.Add(1)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				call := &jsonrpc.Request{ID: id, Method: "tools/call",
 					Params: json.RawMessage(`{"name":"tool-000","arguments":{"text":"hi"}}`)}
 				if err := u.Write(t.Context(), call); err != nil {
 					errs <- err
 					return
 				}
-				ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
-				defer cancel()
-				for {
-					msg, err := u.Read(ctx)
-					if err != nil {
-						errs <- fmt.Errorf("call %d: %w", id, err)
-						return
-					}
-					if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID == call.ID {
-						if resp.Error != nil {
-							errs <- fmt.Errorf("call %d: %w", id, resp.Error)
-						}
-						return
-					}
+				resp, err := nextResponse(t.Context(), u, id)
+				if err == nil && resp.Error != nil {
+					err = resp.Error
+				}
+				if err != nil {
+					errs <- fmt.Errorf("call %v: %w", id.Raw(), err)
 				}
 			})
 		}

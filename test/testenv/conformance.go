@@ -54,7 +54,7 @@ func StartConformanceServer(t testing.TB) string {
 	// The server answers on every path; /mcp is the conventional one.
 	url := "http://" + addr + "/mcp"
 	cmd := exec.Command(bin, "-http", addr, "-stateless=false") //nolint:noctx // killed at cleanup
-	startProcess(t, "go-sdk conformance server", cmd).waitForHTTP(t, url)
+	StartHTTPServerProcess(t, "go-sdk conformance server", cmd, url)
 	return url
 }
 

@@ -82,6 +82,14 @@ func startProcess(t testing.TB, what string, cmd *exec.Cmd) *process {
 	return p
 }
 
+// StartHTTPServerProcess starts cmd, a server process of the test's own, and returns once
+// url answers HTTP; its process group is killed when the test ends. what names it in
+// failure messages, which carry its output.
+func StartHTTPServerProcess(t testing.TB, what string, cmd *exec.Cmd, url string) {
+	t.Helper()
+	startProcess(t, what, cmd).waitForHTTP(t, url)
+}
+
 // waitForHTTP waits until url answers an HTTP request with any status: the server is
 // listening and speaking HTTP.
 func (p *process) waitForHTTP(t testing.TB, url string) {

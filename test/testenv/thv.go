@@ -69,7 +69,7 @@ func StartThvProxy(t testing.TB, targetURL string) string {
 	)
 	base := "http://127.0.0.1:" + port
 	// /health is thv's own: it answers without a request reaching the target.
-	startProcess(t, "thv proxy", cmd).waitForHTTP(t, base+"/health")
+	StartHTTPServerProcess(t, "thv proxy", cmd, base+"/health")
 	proxied := &url.URL{Scheme: "http", Host: "127.0.0.1:" + port, Path: target.Path, RawPath: target.RawPath, RawQuery: target.RawQuery}
 	return proxied.String()
 }

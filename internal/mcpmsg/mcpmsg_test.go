@@ -1,0 +1,161 @@
+package mcpmsg
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+func TestCheckBodyRefusesWhatReadersCouldReadTwoWays(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		why        string // a piece of the error; empty when the body is valid
+	}{
+		{"a plain call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"x":1}}}`, ""},
+		{"a notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, ""},
+		{"a response", `{"jsonrpc":"2.0","id":"a","result":{}}`, ""},
+		{"an escaped name alone reads as itself", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"echo"}}`, ""},
+		{"arguments may use any case of their own", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"Name":"x"}}}`, ""},
+		{"a batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`, ""},
+
+		{"a second name in upper case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_all","NAME":"echo"}}`, "differ only in case"},
+		{"a second name in mixed case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_all","nAmE":"echo"}}`, "differ only in case"},
+		{"a duplicate name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_all","name":"echo"}}`, "name"},
+		{"a duplicate by escaping", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_all","n\u0061me":"echo"}}`, "name"},
+		{"a duplicate by the Kelvin sign", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"kind":1,"\u212Aind":2}}`, "differ only in case"},
+		{"a duplicate deep in arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","arguments":{"a":[{"path":"/","PATH":"/etc"}]}}}`, "differ only in case"},
+		{"a duplicate progress token", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","_meta":{"progressToken":1,"progress\u0054oken":2}}}`, "progressToken"},
+		{"a duplicate method", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}`, "method"},
+		{"a method in another case", `{"jsonrpc":"2.0","id":1,"Method":"tools/call"}`, `must be spelled "method"`},
+		{"an id in another case", `{"jsonrpc":"2.0","ID":1,"method":"tools/call"}`, `must be spelled "id"`},
+		{"a non-string method", `{"jsonrpc":"2.0","id":1,"method":7}`, "method"},
+		{"an object id", `{"jsonrpc":"2.0","id":{},"method":"ping"}`, "id"},
+		{"two calls of a batch with one id", `[{"jsonrpc":"2.0","id":7,"method":"tools/list"},{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow"}}]`, "id 7"},
+		{"an empty batch", `[]`, "empty batch"},
+		{"a batch of non-objects", `[1]`, "not a JSON object"},
+		{"two values", `{"jsonrpc":"2.0","method":"a"}{"jsonrpc":"2.0","method":"b"}`, "more than one"},
+		{"invalid UTF-8 in a name", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"a\xff\":1}}", "UTF-8"},
+		{"truncated", `{"jsonrpc":"2.0","id":1`, "invalid"},
+		{"too deep", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":` + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1) + `}}`, "deep"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := CheckBody([]byte(tc.body))
+			switch {
+			case tc.why == "" && err != nil:
+				t.Fatalf("CheckBody refused a valid body: %v", err)
+			case tc.why != "" && err == nil:
+				t.Fatalf("CheckBody accepted %s", tc.body)
+			case tc.why != "" && !strings.Contains(err.Error(), tc.why):
+				t.Fatalf("CheckBody's error %q does not say %q", err, tc.why)
+			case err != nil && !errors.Is(err, ErrInvalid):
+				t.Fatalf("CheckBody's error %q does not wrap ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestCheckBodyReadsTheEnvelope(t *testing.T) {
+	b, err := CheckBody([]byte(`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}},{"jsonrpc":"2.0","id":"x","result":{}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Batch || len(b.Messages) != 3 || b.Calls() != 1 {
+		t.Fatalf("got batch=%v, %d messages, %d calls; want a batch of 3 with 1 call", b.Batch, len(b.Messages), b.Calls())
+	}
+	if m := b.Messages[0]; m.Method != "tools/call" || m.ID != mustID(t, float64(1)) || string(m.Params) != `{"name":"a"}` {
+		t.Fatalf("first message read as %+v", m)
+	}
+	if m := b.Messages[2]; m.Method != "" || m.ID != mustID(t, "x") || m.IsCall() {
+		t.Fatalf("the response read as %+v", m)
+	}
+}
+
+func TestDecodeParamsDecidesOnTheExactMembers(t *testing.T) {
+	p, err := DecodeParams(json.RawMessage(`{"name":"echo","arguments":{"NAME":"x"},"_meta":{"progressToken":"t1","other":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "echo" || string(p.Arguments) != `{"NAME":"x"}` || string(p.ProgressToken) != `"t1"` || len(p.Meta) != 2 {
+		t.Fatalf("decoded %+v", p)
+	}
+	for _, raw := range []string{
+		`{"NAME":"echo"}`,                         // a reader that ignores case would find a name
+		`{"name":"a","Arguments":{}}`,             // and arguments here
+		`{"name":"a","_meta":{"ProgressToken":1}}`, // and a progress token here
+		`{"name":"a","_META":{}}`,
+		`{"name":1}`,
+		`{"name":"a","_meta":[]}`,
+		`[1]`,
+	} {
+		if _, err := DecodeParams(json.RawMessage(raw)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("DecodeParams(%s) = %v, want an invalid message", raw, err)
+		}
+	}
+	if p, err := DecodeParams(nil); err != nil || p.Name != "" {
+		t.Fatalf("absent params: %+v, %v", p, err)
+	}
+}
+
+func mustID(t *testing.T, v any) jsonrpc.ID {
+	t.Helper()
+	id, err := jsonrpc.MakeID(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// FuzzCheck holds Check to its promise: whatever it accepts, Go's encoding/json (which
+// ignores case and keeps the last duplicate) reads every object's members as an exact,
+// first-wins reader does.
+func FuzzCheck(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"a","NAME":"b"}`, `{"a":{"b":[{"c":1,"C":2}]}}`, `{"n\u0061me":1,"name":2}`,
+		`{"k":1,"\u212a":2}`, `{"s":1,"\u017f":2}`, `[{"a":1},{"a":1}]`, `"x"`, `{"ǅ":1,"ǆ":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if Check(data) != nil {
+			return
+		}
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			t.Fatalf("Check accepted what encoding/json cannot read: %q: %v", data, err)
+		}
+		var walk func(any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				seen := map[string]string{}
+				for k, e := range v {
+					for other := range seen {
+						if strings.EqualFold(other, k) {
+							t.Fatalf("Check accepted members %q and %q in %q", other, k, data)
+						}
+					}
+					seen[k] = k
+					walk(e)
+				}
+			case []any:
+				for _, e := range v {
+					walk(e)
+				}
+			}
+		}
+		walk(v)
+	})
+}
+
+func BenchmarkCheckBodyToolsCall(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"search_notes","arguments":{"query":"quarterly report","limit":10,"tags":["finance","q3"]},"_meta":{"progressToken":"p-42"}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := CheckBody(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

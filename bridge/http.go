@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 )
 
 // maxHeaderBytes bounds a request's header block; a client that sends more gets 431. An
@@ -94,7 +95,7 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 	if !mcphttp.CheckPOST(w, r) {
 		return
 	}
-	body, ok := mcphttp.ReadBody(w, r, int64(b.opts.MaxMessageBytes), bodyTimeout)
+	body, msgs, ok := mcphttp.ReadMessages(w, r, int64(b.opts.MaxMessageBytes), bodyTimeout)
 	if !ok {
 		return
 	}
@@ -102,7 +103,7 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 
 	if id := r.Header.Get(mcphttp.SessionIDHeader); id != "" {
 		s, why := b.lookup(id)
-		if s != nil && isListenCall(body) {
+		if s != nil && isListenCall(msgs) {
 			// A stream for what the server sends outside requests, like a standalone GET:
 			// it lasts as long as the session, so it does not count as a request in flight.
 			s.transport.ServeHTTP(w, r)
@@ -150,18 +151,9 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 	}
 }
 
-// isListenCall reports whether a POST body is a subscriptions/listen call. The cheap
-// search comes first: nearly every body is something else.
-func isListenCall(body []byte) bool {
-	if !bytes.Contains(body, []byte(`"`+methodListen+`"`)) {
-		return false
-	}
-	msg, err := jsonrpc.DecodeMessage(body)
-	if err != nil {
-		return false
-	}
-	req, ok := msg.(*jsonrpc.Request)
-	return ok && req.IsCall() && req.Method == methodListen
+// isListenCall reports whether a POST body is one subscriptions/listen call.
+func isListenCall(msgs *mcpmsg.Body) bool {
+	return !msgs.Batch && msgs.Messages[0].IsCall() && msgs.Messages[0].Method == methodListen
 }
 
 // serveGET attaches a standalone SSE stream to a session.

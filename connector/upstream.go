@@ -69,6 +69,9 @@ type Upstream struct {
 	pending  map[jsonrpc.ID]*pendingCall
 	answers  []jsonrpc.Message // the Upstream's own answers to calls, for Read
 	closed   bool
+	// toolsMem charges the tools ListTools returned to the namespace's discovery
+	// budget; nil until ListTools.
+	toolsMem *lease
 }
 
 // pendingCall is a call on its way to the server or waiting for its answer.
@@ -481,7 +484,11 @@ func (u *Upstream) Close() error {
 	u.closed = true
 	pending := u.pending
 	u.pending = map[jsonrpc.ID]*pendingCall{}
+	toolsMem := u.toolsMem
 	u.mu.Unlock()
+	if toolsMem != nil {
+		toolsMem.close()
+	}
 	for _, pc := range pending {
 		pc.stop(true)
 	}

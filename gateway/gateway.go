@@ -26,6 +26,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 )
 
 // Defaults of Options fields left zero.
@@ -272,10 +273,10 @@ func (g *Gateway) serveServer(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, http.StatusNotFound, fmt.Sprintf("MCPServer %s not found", key))
 		return
 	}
-	if !g.admitRate(w, caller, srv, key) {
-		return
-	}
 	serveMethod(w, r, func() { g.servePOST(w, r, key, caller, srv) }, func() clientSession {
+		if !g.admitRate(w, caller, srv, key, 1) {
+			return nil
+		}
 		if s := g.requestSession(w, r, key, caller); s != nil {
 			return s
 		}
@@ -404,9 +405,10 @@ func (g *Gateway) refuse(w http.ResponseWriter, code int, message string) {
 }
 
 // admitRate applies spec.gateway.requestsPerSecond to the caller's requests to the
-// server, answering 429 with Retry-After beyond it.
-func (g *Gateway) admitRate(w http.ResponseWriter, caller *catalog.Identity, srv *server, key connector.Key) bool {
-	if delay := g.rateDelay(caller, srv, key); delay > 0 {
+// server, charging n requests (each message of a batch counts as if it came alone), and
+// answers 429 with Retry-After beyond it.
+func (g *Gateway) admitRate(w http.ResponseWriter, caller *catalog.Identity, srv *server, key connector.Key, n int) bool {
+	if delay := g.rateDelay(caller, srv, key, n); delay > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(delay.Seconds()))))
 		g.refuse(w, http.StatusTooManyRequests, fmt.Sprintf("more than %d requests per second to MCPServer %s (spec.gateway.requestsPerSecond)", srv.requestsPerSecond, key))
 		return false
@@ -414,10 +416,11 @@ func (g *Gateway) admitRate(w http.ResponseWriter, caller *catalog.Identity, srv
 	return true
 }
 
-// rateDelay takes one request of the caller to the server from its limiter and returns
-// zero, or how long the caller must wait when the request is beyond the server's
-// spec.gateway.requestsPerSecond (the request is then not counted).
-func (g *Gateway) rateDelay(caller *catalog.Identity, srv *server, key connector.Key) time.Duration {
+// rateDelay takes n requests of the caller to the server from its limiter and returns
+// zero, or how long the caller must wait when they are beyond the server's
+// spec.gateway.requestsPerSecond (they are then not counted; more than a second's worth
+// at once is never admitted).
+func (g *Gateway) rateDelay(caller *catalog.Identity, srv *server, key connector.Key, n int) time.Duration {
 	if srv.requestsPerSecond <= 0 {
 		return 0
 	}
@@ -432,7 +435,10 @@ func (g *Gateway) rateDelay(caller *catalog.Identity, srv *server, key connector
 	// Kept for a minute after the last request: long enough to carry the rate, short
 	// enough that idle callers cost nothing.
 	g.limiters.Add(limiterKey, lim, time.Minute)
-	res := lim.Reserve()
+	if n > lim.Burst() {
+		return time.Second
+	}
+	res := lim.ReserveN(time.Now(), n)
 	if delay := res.Delay(); delay > 0 {
 		res.Cancel()
 		return delay
@@ -446,16 +452,22 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 	if !mcphttp.CheckPOST(w, r) {
 		return
 	}
-	body, ok := mcphttp.ReadBody(w, r, int64(g.opts.MaxMessageBytes), bodyReadTimeout)
+	body, msgs, ok := mcphttp.ReadMessages(w, r, int64(g.opts.MaxMessageBytes), bodyReadTimeout)
 	if !ok {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if r.Header.Get(mcphttp.SessionIDHeader) != "" {
-		if s := g.requestSession(w, r, key, caller); s != nil && s.beginRequest() {
-			defer s.endRequest()
-			s.transport.ServeHTTP(w, r)
+		s := g.requestSession(w, r, key, caller)
+		if s == nil || !refuseBatch(w, msgs, s.negotiatedVersion()) ||
+			!g.admitRate(w, caller, srv, key, len(msgs.Messages)) || !s.beginRequest() {
+			return
 		}
+		defer s.endRequest()
+		s.transport.ServeHTTP(w, r)
+		return
+	}
+	if !g.admitRate(w, caller, srv, key, 1) {
 		return
 	}
 
@@ -489,6 +501,22 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 		// The client went away, or the server refused initialize: nobody can use it.
 		s.end(errNotReady)
 	}
+}
+
+// batchlessVersion is the first MCP version without JSON-RPC batches.
+const batchlessVersion = "2025-06-18"
+
+// refuseBatch answers 400 to a batch in a session whose protocol version has no batches,
+// whatever the request's MCP-Protocol-Version header says; it returns whether the body
+// may go on. Where an older version allows batches, each message is judged and charged
+// as if it came alone.
+func refuseBatch(w http.ResponseWriter, msgs *mcpmsg.Body, version string) bool {
+	if !msgs.Batch || version != "" && version < batchlessVersion {
+		return true
+	}
+	mcphttp.WriteError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+		fmt.Sprintf("JSON-RPC batches are not part of MCP %s (this session's version); send one message per request", version))
+	return false
 }
 
 // requestSession returns the session a request names, or answers 400 (no id) or 404

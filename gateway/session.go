@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
 
@@ -47,6 +48,7 @@ type session struct {
 	calls       map[jsonrpc.ID]*call // client calls the server has not answered
 	initID      jsonrpc.ID
 	initialized bool
+	version     string // the protocol version the server answered initialize with
 	ending      bool
 	reason      error
 
@@ -120,10 +122,14 @@ func (s *session) hook(_ context.Context, from relay.Side, msg jsonrpc.Message) 
 func (s *session) request(req *jsonrpc.Request) relay.Verdict {
 	c := &call{method: req.Method, start: time.Now()}
 	if req.Method == "tools/call" {
-		var params struct {
-			Name string `json:"name"`
+		// The front door checked the body; this is the one decoding the decision is made
+		// on, and req.Params, the bytes it read, are what the server is sent.
+		params, err := mcpmsg.DecodeParams(req.Params)
+		if err != nil {
+			s.g.metrics.call(s.key, c.method, outcomeDenied, time.Since(c.start))
+			s.auditCall(req.ID, c, outcomeDenied, "reason", "invalid params")
+			return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, err))
 		}
-		_ = json.Unmarshal(req.Params, &params)
 		c.tool = params.Name
 		if why := s.refusal(c.tool); why != "" {
 			s.g.metrics.call(s.key, c.method, outcomeDenied, time.Since(c.start))
@@ -136,6 +142,11 @@ func (s *session) request(req *jsonrpc.Request) relay.Verdict {
 	switch {
 	case s.ending:
 		return relay.Answer(relay.ErrorResponse(req.ID, codeUnavailable, s.reason))
+	case s.calls[req.ID] != nil:
+		// Its answer could not be told from the pending call's, and it would slip past
+		// MaxPendingCalls.
+		return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidRequest,
+			fmt.Errorf("request id %s is already waiting for an answer in this session", clip(fmt.Sprint(req.ID.Raw())))))
 	case len(s.calls) >= s.g.opts.MaxPendingCalls:
 		return relay.Answer(relay.ErrorResponse(req.ID, codeUnavailable,
 			fmt.Errorf("more than %d calls of this session are waiting for the server", s.g.opts.MaxPendingCalls)))
@@ -199,8 +210,21 @@ func (s *session) settle(resp *jsonrpc.Response) *call {
 	delete(s.calls, resp.ID)
 	if s.initID.IsValid() && resp.ID == s.initID && resp.Error == nil {
 		s.initialized = true
+		var result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		if json.Unmarshal(resp.Result, &result) == nil {
+			s.version = result.ProtocolVersion
+		}
 	}
 	return c
+}
+
+// negotiatedVersion is the protocol version of the session; empty before initialize.
+func (s *session) negotiatedVersion() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
 }
 
 // auditCall writes the audit line of one tools/call: never its arguments or result.

@@ -126,16 +126,18 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 	if !mcphttp.CheckPOST(w, r) {
 		return
 	}
-	body, ok := mcphttp.ReadBody(w, r, int64(g.opts.MaxMessageBytes), bodyReadTimeout)
+	body, msgs, ok := mcphttp.ReadMessages(w, r, int64(g.opts.MaxMessageBytes), bodyReadTimeout)
 	if !ok {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if r.Header.Get(mcphttp.SessionIDHeader) != "" {
-		if s := g.requestToolsetSession(w, r, key, caller); s != nil && s.activity.Begin() {
-			defer s.activity.End()
-			s.transport.ServeHTTP(w, r)
+		s := g.requestToolsetSession(w, r, key, caller)
+		if s == nil || !refuseBatch(w, msgs, s.requestedVersion()) || !s.activity.Begin() {
+			return
 		}
+		defer s.activity.End()
+		s.transport.ServeHTTP(w, r)
 		return
 	}
 	req := mcphttp.InitializeRequest(w, body)

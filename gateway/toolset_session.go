@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,37 @@ type toolsetSession struct {
 	dirty       bool               // a resync is wanted while one runs
 	syncing     bool
 	ending      bool
+	pending     int // the client's calls being served, bounded by MaxPendingCalls
+}
+
+// requestedVersion is the protocol version the client asked for in initialize, which
+// go-sdk's server settles on when it knows it; empty before initialize.
+func (s *toolsetSession) requestedVersion() string {
+	if s.session == nil {
+		return ""
+	}
+	if p := s.session.InitializeParams(); p != nil {
+		return p.ProtocolVersion
+	}
+	return ""
+}
+
+// beginPending counts one more of the client's calls being served, unless
+// MaxPendingCalls are already.
+func (s *toolsetSession) beginPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending >= s.g.opts.MaxPendingCalls {
+		return false
+	}
+	s.pending++
+	return true
+}
+
+func (s *toolsetSession) endPending() {
+	s.mu.Lock()
+	s.pending--
+	s.mu.Unlock()
 }
 
 // route is where an exposed tool's calls go.
@@ -109,6 +141,13 @@ func (s *toolsetSession) connect() error {
 	})
 	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if !strings.HasPrefix(method, "notifications/") {
+				if !s.beginPending() {
+					return nil, &jsonrpc.Error{Code: codeUnavailable,
+						Message: fmt.Sprintf("more than %d calls of this session are waiting for an answer", s.g.opts.MaxPendingCalls)}
+				}
+				defer s.endPending()
+			}
 			if method == "tools/list" || method == "tools/call" {
 				s.mu.Lock()
 				first := !s.listed
@@ -441,12 +480,17 @@ func (o *origin) list(ctx context.Context, s *toolsetSession) ([]*mcp.Tool, erro
 	if err != nil {
 		return nil, err
 	}
-	tools = []*mcp.Tool{}
-	for t, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return nil, err
-		}
-		tools = append(tools, t)
+	// Listed within the connector's discovery bounds: a hostile origin's endless pages
+	// end in LimitExceeded, not in the manager's memory.
+	o.mu.Lock()
+	up := o.up
+	o.mu.Unlock()
+	tools, err = up.ListTools(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	if tools == nil {
+		tools = []*mcp.Tool{}
 	}
 	o.mu.Lock()
 	o.tools = tools
@@ -509,7 +553,7 @@ func (s *toolsetSession) callExposed(ctx context.Context, name string, args json
 		return nil, &jsonrpc.Error{Code: codeRefused, Message: why}
 	}
 	if srv := s.g.server(key); srv != nil {
-		if delay := s.g.rateDelay(s.caller, srv, key); delay > 0 {
+		if delay := s.g.rateDelay(s.caller, srv, key, 1); delay > 0 {
 			why := fmt.Sprintf("more than %d requests per second to MCPServer %s (spec.gateway.requestsPerSecond); retry in %s",
 				srv.requestsPerSecond, key, delay.Round(time.Millisecond))
 			audit(outcomeDenied, "reason", why)
@@ -526,7 +570,7 @@ func (s *toolsetSession) callExposed(ctx context.Context, name string, args json
 	defer o.endCall(ctx)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: r.tool, Arguments: args})
 	if err != nil {
-		audit(outcomeUpstreamError, "reason", err.Error())
+		audit(outcomeUpstreamError, "reason", upstreamReason(err))
 		return nil, toolError(fmt.Errorf("MCPServer %s: %w", key, err))
 	}
 	if res.IsError {
@@ -599,3 +643,14 @@ type upstreamTransport struct{ up *connector.Upstream }
 
 // Connect implements mcp.Transport.
 func (t upstreamTransport) Connect(context.Context) (mcp.Connection, error) { return t.up, nil }
+
+// upstreamReason says why a call to an origin failed, for the audit log, without
+// quoting the origin: an error it answered is named by its JSON-RPC code only (its text
+// is the server's to choose, and may carry anything); the connector's own errors are
+// its words, scrubbed of the server's secrets.
+func upstreamReason(err error) string {
+	if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok {
+		return fmt.Sprintf("the server answered with JSON-RPC error %d", rpcErr.Code)
+	}
+	return err.Error()
+}

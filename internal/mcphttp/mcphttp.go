@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 )
 
 // SessionIDHeader carries the session ID of Streamable HTTP.
@@ -68,6 +70,23 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		}
 	}
 	return nil, false
+}
+
+// ReadMessages reads a POST body as ReadBody does and judges it with mcpmsg.CheckBody:
+// a body that readers could read two ways (a member name twice, or in two cases) is
+// answered with 400 and a JSON-RPC Invalid Request error, and never reaches a session.
+// Every front door reads client messages through here, and decides on what it returns.
+func ReadMessages(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, *mcpmsg.Body, bool) {
+	body, ok := ReadBody(w, r, limit, timeout)
+	if !ok {
+		return nil, nil, false
+	}
+	msgs, err := mcpmsg.CheckBody(body)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, err.Error())
+		return nil, nil, false
+	}
+	return body, msgs, true
 }
 
 // InitializeRequest returns the initialize request that the body of a POST without a

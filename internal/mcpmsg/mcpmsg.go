@@ -34,9 +34,11 @@ type Message struct {
 	Method string
 	// ID is the request's or response's id; invalid (the zero ID) for a notification.
 	ID jsonrpc.ID
-	// Params are the message's params exactly as they appear in the body (checked, not
-	// decoded); nil when absent.
+	// Params are the message's params exactly as they appear in the body; nil when
+	// absent. Their decisive members are decoded in Decoded.
 	Params json.RawMessage
+	// Decoded are the decisive members of Params, strictly decoded.
+	Decoded *Params
 }
 
 // IsCall reports whether the message is a request that expects an answer.
@@ -129,12 +131,17 @@ type Params struct {
 // must be an object passing [Check], its members name, cursor and uri strings when
 // present, and _meta an object.
 func DecodeParams(raw json.RawMessage) (*Params, error) {
+	if err := Check(raw); len(bytes.TrimSpace(raw)) > 0 && err != nil {
+		return nil, err
+	}
+	return decodeParams(raw)
+}
+
+// decodeParams is DecodeParams for params that passed Check.
+func decodeParams(raw json.RawMessage) (*Params, error) {
 	p := &Params{}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return p, nil
-	}
-	if err := Check(raw); err != nil {
-		return nil, err
 	}
 	members, err := objectMembers(raw, "params", paramsMembers, false)
 	if err != nil {
@@ -305,6 +312,9 @@ func decodeEnvelope(raw []byte) (Message, error) {
 	}
 	if v, ok := members["params"]; ok {
 		m.Params = json.RawMessage(v)
+	}
+	if m.Decoded, err = decodeParams(m.Params); err != nil {
+		return Message{}, err
 	}
 	return m, nil
 }

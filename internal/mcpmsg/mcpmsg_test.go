@@ -159,3 +159,14 @@ func BenchmarkCheckBodyToolsCall(b *testing.B) {
 		}
 	}
 }
+
+func TestCheckBodyRefusesALoneMisspelledDecisiveMember(t *testing.T) {
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"NAME":"echo"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"progresstoken":"t"}}}`,
+	} {
+		if _, err := CheckBody([]byte(body)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("CheckBody(%s) = %v, want an invalid message", body, err)
+		}
+	}
+}

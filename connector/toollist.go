@@ -1,0 +1,61 @@
+package connector
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ListTools lists every tool of the server over cs, a go-sdk client session connected
+// through this Upstream (a toolset's), within the bounds the connector's own discovery
+// keeps: Limits.MaxPages pages, Limits.MaxItems tools, Limits.MaxDiscoveryBytes bytes of
+// definitions, no repeated cursor, and each page charged to the namespace's share of the
+// pool's discovery memory budget while it is fetched and decoded. So a hostile server
+// cannot make one caller's list grow the manager's memory without bound, nor crowd out
+// other namespaces' discoveries. The definitions are returned whole, schemas included,
+// and stay charged to the namespace until the next ListTools replaces them or the
+// Upstream closes. Errors beyond a bound are *Error with reason LimitExceeded.
+func (u *Upstream) ListTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
+	s := u.owner
+	u.mu.Lock()
+	if u.toolsMem == nil {
+		u.toolsMem = s.pool.memory.lease(u.key.Namespace)
+	}
+	mem := u.toolsMem
+	u.mu.Unlock()
+	l := &lister{cfg: s.cfg, budget: s.cfg.Limits.MaxDiscoveryBytes, mem: mem}
+	tools, err := listAll(ctx, l, "tools",
+		func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
+			res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+			if err != nil {
+				return nil, "", err
+			}
+			return detach(&res.Cacheable, &res.Tools), res.NextCursor, nil
+		},
+		func(t *mcp.Tool) *mcp.Tool {
+			// The whole definition is kept: it is charged as its JSON encoding.
+			n := int64(toolBytes(t))
+			l.keeper.kept += n
+			l.keeper.sent += n
+			return t
+		})
+	if err != nil {
+		mem.abort()
+		if e, ok := err.(*Error); ok {
+			return nil, s.red.scrubError(e)
+		}
+		return nil, err
+	}
+	mem.commit()
+	return tools, nil
+}
+
+// toolBytes is the size of t's JSON encoding.
+func toolBytes(t *mcp.Tool) int {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return 0
+	}
+	return len(data)
+}

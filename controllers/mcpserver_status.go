@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"path"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,6 +9,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/toolglob"
 )
 
 // Status bounds. They match the CRD schema, so a hostile server can never make a status
@@ -545,23 +545,14 @@ func setCondition(obj *mcpv1alpha1.MCPServer, condType string, status metav1.Con
 }
 
 // filterTools returns the tools spec.tools publishes: those matching an allow glob (or
-// all when allow is empty) and no deny glob. Globs are validated at admission to
-// [A-Za-z0-9_.*?-], so path.Match cannot fail on them.
+// all when allow is empty) and no deny glob, as the gateway decides (toolglob.Check).
 func filterTools(tools []connector.Tool, filter *mcpv1alpha1.ToolFilter) []connector.Tool {
 	if filter == nil || len(filter.Allow) == 0 && len(filter.Deny) == 0 {
 		return tools
 	}
-	matchesAny := func(globs []string, name string) bool {
-		for _, g := range globs {
-			if ok, _ := path.Match(g, name); ok {
-				return true
-			}
-		}
-		return false
-	}
 	var out []connector.Tool
 	for _, t := range tools {
-		if (len(filter.Allow) == 0 || matchesAny(filter.Allow, t.Name)) && !matchesAny(filter.Deny, t.Name) {
+		if toolglob.Allowed(filter.Allow, filter.Deny, t.Name) {
 			out = append(out, t)
 		}
 	}

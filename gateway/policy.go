@@ -2,11 +2,11 @@ package gateway
 
 import (
 	"fmt"
-	"path"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/toolglob"
 )
 
 // server is what the gateway knows of one MCPServer: whether it may be called, and the
@@ -63,22 +63,19 @@ func serverOf(obj *mcpv1alpha1.MCPServer) *server {
 }
 
 // toolRefusal says why a tool may not be listed or called, naming the rule; empty when
-// it may.
+// it may. A deny glob that cannot be evaluated refuses every tool.
 func (s *server) toolRefusal(tool string) string {
-	for _, g := range s.deny {
-		if ok, _ := path.Match(g, tool); ok {
-			return fmt.Sprintf("tool %q is denied by spec.tools.deny glob %q of MCPServer %s/%s", tool, g, s.namespace, s.name)
-		}
-	}
-	if len(s.allow) == 0 {
+	v := toolglob.Check(s.allow, s.deny, tool)
+	switch {
+	case v.Allowed:
 		return ""
+	case v.Invalid != nil:
+		return fmt.Sprintf("tool %q is denied because spec.tools.deny glob %q of MCPServer %s/%s is not valid: %v", tool, v.Deny, s.namespace, s.name, v.Invalid)
+	case v.Deny != "":
+		return fmt.Sprintf("tool %q is denied by spec.tools.deny glob %q of MCPServer %s/%s", tool, v.Deny, s.namespace, s.name)
+	default:
+		return fmt.Sprintf("tool %q matches no spec.tools.allow glob of MCPServer %s/%s", tool, s.namespace, s.name)
 	}
-	for _, g := range s.allow {
-		if ok, _ := path.Match(g, tool); ok {
-			return ""
-		}
-	}
-	return fmt.Sprintf("tool %q matches no spec.tools.allow glob of MCPServer %s/%s", tool, s.namespace, s.name)
 }
 
 // pinRefusal says why no tool of the server may be called while its published tools

@@ -9,7 +9,6 @@ package toolsets
 
 import (
 	"fmt"
-	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/toolglob"
 )
 
 var validName = regexp.MustCompile(mcpv1alpha1.ExposedToolNamePattern)
@@ -229,20 +229,7 @@ func Expose(spec *mcpv1alpha1.MCPToolsetSpec, origins []Origin) Exposure {
 }
 
 // Allowed reports whether an exposed name passes the allow and deny globs: it matches an
-// allow glob (or allow is empty) and no deny glob.
+// allow glob (or allow is empty) and no deny glob (see toolglob.Check).
 func Allowed(allow, deny []string, name string) bool {
-	for _, g := range deny {
-		if ok, _ := path.Match(g, name); ok {
-			return false
-		}
-	}
-	if len(allow) == 0 {
-		return true
-	}
-	for _, g := range allow {
-		if ok, _ := path.Match(g, name); ok {
-			return true
-		}
-	}
-	return false
+	return toolglob.Allowed(allow, deny, name)
 }

@@ -82,8 +82,8 @@ func TestDecodeParamsDecidesOnTheExactMembers(t *testing.T) {
 		t.Fatalf("decoded %+v", p)
 	}
 	for _, raw := range []string{
-		`{"NAME":"echo"}`,                         // a reader that ignores case would find a name
-		`{"name":"a","Arguments":{}}`,             // and arguments here
+		`{"NAME":"echo"}`,                          // a reader that ignores case would find a name
+		`{"name":"a","Arguments":{}}`,              // and arguments here
 		`{"name":"a","_meta":{"ProgressToken":1}}`, // and a progress token here
 		`{"name":"a","_META":{}}`,
 		`{"name":1}`,

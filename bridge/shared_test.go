@@ -763,6 +763,58 @@ func TestSharedProgressStaysWithTheAskingSession(t *testing.T) {
 	wg.Wait()
 }
 
+// A progress token is read the way the server reads it, whatever its spelling: an
+// escaped one is the call's own token, which its progress comes back under, and one
+// spelled in another case, which a case-insensitive reader might take for it, is refused.
+func TestSharedProgressTokenIsReadStrictly(t *testing.T) {
+	sp, _ := helperShared(t)
+	v := connectVirtual(t, sp, 1)
+	v.mustInitialize(t)
+	ctx := testCtx(t)
+	const call = `{"name":"progress","arguments":{"steps":2,"label":"mine"},`
+	for i, tc := range []struct {
+		name, params string
+		wantCode     int64 // 0: the call succeeds with its progress
+	}{
+		{"plain", call + `"_meta":{"progressToken":"tok"}}`, 0},
+		{"escaped", call + `"_meta":{"progress\u0054oken":"tok"}}`, 0},
+		{"escaped _meta", call + `"_m\u0065ta":{"progressToken":"tok"}}`, 0},
+		{"another case", call + `"_meta":{"ProgressToken":"tok"}}`, jsonrpc.CodeInvalidParams},
+		{"_meta in another case", call + `"_Meta":{"progressToken":"tok"}}`, jsonrpc.CodeInvalidParams},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			params := tc.params
+			id := int64(10 + i)
+			req := &jsonrpc.Request{ID: makeID(id), Method: "tools/call", Params: json.RawMessage(params)}
+			if err := v.send(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			resp, notes, err := v.await(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantCode != 0 {
+				if werr := wireError(resp); werr == nil || werr.Code != tc.wantCode || len(notes) > 0 {
+					t.Errorf("params %s: %v and %v, want error %d and nothing else", params, resp.Error, methods(notes), tc.wantCode)
+				}
+				return
+			}
+			if text, err := resultText(resp); err != nil || text != "mine" {
+				t.Fatalf("params %s: result %q, %v", params, text, err)
+			}
+			if len(notes) != 2 {
+				t.Fatalf("params %s: notifications %v, want its 2 progress notifications", params, methods(notes))
+			}
+			for _, n := range notes {
+				var p mcp.ProgressNotificationParams
+				if err := json.Unmarshal(n.Params, &p); err != nil || p.ProgressToken != "tok" {
+					t.Errorf("params %s: got %s %s, want progress for the call's token \"tok\"", params, n.Method, n.Params)
+				}
+			}
+		})
+	}
+}
+
 func TestSharedCancellationReachesOnlyTheCallItNames(t *testing.T) {
 	sp, _ := helperShared(t)
 	a, b, observer := connectVirtual(t, sp, 1), connectVirtual(t, sp, 2), connectVirtual(t, sp, 3)

@@ -55,10 +55,11 @@ const (
 	methodUnsubscribe      = "resources/unsubscribe"
 	methodResourceUpdated  = "notifications/resources/updated"
 	methodSetLevel         = "logging/setLevel"
-	methodLogMessage       = "notifications/message"
+	methodToolsChanged     = "notifications/tools/list_changed"
+	methodPromptsChanged   = "notifications/prompts/list_changed"
+	methodResourcesChanged = "notifications/resources/list_changed"
 	methodPing             = "ping"
 	methodListen           = "subscriptions/listen"
-	methodRootsListChanged = "notifications/roots/list_changed"
 	sessionEndedReason     = "the client session ended"
 )
 
@@ -80,7 +81,7 @@ var errProcessReplaced = errors.New("shared mcp server process was replaced")
 // writes an over-long line is stopped and restarted after a pause that doubles from
 // sharedRestartMin to sharedRestartMax, reset once a process has served
 // sharedStableAfter; each new process is initialized again and gets the live resource
-// subscriptions and the last logging level back. Sessions outlive a process: the calls it
+// subscriptions back. Sessions outlive a process: the calls it
 // still owed fail with a CodeInternalError that says why it ended, and later calls go to
 // the next one.
 //
@@ -97,30 +98,45 @@ var errProcessReplaced = errors.New("shared mcp server process was replaced")
 //     first one if need be): a client learns the protocol version the process chose and
 //     its capabilities, and its own capabilities go nowhere; its notifications/initialized
 //     is not passed on;
-//   - every other call goes to the process under an ID unique for the process, and its
-//     _meta.progressToken likewise; the response, and notifications/progress for that
-//     token, go back to the asking session only, under its own ID and token;
-//   - notifications/cancelled is passed on under the process ID of the call it names, if
-//     the session owns that call; the call is forgotten then, so a late response is dropped;
+//   - every other call has its params strictly decoded (internal/mcpmsg: a _meta or
+//     progressToken spelled in another case is refused with CodeInvalidParams, an escaped
+//     spelling is read as what it spells), and goes to the process under a random ID of
+//     its own, with a random _meta.progressToken of its own if it carries one; the
+//     response, and notifications/progress for that token, go back to the asking session
+//     only, under its own ID and token. Random (96 bits from crypto/rand), so that no
+//     session can name the ID or token of another session's call;
+//   - notifications/cancelled is passed on, rebuilt from the requestId and reason it
+//     carries, under the process ID of the call it names, if the session owns that call;
+//     the call is forgotten then, so a late response is dropped;
 //   - resources/subscribe and resources/unsubscribe are counted per URI: a subscribe is
 //     passed on while the process holds no subscription for the URI, the last unsubscribe
 //     is passed on, and anything else is answered locally with {};
-//   - logging/setLevel is passed on, and sets the level for the whole process: the last
-//     one any session set wins;
-//   - a response and notifications/progress are dropped, since no request of the process
-//     reaches a client, and so is notifications/roots/list_changed, since the bridge
-//     declared no roots; any other notification is passed on.
+//   - logging/setLevel is answered locally, {} for a valid level: since no log message
+//     is passed on (below), the process's level would only be one session's way of
+//     changing what the process does for all;
+//   - a response is dropped, since no request of the process reaches a client, and so is
+//     every notification but notifications/cancelled: the standard ones a client sends
+//     concern requests of the process (progress) or capabilities (roots) the bridge did
+//     not pass on, and any other would reach a process every session shares.
+//
+// A session therefore names only what it was given: its own request IDs and progress
+// tokens, which the bridge maps to the process's, never a process-side one.
 //
 // Routing, from the process:
-//   - notifications/resources/updated goes to the sessions subscribed to that URI, or to a
-//     URI it lies under ("file:///a/" for "file:///a/b"), since the update may name a
-//     sub-resource;
-//   - notifications/message goes to the sessions that have set a logging level
-//     successfully, since no other session asked for logs;
 //   - notifications/progress goes to the session whose call carries the token, and
 //     notifications/cancelled is dropped (it cancels a request of the process, which the
 //     bridge has answered already);
-//   - every other notification, the list_changed ones included, goes to every session;
+//   - notifications/resources/updated goes to the sessions subscribed to that URI, or to a
+//     URI it lies under ("file:///a/" for "file:///a/b"), since the update may name a
+//     sub-resource;
+//   - notifications/tools/list_changed, prompts/list_changed and resources/list_changed
+//     go to every session: they announce a change of the state all sessions share;
+//   - every other notification, notifications/message (logging) among them, is dropped.
+//     No session may receive what was produced for another, and over stdio nothing ties a
+//     notification to the request it was produced for: a log message written while
+//     serving one session's call looks like one written for another's, or for nobody's.
+//     The cost: no session gets the server's log messages (the conformance scenario
+//     tools-call-with-logging fails in Shared mode);
 //   - ping is answered with {}, and any other request (sampling, elicitation, roots) with
 //     CodeMethodNotFound: the bridge declared none of those capabilities.
 //
@@ -141,8 +157,6 @@ type sharedProcess struct {
 	next       *startAttempt            // what calls wait for while no process is live
 	initResult json.RawMessage          // the latest process's InitializeResult
 	subs       map[string]*subscription // live resource subscriptions by URI
-	logLevel   json.RawMessage          // the params of the last logging/setLevel that succeeded
-	lastID     int64                    // process-unique request IDs and progress tokens
 	started    bool
 	closed     bool
 
@@ -184,7 +198,6 @@ type sharedCall struct {
 	token     jsonrpc.ID             // the process progress token, if the call has one
 	origToken json.RawMessage        // the session's progress token
 	uri       string                 // of resources/subscribe
-	params    json.RawMessage        // of logging/setLevel, restored on a new process
 	reply     chan *jsonrpc.Response // the bridge's own call waits here when non-nil
 }
 
@@ -478,8 +491,7 @@ func (p *sharedProcess) callProcess(inc *incarnation, method string, params any)
 }
 
 // goLive makes an initialized process the one calls go to, and gives it back the
-// subscriptions and logging level sessions hold. It reports false once close has been
-// called.
+// subscriptions sessions hold. It reports false once close has been called.
 func (p *sharedProcess) goLive(inc *incarnation, result json.RawMessage) bool {
 	p.subsOrder.Lock()
 	defer p.subsOrder.Unlock()
@@ -497,17 +509,13 @@ func (p *sharedProcess) goLive(inc *incarnation, result json.RawMessage) bool {
 			restore = append(restore, req)
 		}
 	}
-	if p.logLevel != nil {
-		restore = append(restore, p.registerLocked(inc, &sharedCall{params: p.logLevel},
-			&jsonrpc.Request{Method: methodSetLevel, Params: p.logLevel}))
-	}
 	p.next.settle(nil)
 	p.mu.Unlock()
 	for _, req := range restore {
 		p.writeProcess(inc, req)
 	}
 	if len(restore) > 0 {
-		inc.log.Info("Restored subscriptions and logging level on the shared MCP server", "requests", len(restore))
+		inc.log.Info("Restored subscriptions on the shared MCP server", "requests", len(restore))
 	}
 	return true
 }

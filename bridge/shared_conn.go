@@ -4,13 +4,14 @@ package bridge
 // routing uses.
 
 import (
-	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
 
@@ -35,9 +37,8 @@ type sharedConn struct {
 	endOnce   sync.Once
 
 	// Guarded by sharedProcess.mu.
-	calls   map[jsonrpc.ID]*sharedCall // calls in flight, by the session's ID
-	subs    map[string]struct{}        // resource URIs it subscribed to
-	logging bool                       // it set a logging level
+	calls map[jsonrpc.ID]*sharedCall // calls in flight, by the session's ID
+	subs  map[string]struct{}        // resource URIs it subscribed to
 }
 
 var _ mcp.Connection = (*sharedConn)(nil)
@@ -100,33 +101,86 @@ func (c *sharedConn) call(ctx context.Context, req *jsonrpc.Request) {
 	switch req.Method {
 	case methodInitialize:
 		c.p.answerInitialize(ctx, c, req)
+		return
 	case methodDiscover:
 		// The process speaks the session the bridge began with initialize; a client that
 		// probes for the stateless protocol (SEP-2575) learns to fall back to initialize.
 		c.deliver(relay.ErrorResponse(req.ID, mcp.CodeUnsupportedProtocolVersion,
 			errors.New("the shared mcp server is used through sessions: send initialize")))
-	case methodSubscribe:
-		c.p.subscribe(ctx, c, req)
-	case methodUnsubscribe:
-		c.p.unsubscribe(ctx, c, req)
+		return
 	case methodSetLevel:
-		c.p.forward(ctx, c, req, &sharedCall{params: req.Params})
+		c.deliver(setLevelResponse(req))
+		return
+	}
+	req, call, err := newSessionCall(req)
+	if err != nil {
+		c.deliver(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, err))
+		return
+	}
+	switch req.Method {
+	case methodSubscribe:
+		c.p.subscribe(ctx, c, req, call)
+	case methodUnsubscribe:
+		c.p.unsubscribe(ctx, c, req, call)
 	default:
-		c.p.forward(ctx, c, req, &sharedCall{})
+		c.p.forward(ctx, c, req, call)
 	}
 }
 
+// newSessionCall strictly decodes the params of a session's call, once, and returns the
+// call to register and the request to send: one that carries a progress token gets a
+// random one of the process in its place. Decoding fails for params that are not an
+// object, or that spell a member the bridge decides on (_meta, progressToken, uri, ...)
+// in another case: the process could read such a member where the bridge did not.
+func newSessionCall(req *jsonrpc.Request) (*jsonrpc.Request, *sharedCall, error) {
+	call := &sharedCall{}
+	if len(req.Params) == 0 || string(req.Params) == "null" {
+		return req, call, nil
+	}
+	params, err := mcpmsg.DecodeParams(req.Params)
+	if err != nil {
+		return req, nil, fmt.Errorf("invalid params of %s: %w", req.Method, err)
+	}
+	call.uri = params.URI
+	if token := params.ProgressToken; token != nil && string(token) != "null" {
+		call.token, call.origToken = newProcessID(), token
+		swapped, err := withProgressToken(req.Params, rawID(call.token))
+		if err != nil {
+			return req, nil, fmt.Errorf("invalid params of %s: %w", req.Method, err)
+		}
+		req = &jsonrpc.Request{ID: req.ID, Method: req.Method, Params: swapped}
+	}
+	return req, call, nil
+}
+
+// loggingLevels are the levels logging/setLevel may set.
+var loggingLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// setLevelResponse answers a session's logging/setLevel: {} for a valid level. The level
+// is not passed on: no log message of the shared process reaches any session (see
+// sharedProcess), and the process's level is not one session's to set for all.
+func setLevelResponse(req *jsonrpc.Request) *jsonrpc.Response {
+	var params struct {
+		Level string `json:"level"`
+	}
+	if err := json.Unmarshal(req.Params, &params); err != nil || !slices.Contains(loggingLevels, params.Level) {
+		return relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams,
+			fmt.Errorf("logging/setLevel needs a level, one of %s", strings.Join(loggingLevels, ", ")))
+	}
+	return emptyResult(req.ID)
+}
+
+// notify takes a session's notification. Only notifications/cancelled reaches the
+// process: notifications/initialized is the bridge's own to send, progress and roots
+// concern requests and capabilities of the process the bridge did not pass on, and any
+// other notification would reach a process every session shares.
 func (c *sharedConn) notify(note *jsonrpc.Request) {
 	switch note.Method {
 	case methodInitialized:
-		// The bridge initialized the process itself.
 	case methodCancelled:
 		c.p.cancel(c, note)
-	case methodProgress, methodRootsListChanged:
-		// Progress of a request of the process, which the bridge answered itself; roots,
-		// which the bridge did not declare.
 	default:
-		c.p.notify(c, note)
+		c.log.V(1).Info("Dropped a notification from the client", "method", note.Method)
 	}
 }
 
@@ -204,40 +258,39 @@ func newNotification(method string, params any) (*jsonrpc.Request, error) {
 	return &jsonrpc.Request{Method: method, Params: raw}, nil
 }
 
-// rawID is the JSON form of a process-unique ID.
-func rawID(id jsonrpc.ID) json.RawMessage {
-	n, _ := id.Raw().(int64)
-	return json.RawMessage(strconv.FormatInt(n, 10))
+// processIDBytes is the randomness of a request ID or progress token the bridge gives
+// the process: 96 bits, which no session guesses and no two calls draw alike.
+const processIDBytes = 12
+
+// newProcessID returns a random request ID or progress token for the process: a string
+// of 16 base64url characters.
+func newProcessID() jsonrpc.ID {
+	var b [processIDBytes]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	id, _ := jsonrpc.MakeID(base64.RawURLEncoding.EncodeToString(b[:]))
+	return id
 }
 
-// swapProgressToken returns params with _meta.progressToken set to token, and the token
-// it replaced; both nil when params carry none. It parses params once: they hold a
-// tool's arguments, of any size.
-func swapProgressToken(params, token json.RawMessage) (swapped, old json.RawMessage) {
-	if !bytes.Contains(params, []byte(`"progressToken"`)) {
-		return nil, nil // most calls
-	}
+// rawID is the JSON form of a process ID or token.
+func rawID(id jsonrpc.ID) json.RawMessage {
+	raw, _ := json.Marshal(id.Raw())
+	return raw
+}
+
+// withProgressToken returns params, which mcpmsg.DecodeParams accepted with a progress
+// token, with _meta.progressToken set to token. Since they passed that check, no two of
+// their member names are alike, and the members decoded here are the ones it judged.
+func withProgressToken(params, token json.RawMessage) (json.RawMessage, error) {
 	var members map[string]json.RawMessage
-	if json.Unmarshal(params, &members) != nil {
-		return nil, nil
+	if err := json.Unmarshal(params, &members); err != nil {
+		return nil, err
 	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(members["_meta"], &meta) != nil {
-		return nil, nil
-	}
-	if old = meta["progressToken"]; len(old) == 0 || string(old) == "null" {
-		return nil, nil
-	}
-	meta["progressToken"] = token
-	rawMeta, err := json.Marshal(meta)
+	meta, err := withMember(members["_meta"], "progressToken", token)
 	if err != nil {
-		return nil, nil
+		return nil, err
 	}
-	members["_meta"] = rawMeta
-	if swapped, err = json.Marshal(members); err != nil {
-		return nil, nil
-	}
-	return swapped, old
+	members["_meta"] = meta
+	return json.Marshal(members)
 }
 
 // withMember returns the JSON object obj with its member key set to value, every other

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -68,29 +69,81 @@ func TestSharedProtocolVersionStillUsesInitialize(t *testing.T) {
 	}
 }
 
-func TestProgressTokenIsRewrittenInPlace(t *testing.T) {
+func TestSessionCallsGetARandomProgressTokenOfTheProcess(t *testing.T) {
 	for _, tc := range []struct {
 		name, params string
-		wantToken    string // empty: no token
-		want         string
+		wantToken    string // the session's token; empty: none
+		metaMembers  int    // in the _meta sent on, with a token
+		wantErr      bool
 	}{
-		{"number", `{"name":"echo","_meta":{"progressToken":1,"other":"x"}}`, `1`,
-			`{"_meta":{"other":"x","progressToken":42},"name":"echo"}`},
-		{"string", `{"_meta":{"progressToken":"tok"}}`, `"tok"`, `{"_meta":{"progressToken":42}}`},
-		{"none", `{"name":"echo"}`, ``, ``},
-		{"null", `{"_meta":{"progressToken":null}}`, ``, ``},
-		{"no params", ``, ``, ``},
+		{"number", `{"name":"echo","_meta":{"progressToken":1,"other":"x"}}`, `1`, 2, false},
+		{"string", `{"_meta":{"progressToken":"tok"}}`, `"tok"`, 1, false},
+		{"escaped name", `{"_meta":{"progress\u0054oken":7}}`, `7`, 1, false},
+		{"escaped _meta", `{"_m\u0065ta":{"progressToken":7}}`, `7`, 1, false},
+		{"none", `{"name":"echo"}`, ``, 0, false},
+		{"null", `{"_meta":{"progressToken":null}}`, ``, 0, false},
+		{"no params", ``, ``, 0, false},
+		{"token in another case", `{"_meta":{"ProgressToken":7}}`, ``, 0, true},
+		{"_meta in another case", `{"_META":{"progressToken":7}}`, ``, 0, true},
+		{"duplicate token", `{"_meta":{"progressToken":1,"progress\u0054oken":7}}`, ``, 0, true},
+		{"not an object", `[1]`, ``, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, token := swapProgressToken(json.RawMessage(tc.params), json.RawMessage("42"))
-			if string(token) != tc.wantToken {
-				t.Fatalf("swapProgressToken(%s) replaced %s, want %s", tc.params, token, tc.wantToken)
+			req := &jsonrpc.Request{ID: testID(t, 1), Method: "tools/call", Params: json.RawMessage(tc.params)}
+			out, call, err := newSessionCall(req)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("params %s were accepted, want an error", tc.params)
+				}
+				return
 			}
-			if string(got) != tc.want {
-				t.Errorf("rewritten params = %s, want %s", got, tc.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(call.origToken) != tc.wantToken {
+				t.Fatalf("the session's token = %s, want %s", call.origToken, tc.wantToken)
+			}
+			if tc.wantToken == "" {
+				if call.token.IsValid() || string(out.Params) != tc.params {
+					t.Errorf("params without a token became %s (token %v)", out.Params, call.token.Raw())
+				}
+				return
+			}
+			var sent struct {
+				Meta map[string]any `json:"_meta"`
+			}
+			if err := json.Unmarshal(out.Params, &sent); err != nil {
+				t.Fatal(err)
+			}
+			if got := sent.Meta["progressToken"]; got != call.token.Raw() || len(sent.Meta) != tc.metaMembers {
+				t.Errorf("sent params %s, want the session's _meta with progressToken %v", out.Params, call.token.Raw())
 			}
 		})
 	}
+}
+
+func TestProcessIDsAreRandomAndShort(t *testing.T) {
+	seen := make(map[jsonrpc.ID]bool)
+	for range 1000 {
+		id := newProcessID()
+		s, ok := id.Raw().(string)
+		if !ok || len(s) != 16 {
+			t.Fatalf("process ID %v, want a string of 16 characters", id.Raw())
+		}
+		if seen[id] {
+			t.Fatalf("process ID %s drawn twice", s)
+		}
+		seen[id] = true
+	}
+}
+
+func testID(t *testing.T, n float64) jsonrpc.ID {
+	t.Helper()
+	id, err := jsonrpc.MakeID(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 func TestResourceUpdatesReachSubscribersOfTheResourceOrAParent(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
 
@@ -51,16 +52,8 @@ func (p *sharedProcess) routeResponse(inc *incarnation, resp *jsonrpc.Response) 
 		return
 	}
 	p.forgetLocked(call)
-	switch call.method {
-	case methodSubscribe:
+	if call.method == methodSubscribe {
 		p.subscribeSettledLocked(call, resp.Error == nil)
-	case methodSetLevel:
-		if resp.Error == nil {
-			p.logLevel = call.params
-			if call.conn != nil {
-				call.conn.logging = true
-			}
-		}
 	}
 	p.mu.Unlock()
 
@@ -113,37 +106,35 @@ func (p *sharedProcess) answerProcessCall(inc *incarnation, req *jsonrpc.Request
 	})
 }
 
-// routeNotification passes a notification of the process to the sessions it concerns.
+// routeNotification passes a notification of the process to the sessions it concerns:
+// the one whose call it reports progress on, the ones subscribed to the resource it
+// updates, or all of them for a change of the state they share. Any other notification
+// (a log message above all) is dropped: nothing on stdio says which session's request it
+// was produced for, and no session may receive what was produced for another.
 func (p *sharedProcess) routeNotification(inc *incarnation, note *jsonrpc.Request) {
+	var uri string
 	switch note.Method {
 	case methodProgress:
 		p.routeProgress(inc, note)
 		return
-	case methodCancelled:
-		return // it cancels a request of the process, which the bridge has answered
-	}
-	var uri string
-	if note.Method == methodResourceUpdated {
+	case methodResourceUpdated:
 		var params mcp.ResourceUpdatedNotificationParams
 		if err := json.Unmarshal(note.Params, &params); err != nil || params.URI == "" {
 			inc.log.V(1).Info("Dropped a malformed resource update")
 			return
 		}
 		uri = params.URI
+	case methodToolsChanged, methodPromptsChanged, methodResourcesChanged:
+	case methodCancelled:
+		return // it cancels a request of the process, which the bridge has answered
+	default:
+		inc.log.V(1).Info("Dropped a notification of the shared MCP server: it belongs to no one session", "method", note.Method)
+		return
 	}
 	p.mu.Lock()
 	targets := make([]*sharedConn, 0, len(p.conns))
 	for c := range p.conns {
-		switch note.Method {
-		case methodResourceUpdated:
-			if c.subscribedLocked(uri) {
-				targets = append(targets, c)
-			}
-		case methodLogMessage:
-			if c.logging {
-				targets = append(targets, c)
-			}
-		default:
+		if uri == "" || c.subscribedLocked(uri) {
 			targets = append(targets, c)
 		}
 	}
@@ -209,33 +200,22 @@ func (p *sharedProcess) await(ctx context.Context, c *sharedConn) (*incarnation,
 	}
 }
 
-// newIDLocked returns a request ID no other call of this sharedProcess uses.
-func (p *sharedProcess) newIDLocked() jsonrpc.ID {
-	p.lastID++
-	// jsonrpc has no constructor for numeric IDs but MakeID, which takes JSON's float64;
-	// the counter stays far below 2^53.
-	id, _ := jsonrpc.MakeID(float64(p.lastID))
-	return id
-}
-
 // registerLocked records call as owed by inc and returns req as the process must see it:
-// under a process-unique ID, and with a process-unique progress token if it has one.
+// under a random ID of its own. A call with a progress token (call.token, set by
+// newSessionCall, which put it in req's params) is found by it too.
 func (p *sharedProcess) registerLocked(inc *incarnation, call *sharedCall, req *jsonrpc.Request) *jsonrpc.Request {
 	call.inc = inc
-	call.id = p.newIDLocked()
+	call.id = newProcessID()
 	call.origID = req.ID
 	call.method = req.Method
-	params := req.Params
-	if swapped, token := swapProgressToken(params, rawID(call.id)); token != nil {
-		params = swapped
-		call.token, call.origToken = call.id, token
+	if call.token.IsValid() {
 		inc.progress[call.token] = call
 	}
 	inc.pending[call.id] = call
 	if call.conn != nil {
 		call.conn.calls[call.origID] = call
 	}
-	return &jsonrpc.Request{ID: call.id, Method: req.Method, Params: params}
+	return &jsonrpc.Request{ID: call.id, Method: req.Method, Params: req.Params}
 }
 
 // ownCallLocked registers a call of the bridge itself whose response nobody waits for.
@@ -363,12 +343,11 @@ func (p *sharedProcess) answerInitialize(ctx context.Context, c *sharedConn, req
 	c.deliver(&jsonrpc.Response{ID: req.ID, Result: result})
 }
 
-// subscribe passes a session's resources/subscribe on unless the process already holds a
-// subscription for the URI, in which case it answers {}.
-func (p *sharedProcess) subscribe(ctx context.Context, c *sharedConn, req *jsonrpc.Request) {
-	var params mcp.SubscribeParams
-	if err := json.Unmarshal(req.Params, &params); err != nil || params.URI == "" {
-		p.forward(ctx, c, req, &sharedCall{}) // the server explains what is wrong with it
+// subscribe passes a session's resources/subscribe of call.uri on unless the process
+// already holds a subscription for the URI, in which case it answers {}.
+func (p *sharedProcess) subscribe(ctx context.Context, c *sharedConn, req *jsonrpc.Request, call *sharedCall) {
+	if call.uri == "" {
+		p.forward(ctx, c, req, call) // the server explains what is wrong with it
 		return
 	}
 	for {
@@ -389,15 +368,15 @@ func (p *sharedProcess) subscribe(ctx context.Context, c *sharedConn, req *jsonr
 			p.subsOrder.Unlock()
 			continue
 		}
-		s := p.subs[params.URI]
+		s := p.subs[call.uri]
 		if s == nil {
 			s = &subscription{sessions: make(map[*sharedConn]struct{})}
-			p.subs[params.URI] = s
+			p.subs[call.uri] = s
 		}
 		s.sessions[c] = struct{}{}
-		c.subs[params.URI] = struct{}{}
+		c.subs[call.uri] = struct{}{}
 		var out *jsonrpc.Request
-		call := &sharedCall{conn: c, uri: params.URI}
+		call.conn = c
 		if !s.confirmed {
 			out = p.registerLocked(inc, call, req)
 		}
@@ -412,12 +391,11 @@ func (p *sharedProcess) subscribe(ctx context.Context, c *sharedConn, req *jsonr
 	}
 }
 
-// unsubscribe releases a session's subscription; the last one for a URI passes the
-// request on to a live process, anything else is answered {}.
-func (p *sharedProcess) unsubscribe(ctx context.Context, c *sharedConn, req *jsonrpc.Request) {
-	var params mcp.UnsubscribeParams
-	if err := json.Unmarshal(req.Params, &params); err != nil || params.URI == "" {
-		p.forward(ctx, c, req, &sharedCall{})
+// unsubscribe releases a session's subscription to call.uri; the last one for a URI
+// passes the request on to a live process, anything else is answered {}.
+func (p *sharedProcess) unsubscribe(ctx context.Context, c *sharedConn, req *jsonrpc.Request, call *sharedCall) {
+	if call.uri == "" {
+		p.forward(ctx, c, req, call)
 		return
 	}
 	p.subsOrder.Lock()
@@ -428,9 +406,9 @@ func (p *sharedProcess) unsubscribe(ctx context.Context, c *sharedConn, req *jso
 		return
 	}
 	var out *jsonrpc.Request
-	call := &sharedCall{conn: c, uri: params.URI}
+	call.conn = c
 	inc := p.live
-	if p.releaseLocked(c, params.URI) && inc != nil {
+	if p.releaseLocked(c, call.uri) && inc != nil {
 		out = p.registerLocked(inc, call, req)
 	}
 	p.mu.Unlock()
@@ -461,16 +439,25 @@ func (p *sharedProcess) releaseLocked(c *sharedConn, uri string) bool {
 }
 
 // cancel passes a session's notifications/cancelled on under the process ID of the call
-// it names, if that call is the session's and still in flight.
+// it names, if that call is the session's and still in flight. What reaches the process
+// is rebuilt from the requestId and reason the bridge read, nothing else of what the
+// session sent.
 func (p *sharedProcess) cancel(c *sharedConn, note *jsonrpc.Request) {
-	var params mcp.CancelledParams
+	if mcpmsg.Check(note.Params) != nil {
+		return
+	}
+	var params struct {
+		RequestID any `json:"requestId"`
+		Reason    any `json:"reason"`
+	}
 	if err := json.Unmarshal(note.Params, &params); err != nil {
 		return
 	}
 	id, err := jsonrpc.MakeID(params.RequestID)
-	if err != nil {
+	if err != nil || !id.IsValid() {
 		return
 	}
+	reason, _ := params.Reason.(string)
 	p.mu.Lock()
 	call := c.calls[id]
 	if call == nil || call.inc != p.live {
@@ -479,24 +466,11 @@ func (p *sharedProcess) cancel(c *sharedConn, note *jsonrpc.Request) {
 	}
 	p.forgetLocked(call)
 	p.mu.Unlock()
-	rewritten, err := withMember(note.Params, "requestId", rawID(call.id))
+	out, err := newNotification(methodCancelled, &mcp.CancelledParams{RequestID: call.id.Raw(), Reason: reason})
 	if err != nil {
 		return
 	}
-	p.writeProcess(call.inc, &jsonrpc.Request{Method: methodCancelled, Params: rewritten})
-}
-
-// notify passes a session's other notifications to a live process; while none is live
-// they are dropped, since they concern a process that is gone.
-func (p *sharedProcess) notify(c *sharedConn, note *jsonrpc.Request) {
-	p.mu.Lock()
-	inc := p.live
-	p.mu.Unlock()
-	if inc == nil {
-		c.log.V(1).Info("Dropped a notification while the shared MCP server is down", "method", note.Method)
-		return
-	}
-	p.writeProcess(inc, &jsonrpc.Request{Method: note.Method, Params: note.Params})
+	p.writeProcess(call.inc, out)
 }
 
 // release forgets everything a closed connection held: its calls are dropped (and
@@ -524,7 +498,6 @@ func (p *sharedProcess) release(c *sharedConn) {
 			}
 		}
 	}
-	c.logging = false
 	p.mu.Unlock()
 	for _, msg := range out {
 		if !p.writeProcess(inc, msg) {

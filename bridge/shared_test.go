@@ -79,6 +79,7 @@ type stdinReport struct {
 	Initialize  int             `json:"initialize"`
 	Initialized int             `json:"initialized"`
 	Params      json.RawMessage `json:"params"`
+	SetLevel    int             `json:"setLevel"`
 }
 
 type nameArgs struct {
@@ -153,7 +154,7 @@ func runSharedTestServer() error {
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			record.mu.Lock()
 			defer record.mu.Unlock()
-			return jsonResult(stdinReport{record.methods["initialize"], record.methods["notifications/initialized"], record.initParams}), nil, nil
+			return jsonResult(stdinReport{record.methods["initialize"], record.methods["notifications/initialized"], record.initParams, record.methods["logging/setLevel"]}), nil, nil
 		})
 	mcp.AddTool(server, &mcp.Tool{Name: "block", Description: "Returns once cancelled."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, args nameArgs) (*mcp.CallToolResult, any, error) {
@@ -245,6 +246,19 @@ func runSharedTestServer() error {
 			//nolint:staticcheck // logging is deprecated as of 2026-07-28, still in use
 			err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: args.Message})
 			return textResult(errorText(err)), nil, err
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "shout", Description: "Writes a log message and a notification of its own to stdout, whatever the logging level."},
+		func(_ context.Context, _ *mcp.CallToolRequest, args echoArgs) (*mcp.CallToolResult, any, error) {
+			// One write of one line each, as the transport's own writes are.
+			for _, line := range []string{
+				fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":%q}}`+"\n", args.Message),
+				fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/custom","params":{"data":%q}}`+"\n", args.Message),
+			} {
+				if _, err := io.WriteString(os.Stdout, line); err != nil {
+					return nil, nil, err
+				}
+			}
+			return textResult("shouted"), nil, nil
 		})
 	mcp.AddTool(server, &mcp.Tool{Name: "update", Description: "Announces an update of a resource."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, args uriArgs) (*mcp.CallToolResult, any, error) {
@@ -628,9 +642,6 @@ func TestSharedKilledProcessFailsItsCallsAndTheNextCallsSucceed(t *testing.T) {
 	if resp, _, err := victim.call(testCtx(t), 2, "resources/subscribe", &mcp.SubscribeParams{URI: "test://a"}); err != nil || resp.Error != nil {
 		t.Fatalf("subscribe: %v, %v", resp, err)
 	}
-	if resp, _, err := victim.call(testCtx(t), 20, "logging/setLevel", map[string]any{"level": "info"}); err != nil || resp.Error != nil {
-		t.Fatalf("setLevel: %v, %v", resp, err)
-	}
 	firstPID := sp.PID()
 	if text, _ := victim.mustTool(t, 3, "pid", struct{}{}); text != strconv.Itoa(firstPID) {
 		t.Fatalf("pid tool = %s, PID() = %d", text, firstPID)
@@ -673,7 +684,7 @@ func TestSharedKilledProcessFailsItsCallsAndTheNextCallsSucceed(t *testing.T) {
 		t.Errorf("the killed process %d was not reaped", firstPID)
 	}
 
-	// The new process was initialized once and got the subscription and the log level back.
+	// The new process was initialized once and got the subscription back.
 	report, _ := bystander.mustTool(t, 101, "stdin", struct{}{})
 	if !strings.Contains(report, `"initialize":1,"initialized":1`) {
 		t.Errorf("the new process's handshakes: %s, want one initialize and one initialized", report)
@@ -685,9 +696,6 @@ func TestSharedKilledProcessFailsItsCallsAndTheNextCallsSucceed(t *testing.T) {
 	_, notes := victim.mustTool(t, 6, "update", map[string]any{"uri": "test://a"})
 	if len(notes) != 1 || updatedURI(notes[0]) != "test://a" {
 		t.Errorf("update on the new process: notifications %v, want test://a updated", methods(notes))
-	}
-	if _, notes := victim.mustTool(t, 7, "log", map[string]any{"message": "restored"}); !slices.Equal(methods(notes), []string{"notifications/message"}) {
-		t.Errorf("log on the new process: notifications %v, want the log message", methods(notes))
 	}
 	if lines := logs.matching("Shared MCP server process ended", "signal: killed"); len(lines) != 1 {
 		t.Errorf("log lines for the killed process: %q", lines)
@@ -753,6 +761,58 @@ func TestSharedProgressStaysWithTheAskingSession(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A progress token is read the way the server reads it, whatever its spelling: an
+// escaped one is the call's own token, which its progress comes back under, and one
+// spelled in another case, which a case-insensitive reader might take for it, is refused.
+func TestSharedProgressTokenIsReadStrictly(t *testing.T) {
+	sp, _ := helperShared(t)
+	v := connectVirtual(t, sp, 1)
+	v.mustInitialize(t)
+	ctx := testCtx(t)
+	const call = `{"name":"progress","arguments":{"steps":2,"label":"mine"},`
+	for i, tc := range []struct {
+		name, params string
+		wantCode     int64 // 0: the call succeeds with its progress
+	}{
+		{"plain", call + `"_meta":{"progressToken":"tok"}}`, 0},
+		{"escaped", call + `"_meta":{"progress\u0054oken":"tok"}}`, 0},
+		{"escaped _meta", call + `"_m\u0065ta":{"progressToken":"tok"}}`, 0},
+		{"another case", call + `"_meta":{"ProgressToken":"tok"}}`, jsonrpc.CodeInvalidParams},
+		{"_meta in another case", call + `"_Meta":{"progressToken":"tok"}}`, jsonrpc.CodeInvalidParams},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			params := tc.params
+			id := int64(10 + i)
+			req := &jsonrpc.Request{ID: makeID(id), Method: "tools/call", Params: json.RawMessage(params)}
+			if err := v.send(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			resp, notes, err := v.await(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantCode != 0 {
+				if werr := wireError(resp); werr == nil || werr.Code != tc.wantCode || len(notes) > 0 {
+					t.Errorf("params %s: %v and %v, want error %d and nothing else", params, resp.Error, methods(notes), tc.wantCode)
+				}
+				return
+			}
+			if text, err := resultText(resp); err != nil || text != "mine" {
+				t.Fatalf("params %s: result %q, %v", params, text, err)
+			}
+			if len(notes) != 2 {
+				t.Fatalf("params %s: notifications %v, want its 2 progress notifications", params, methods(notes))
+			}
+			for _, n := range notes {
+				var p mcp.ProgressNotificationParams
+				if err := json.Unmarshal(n.Params, &p); err != nil || p.ProgressToken != "tok" {
+					t.Errorf("params %s: got %s %s, want progress for the call's token \"tok\"", params, n.Method, n.Params)
+				}
+			}
+		})
+	}
 }
 
 func TestSharedCancellationReachesOnlyTheCallItNames(t *testing.T) {
@@ -848,33 +908,56 @@ func TestSharedListChangedReachesEverySession(t *testing.T) {
 	}
 }
 
-func TestSharedLogMessagesReachTheSessionsThatSetALevel(t *testing.T) {
+// logging/setLevel is answered by the bridge and changes nothing in the process, and no
+// log message (or other notification the server sends outside any call) reaches any
+// session, the one whose call made the server write it included: nothing on stdio says
+// which session's call it belongs to.
+func TestSharedLogMessagesReachNoSession(t *testing.T) {
 	sp, _ := helperShared(t)
-	listener, quiet := connectVirtual(t, sp, 1), connectVirtual(t, sp, 2)
+	listener, caller := connectVirtual(t, sp, 1), connectVirtual(t, sp, 2)
 	listener.mustInitialize(t)
-	quiet.mustInitialize(t)
+	caller.mustInitialize(t)
 	ctx := testCtx(t)
-	if resp, _, err := listener.call(ctx, 2, "logging/setLevel", map[string]any{"level": "info"}); err != nil || resp.Error != nil {
-		t.Fatalf("setLevel: %v, %v", resp, err)
+	for _, tc := range []struct {
+		level    string
+		wantCode int64 // 0: {}
+	}{
+		{"info", 0},
+		{"emergency", 0},
+		{"loud", jsonrpc.CodeInvalidParams},
+		{"", jsonrpc.CodeInvalidParams},
+	} {
+		resp, _, err := listener.call(ctx, 2, "logging/setLevel", map[string]any{"level": tc.level})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch werr := wireError(resp); {
+		case tc.wantCode == 0 && (werr != nil || string(resp.Result) != "{}"):
+			t.Errorf("setLevel %q: %s %v, want {}", tc.level, resp.Result, resp.Error)
+		case tc.wantCode != 0 && (werr == nil || werr.Code != tc.wantCode):
+			t.Errorf("setLevel %q: %s %v, want error %d", tc.level, resp.Result, resp.Error, tc.wantCode)
+		}
 	}
-	// Whoever makes the server log, the message goes to the sessions that asked for logs.
-	_, notes := quiet.mustTool(t, 2, "log", map[string]any{"message": "hello"})
+
+	_, notes := caller.mustTool(t, 3, "shout", map[string]any{"message": "caller's secret"})
 	if len(notes) != 0 {
-		t.Errorf("the session that set no level got %v", methods(notes))
+		t.Errorf("the session whose call logged got %v", methods(notes))
 	}
-	note, err := listener.next(ctx)
-	if err != nil {
+	// list_changed, which every session gets, comes after anything the server wrote
+	// before it: if a log message had been passed on, it would come first.
+	if _, notes := caller.mustTool(t, 4, "add_tool", map[string]any{"name": "later"}); len(notes) > 0 && notes[0].Method != "notifications/tools/list_changed" {
+		t.Errorf("the session whose call logged got %v", methods(notes))
+	}
+	if note, err := listener.next(ctx); err != nil || note.Method != "notifications/tools/list_changed" {
+		t.Errorf("the session that set a level got %v (%v), want tools/list_changed first", note, err)
+	}
+	var report stdinReport
+	text, _ := caller.mustTool(t, 5, "stdin", struct{}{})
+	if err := json.Unmarshal([]byte(text), &report); err != nil {
 		t.Fatal(err)
 	}
-	var params struct {
-		Data any `json:"data"`
-	}
-	if err := json.Unmarshal(note.Params, &params); err != nil || note.Method != "notifications/message" || params.Data != "hello" {
-		t.Errorf("listener got %s %s, want the log message", note.Method, note.Params)
-	}
-	// Nothing more for the quiet session: its next answer comes first.
-	if _, notes := quiet.mustTool(t, 3, "echo", map[string]any{"message": "x"}); len(notes) != 0 {
-		t.Errorf("the session that set no level got %v", methods(notes))
+	if report.SetLevel != 0 {
+		t.Errorf("logging/setLevel reached the shared process %d times, want never", report.SetLevel)
 	}
 }
 
@@ -1314,7 +1397,7 @@ func TestSharedServerEverythingKilledProcessFailsOnlyItsCallsInFlight(t *testing
 // stuckServer answers the bridge's initialize and then never reads its stdin again,
 // while it keeps its stdout open: a hung server.
 const stuckServer = `read -r line
-id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+id=$(printf '%s' "$line" | sed -n 's/.*"id":\("[^"]*"\).*/\1/p')
 printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"stuck","version":"1"}}}\n' "$id"
 exec sleep 1000`
 

@@ -344,7 +344,14 @@ type StdioServerSpec struct {
 	// without client capabilities, so the server never gets sampling, elicitation or
 	// roots from a client, and every client sees the same server state. Use it for
 	// servers that hold no per-client state (filesystem, git, fetch, search): sessions
-	// start without a process start and cost no process each.
+	// start without a process start and cost no process each. In Shared mode no session
+	// receives what the server produced for another: responses and progress go to the
+	// session whose call they belong to (the bridge sends each call on under a random ID
+	// and progress token, so a client cannot name another session's call), resource
+	// updates to the subscribed sessions and list_changed notifications to all; log
+	// messages and any other notification are dropped, since over stdio nothing ties them
+	// to one session's call, and logging/setLevel changes nothing. Clients therefore get
+	// no server logs in Shared mode: use PerSession for a server whose logs they need.
 	// +optional
 	// +kubebuilder:default=PerSession
 	SessionMode StdioSessionMode `json:"sessionMode,omitempty"`

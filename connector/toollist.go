@@ -59,3 +59,19 @@ func toolBytes(t *mcp.Tool) int {
 	}
 	return len(data)
 }
+
+// ConvertTools converts tool definitions this Upstream's session was served into the
+// form Snapshot.Tools has (secrets redacted, text cut to the description limit, schemas
+// by their digest), so that what a gateway session was served can be digested with
+// ToolsDigest and judged against a pinned digest exactly as the connector's own
+// discovery is.
+func (u *Upstream) ConvertTools(tools []*mcp.Tool) []Tool {
+	k := &keeper{red: u.owner.red, max: u.owner.cfg.Limits.MaxDescriptionBytes}
+	out := make([]Tool, 0, len(tools))
+	for _, t := range tools {
+		if t != nil {
+			out = append(out, convertTool(t, k))
+		}
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -25,6 +26,10 @@ type server struct {
 	allow, deny []string
 	// pinned is spec.tools.pinnedDigest; digest is status.toolsDigest.
 	pinned, digest string
+
+	// pin holds the pinned tools once a session needs them (see pinnedSet).
+	pinOnce sync.Once
+	pin     *pinnedTools
 
 	// maxSessions and requestsPerSecond are spec.gateway's limits; zero means none.
 	maxSessions       int

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,6 +51,7 @@ type session struct {
 	initID      jsonrpc.ID
 	initialized bool
 	version     string // the protocol version the server answered initialize with
+	brokenPin   string // why the session was served tools that are not the pinned ones
 	ending      bool
 	reason      error
 
@@ -62,7 +65,9 @@ type session struct {
 type call struct {
 	method string
 	tool   string // for tools/call
-	start  time.Time
+	// firstPage is true for a tools/list without a cursor.
+	firstPage bool
+	start     time.Time
 }
 
 func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *catalog.Identity, up *connector.Upstream) (*session, error) {
@@ -121,6 +126,13 @@ func (s *session) hook(_ context.Context, from relay.Side, msg jsonrpc.Message) 
 // request decides a client call.
 func (s *session) request(req *jsonrpc.Request) relay.Verdict {
 	c := &call{method: req.Method, start: time.Now()}
+	if req.Method == "tools/list" {
+		params, err := mcpmsg.DecodeParams(req.Params)
+		if err != nil {
+			return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, err))
+		}
+		c.firstPage = params.Cursor == ""
+	}
 	if req.Method == "tools/call" {
 		// The front door checked the body; this is the one decoding the decision is made
 		// on, and req.Params, the bytes it read, are what the server is sent.
@@ -167,7 +179,51 @@ func (s *session) refusal(tool string) string {
 	if why := srv.toolRefusal(tool); why != "" {
 		return why
 	}
-	return srv.pinRefusal()
+	if srv.pinned == "" {
+		return ""
+	}
+	if why := s.pinBroken(); why != "" {
+		return why
+	}
+	return s.g.pinnedSet(srv).callRefusal(tool, srv)
+}
+
+// pinBroken says why the session's calls are refused since it was served tools that are
+// not the pinned ones, or "".
+func (s *session) pinBroken() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.brokenPin
+}
+
+// judgeToolList filters a tools/list result by the server's tool policy and, for a
+// pinned server, judges what is left against the pinned tools: a list with a tool that
+// is not pinned, or changed, is withheld, and the session's calls are refused from then
+// on.
+func (s *session) judgeToolList(result json.RawMessage, firstPage bool) (json.RawMessage, error) {
+	srv := s.g.server(s.key)
+	filtered, err := filterToolList(result, srv)
+	if err != nil || srv == nil || srv.pinned == "" {
+		return filtered, err
+	}
+	tools, next, err := servedTools(filtered)
+	if err != nil {
+		return nil, err
+	}
+	why := s.g.pinnedSet(srv).servedRefusal(s.upstream.ConvertTools(tools), firstPage && next == "", srv)
+	if why == "" {
+		return filtered, nil
+	}
+	s.mu.Lock()
+	first := s.brokenPin == ""
+	if first {
+		s.brokenPin = why
+	}
+	s.mu.Unlock()
+	if first {
+		s.audit.Info("Tools withheld", "reason", why)
+	}
+	return nil, errors.New(why)
 }
 
 // answer settles the call resp answers: tools/list answers lose the tools the server's
@@ -184,8 +240,8 @@ func (s *session) answer(resp *jsonrpc.Response) relay.Verdict {
 	switch c.method {
 	case "tools/list":
 		if resp.Error == nil {
-			if filtered, err := filterToolList(resp.Result, s.g.server(s.key)); err == nil {
-				resp.Result = filtered
+			if judged, err := s.judgeToolList(resp.Result, c.firstPage); err == nil {
+				resp.Result = judged
 			} else {
 				outcome = outcomeUpstreamError
 				resp = relay.ErrorResponse(resp.ID, codeUnavailable, err)
@@ -336,13 +392,18 @@ func filterToolList(result json.RawMessage, srv *server) (json.RawMessage, error
 	if srv == nil || len(srv.allow) == 0 && len(srv.deny) == 0 {
 		return result, nil
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(result, &fields); err != nil {
+	// Read as the client reads it: no member names two readers could take apart, and
+	// exact-case names.
+	if err := mcpmsg.Check(result); err != nil {
 		return nil, fmt.Errorf("malformed tools/list result from the server: %w", err)
 	}
-	var tools []json.RawMessage
+	var fields map[string]jsontext.Value
+	if err := jsonv2.Unmarshal(result, &fields); err != nil {
+		return nil, fmt.Errorf("malformed tools/list result from the server: %w", err)
+	}
+	var tools []jsontext.Value
 	if raw, ok := fields["tools"]; ok {
-		if err := json.Unmarshal(raw, &tools); err != nil {
+		if err := jsonv2.Unmarshal(raw, &tools); err != nil {
 			return nil, fmt.Errorf("malformed tools/list result from the server: %w", err)
 		}
 	}
@@ -351,16 +412,16 @@ func filterToolList(result json.RawMessage, srv *server) (json.RawMessage, error
 		var tool struct {
 			Name string `json:"name"`
 		}
-		if json.Unmarshal(t, &tool) == nil && srv.toolRefusal(tool.Name) == "" {
+		if jsonv2.Unmarshal(t, &tool) == nil && srv.toolRefusal(tool.Name) == "" {
 			kept = append(kept, t)
 		}
 	}
-	raw, err := json.Marshal(kept)
+	raw, err := jsonv2.Marshal(kept)
 	if err != nil {
 		return nil, err
 	}
 	fields["tools"] = raw
-	return json.Marshal(fields)
+	return jsonv2.Marshal(fields, jsonv2.Deterministic(true))
 }
 
 // isToolError reports whether a tools/call result says the tool failed (isError).

@@ -117,6 +117,9 @@ type origin struct {
 	mu    sync.Mutex
 	tools []*mcp.Tool // nil until listed, or after list_changed
 	calls []context.Context
+	// brokenPin says why the origin served tools that are not its server's pinned ones;
+	// its calls are refused for the rest of the upstream session.
+	brokenPin string
 }
 
 func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, caller *catalog.Identity) *toolsetSession {
@@ -332,11 +335,16 @@ func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset,
 		}
 		byName := map[string]*mcp.Tool{}
 		var names []string
+		var kept []*mcp.Tool
 		for _, t := range tools {
 			if srv.toolRefusal(t.Name) == "" {
 				byName[t.Name] = t
 				names = append(names, t.Name)
+				kept = append(kept, t)
 			}
+		}
+		if why := o.judgePinned(s, srv, kept); why != "" {
+			continue
 		}
 		defs[sel.Name] = byName
 		origins = append(origins, toolsets.Origin{Server: sel.Name, Prefix: sel.Prefix, Tools: names})
@@ -596,7 +604,57 @@ func (s *toolsetSession) refusal(ctx context.Context, key connector.Key, tool st
 	if why := srv.toolRefusal(tool); why != "" {
 		return why
 	}
-	return srv.pinRefusal()
+	if srv.pinned == "" {
+		return ""
+	}
+	if o := s.existingOrigin(key.Name); o != nil {
+		if why := o.pinBroken(); why != "" {
+			return why
+		}
+	}
+	return s.g.pinnedSet(srv).callRefusal(tool, srv)
+}
+
+// existingOrigin returns the origin of server if the session has one.
+func (s *toolsetSession) existingOrigin(server string) *origin {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.origins[server]
+}
+
+// judgePinned judges an origin's listed tools (after its tool policy) against the
+// server's pinned tools, when it has a pin: on a difference the origin's tools are
+// withheld from the session and its calls refused. It says why, or "".
+func (o *origin) judgePinned(s *toolsetSession, srv *server, tools []*mcp.Tool) string {
+	if srv.pinned == "" {
+		return ""
+	}
+	o.mu.Lock()
+	up := o.up
+	o.mu.Unlock()
+	if up == nil {
+		return "the origin's session is closed"
+	}
+	why := s.g.pinnedSet(srv).servedRefusal(up.ConvertTools(tools), true, srv)
+	if why == "" {
+		return ""
+	}
+	o.mu.Lock()
+	first := o.brokenPin == ""
+	if first {
+		o.brokenPin = why
+	}
+	o.mu.Unlock()
+	if first {
+		s.audit.Info("Tools withheld", "server", o.name, "reason", why)
+	}
+	return why
+}
+
+func (o *origin) pinBroken() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.brokenPin
 }
 
 func (s *toolsetSession) isEnding() bool {

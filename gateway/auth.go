@@ -73,3 +73,29 @@ func (a *accessReviewer) allowedOn(ctx context.Context, caller *catalog.Identity
 	a.cache.Add(cacheKey, ok, a.ttl)
 	return ok, nil
 }
+
+// watchAccess re-checks, every AccessTTL while a session lives, that its caller may
+// still use the endpoint's resource, and ends the session through revoke when it may
+// not: a caller that only listens on its stream sends no request that would be refused.
+// It waits on a timer, not a goroutine; a review that fails is tried again at the next
+// tick, and the session kept meanwhile.
+func (g *Gateway) watchAccess(caller *catalog.Identity, resource string, key connector.Key, ending func() bool, revoke func()) {
+	if g.access == nil {
+		return
+	}
+	var check func()
+	check = func() {
+		if ending() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), g.access.timeout)
+		allowed, err := g.access.allowedOn(ctx, caller, resource, key)
+		cancel()
+		if err == nil && !allowed {
+			revoke()
+			return
+		}
+		time.AfterFunc(g.opts.AccessTTL, check)
+	}
+	time.AfterFunc(g.opts.AccessTTL, check)
+}

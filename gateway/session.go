@@ -103,6 +103,7 @@ func (s *session) start() {
 		Closed:      s.closed,
 	})
 	go r.Run(context.Background())
+	s.g.watchAccess(s.caller, resourceServers, s.key, s.isEnding, func() { s.end(errAccessRevoked) })
 	s.audit.Info("Session started", "transport", string(s.upstream.Transport()))
 }
 

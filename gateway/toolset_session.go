@@ -198,6 +198,7 @@ func (s *toolsetSession) connect() error {
 		_ = ss.Wait()
 		s.end(errClientEnded)
 	}()
+	s.g.watchAccess(s.caller, resourceToolsets, s.key, s.isEnding, func() { s.end(errToolsetAccessRevoked) })
 	return nil
 }
 

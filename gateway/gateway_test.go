@@ -83,9 +83,10 @@ func TestPinnedDigestMismatchRefusesEveryToolCall(t *testing.T) {
 	}
 
 	// Re-pinned to what the server publishes: calls go through again, in the same session.
+	snap, _ := h.pool.Snapshot(h.key)
 	obj := readyServer(h.key)
-	obj.Spec.Tools = &mcpv1alpha1.ToolFilter{PinnedDigest: pinned}
-	obj.Status.ToolsDigest = pinned
+	obj.Spec.Tools = &mcpv1alpha1.ToolFilter{PinnedDigest: snap.ToolsDigest}
+	obj.Status.ToolsDigest = snap.ToolsDigest
 	h.gw.Update(obj)
 	if got, err := callText(t, cs, "echo", map[string]any{"text": "x"}); err != nil || got != "x" {
 		t.Errorf("a call once the digest matches = %q, %v; want x", got, err)

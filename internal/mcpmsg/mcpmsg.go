@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -183,7 +184,8 @@ func decodeParams(raw json.RawMessage) (*Params, error) {
 // UTF-8, at most MaxDepth deep, and no object with two member names equal after
 // unescaping or under Unicode case folding.
 func Check(data []byte) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	dec := newDecoder(data)
+	defer decoders.Put(dec)
 	if err := checkValue(dec, 0); err != nil {
 		return err
 	}
@@ -193,6 +195,16 @@ func Check(data []byte) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
+}
+
+// decoders are reused: a decoder's buffers cost more than reading a small message.
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
+
+// newDecoder returns a pooled decoder reading data; put it back when done.
+func newDecoder(data []byte) *jsontext.Decoder {
+	dec := decoders.Get().(*jsontext.Decoder)
+	dec.Reset(bytes.NewReader(data))
+	return dec
 }
 
 // checkValue reads one value from dec, checking every object in it.
@@ -323,7 +335,8 @@ func decodeEnvelope(raw []byte) (Message, error) {
 // of them with keepAll), refusing a member whose name differs from a decisive name only
 // in case. raw has passed Check, so names are unique. what names the object in errors.
 func objectMembers(raw []byte, what string, decisive []string, keepAll bool) (map[string]jsontext.Value, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	dec := newDecoder(raw)
+	defer decoders.Put(dec)
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -365,7 +378,8 @@ func isDecisive(name string, decisive []string) bool {
 
 // eachElement calls f with each element of the JSON array raw.
 func eachElement(raw []byte, f func(jsontext.Value) error) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	dec := newDecoder(raw)
+	defer decoders.Put(dec)
 	if _, err := dec.ReadToken(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

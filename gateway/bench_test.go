@@ -39,6 +39,8 @@ func BenchmarkToolsCall(b *testing.B) {
 	h := newHarness(b, harnessOptions{upstreamURL: upstream, gateway: func(o *gateway.Options) {
 		// The manager's audit log: zap's JSON encoder, here into nothing.
 		o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
+		// Every round opens its sessions anew, as one caller.
+		withoutSessionQuotas(o)
 	}})
 	targets := []struct{ name, url string }{
 		{"direct", upstream}, {"gateway", h.url()}, {"bare-proxy", startBareProxy(b, upstream)},
@@ -142,6 +144,7 @@ func benchmarkToolsCall(b *testing.B, url string, n int, params *mcp.CallToolPar
 func BenchmarkToolsetCall(b *testing.B) {
 	h := newToolsetHarness(b, func(o *gateway.Options) {
 		o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
+		withoutSessionQuotas(o)
 	})
 	h.gw.Update(readyServer(connector.Key{Namespace: namespace, Name: "notes"}))
 	args := map[string]any{"text": "hello"}

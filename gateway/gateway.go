@@ -31,13 +31,19 @@ import (
 
 // Defaults of Options fields left zero.
 const (
-	DefaultMaxSessions     = 2048
-	DefaultIdleTimeout     = 10 * time.Minute
-	DefaultMaxMessageBytes = 4 << 20
-	DefaultMaxPendingCalls = 64
-	DefaultAccessTTL       = 10 * time.Second
-	DefaultConnectTimeout  = 10 * time.Second
+	DefaultMaxSessions           = 2048
+	DefaultMaxSessionsPerCaller  = 64
+	DefaultSessionRatePerCaller  = 10
+	DefaultSessionBurstPerCaller = 32
+	DefaultIdleTimeout           = 10 * time.Minute
+	DefaultMaxMessageBytes       = 4 << 20
+	DefaultMaxPendingCalls       = 64
+	DefaultAccessTTL             = 10 * time.Second
+	DefaultConnectTimeout        = 10 * time.Second
 )
+
+// maxSessionLimiters bounds the callers whose session start rate the gateway keeps.
+const maxSessionLimiters = 16384
 
 // bodyReadTimeout bounds reading a POST body once its headers are in: a client that
 // trickles its body holds no session.
@@ -67,6 +73,18 @@ type Options struct {
 	AccessTTL time.Duration
 	// MaxSessions bounds the open sessions of this replica. Zero means 2048.
 	MaxSessions int
+	// MaxSessionsPerCaller bounds the open sessions of one caller (catalog.Identity.Key)
+	// on this replica, of servers and toolsets together. Zero means 64.
+	MaxSessionsPerCaller int
+	// MaxSessionsPerNamespace bounds the open sessions of the servers and toolsets of one
+	// namespace on this replica, whoever their callers. Zero means a quarter of
+	// MaxSessions, so that no tenant takes the whole replica.
+	MaxSessionsPerNamespace int
+	// SessionRatePerCaller bounds the sessions per second one caller may start once it
+	// has started SessionBurstPerCaller at once. Zero means 10 and 32; math.Inf(1) lifts
+	// the rate.
+	SessionRatePerCaller  float64
+	SessionBurstPerCaller int
 	// IdleTimeout ends a session that saw no request for this long. Zero means 10m.
 	IdleTimeout time.Duration
 	// MaxMessageBytes bounds one message a client sends. Zero means 4 MiB.
@@ -93,8 +111,27 @@ func (o *Options) defaults() error {
 	if o.AccessTTL <= 0 {
 		o.AccessTTL = DefaultAccessTTL
 	}
-	if o.MaxSessions <= 0 {
+	if o.MaxSessions < 0 || o.MaxSessionsPerCaller < 0 || o.MaxSessionsPerNamespace < 0 || o.SessionBurstPerCaller < 0 {
+		return errors.New("gateway: session limits (--gateway-max-sessions, --gateway-max-sessions-per-caller, " +
+			"--gateway-max-sessions-per-namespace, --gateway-session-burst-per-caller) must not be negative")
+	}
+	if o.SessionRatePerCaller < 0 || math.IsNaN(o.SessionRatePerCaller) {
+		return errors.New("gateway: the session rate per caller (--gateway-session-rate-per-caller) must be a positive number of sessions per second")
+	}
+	if o.MaxSessions == 0 {
 		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerCaller == 0 {
+		o.MaxSessionsPerCaller = DefaultMaxSessionsPerCaller
+	}
+	if o.MaxSessionsPerNamespace == 0 {
+		o.MaxSessionsPerNamespace = max(1, o.MaxSessions/4)
+	}
+	if o.SessionRatePerCaller == 0 {
+		o.SessionRatePerCaller = DefaultSessionRatePerCaller
+	}
+	if o.SessionBurstPerCaller == 0 {
+		o.SessionBurstPerCaller = DefaultSessionBurstPerCaller
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
@@ -123,18 +160,27 @@ type Gateway struct {
 	access  *accessReviewer
 	mux     *http.ServeMux
 
-	// limiters holds each caller's rate limiter per server.
-	limiters *cache.LRUExpireCache
+	// limiters holds each caller's rate limiter per server; sessionLimiters each
+	// caller's limiter of session starts.
+	limiters        *cache.LRUExpireCache
+	sessionLimiters *cache.LRUExpireCache
 
 	mu       sync.RWMutex
 	servers  map[connector.Key]*server
 	sessions map[string]*session
-	counts   map[connector.Key]int
-	seq      uint64
+	// counts holds the upstream sessions of each server, callerCounts those of each
+	// caller with each server (a server endpoint's or a toolset's).
+	counts       map[connector.Key]int
+	callerCounts map[callerServer]int
+	// callerSessions and namespaceSessions hold the open sessions, of servers and
+	// toolsets together, of each caller (by Identity.Key) and of each namespace.
+	callerSessions    map[string]int
+	namespaceSessions map[string]int
+	seq               uint64
 
 	// toolsets are the MCPToolsets the informer holds; toolsetSessions their open
 	// sessions (nil while one is starting). Sessions of both kinds count against
-	// MaxSessions.
+	// MaxSessions and the caller's and the namespace's quotas.
 	toolsets        map[connector.Key]*mcpv1alpha1.MCPToolset
 	toolsetSessions map[string]*toolsetSession
 }
@@ -149,14 +195,19 @@ func New(opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{
-		opts:     opts,
-		log:      opts.Logger,
-		audit:    opts.Audit,
-		metrics:  m,
-		limiters: cache.NewLRUExpireCache(16384),
-		servers:  make(map[connector.Key]*server),
-		sessions: make(map[string]*session),
-		counts:   make(map[connector.Key]int),
+		opts:            opts,
+		log:             opts.Logger,
+		audit:           opts.Audit,
+		metrics:         m,
+		limiters:        cache.NewLRUExpireCache(16384),
+		sessionLimiters: cache.NewLRUExpireCache(maxSessionLimiters),
+		servers:         make(map[connector.Key]*server),
+		sessions:        make(map[string]*session),
+		counts:          make(map[connector.Key]int),
+		callerCounts:    make(map[callerServer]int),
+
+		callerSessions:    make(map[string]int),
+		namespaceSessions: make(map[string]int),
 
 		toolsets:        make(map[connector.Key]*mcpv1alpha1.MCPToolset),
 		toolsetSessions: make(map[string]*toolsetSession),
@@ -482,13 +533,9 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 			fmt.Sprintf("MCPServer %s is not Ready (%s): %s", key, srv.reason, srv.message))
 		return
 	}
-	s, status, err := g.startSession(r.Context(), key, caller, srv)
+	s, err := g.startSession(r.Context(), key, caller, srv)
 	if err != nil {
-		g.metrics.refused.WithLabelValues(strconv.Itoa(status)).Inc()
-		if status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
-		}
-		mcphttp.WriteError(w, status, req.ID, codeUnavailable, err.Error())
+		g.refuseSession(w, req.ID, err)
 		return
 	}
 	if !s.beginRequest() {
@@ -551,18 +598,25 @@ func (g *Gateway) lookup(id string) *session {
 	return g.sessions[id]
 }
 
-// startSession reserves a session slot (the replica's and the server's), opens an
-// upstream session and starts relaying. The status is the HTTP status to answer an
-// error with.
-func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *catalog.Identity, srv *server) (*session, int, error) {
-	g.mu.Lock()
-	if len(g.sessions)+len(g.toolsetSessions) >= g.opts.MaxSessions {
-		g.mu.Unlock()
-		return nil, http.StatusServiceUnavailable, fmt.Errorf("the gateway holds its maximum of %d sessions (--gateway-max-sessions); retry later", g.opts.MaxSessions)
+// startSession reserves a session slot (the replica's, the namespace's, the caller's and
+// the server's, at the caller's session rate), opens an upstream session and starts
+// relaying. A refusal is a *sessionRefusal.
+func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *catalog.Identity, srv *server) (*session, error) {
+	start, err := g.reserveSessionStart(caller)
+	if err != nil {
+		return nil, err
 	}
-	if err := g.takeServerSlotLocked(key, srv); err != nil {
+	g.mu.Lock()
+	if err := g.takeSessionSlotLocked(key.Namespace, caller); err != nil {
 		g.mu.Unlock()
-		return nil, http.StatusServiceUnavailable, err
+		start.Cancel()
+		return nil, err
+	}
+	if err := g.takeServerSlotLocked(key, srv, caller); err != nil {
+		g.releaseSessionSlotLocked(key.Namespace, caller.Key)
+		g.mu.Unlock()
+		start.Cancel()
+		return nil, err
 	}
 	id := rand.Text()
 	g.seq++
@@ -574,7 +628,8 @@ func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *c
 	release := func() {
 		g.mu.Lock()
 		delete(g.sessions, id)
-		g.releaseServerSlotLocked(key)
+		g.releaseSessionSlotLocked(key.Namespace, caller.Key)
+		g.releaseServerSlotLocked(key, caller.Key)
 		g.mu.Unlock()
 	}
 	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ConnectTimeout)
@@ -582,20 +637,20 @@ func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *c
 	up, err := g.opts.Pool.OpenUpstream(openCtx, key)
 	if err != nil {
 		release()
-		return nil, http.StatusBadGateway, fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)
+		return nil, &sessionRefusal{status: http.StatusBadGateway, err: fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)}
 	}
 	s, err := newSession(g, id, seq, key, caller, up)
 	if err != nil {
 		_ = up.Close()
 		release()
-		return nil, http.StatusInternalServerError, err
+		return nil, &sessionRefusal{status: http.StatusInternalServerError, err: err}
 	}
 	g.mu.Lock()
 	g.sessions[id] = s
 	g.mu.Unlock()
 	g.metrics.sessionOpened(key)
 	s.start()
-	return s, 0, nil
+	return s, nil
 }
 
 // forget removes an ended session and gives its slots back.
@@ -603,40 +658,152 @@ func (g *Gateway) forget(s *session) {
 	g.mu.Lock()
 	if g.sessions[s.id] == s {
 		delete(g.sessions, s.id)
-		g.releaseServerSlotLocked(s.key)
+		g.releaseSessionSlotLocked(s.key.Namespace, s.caller.Key)
+		g.releaseServerSlotLocked(s.key, s.caller.Key)
 	}
 	g.mu.Unlock()
 	g.metrics.sessionClosed(s.key)
 }
 
+// sessionRefusal is why a new session, a server's or a toolset's, did not start: the
+// HTTP status to answer the initialize request with and, for a limit that frees up, when
+// to retry.
+type sessionRefusal struct {
+	status     int
+	retryAfter time.Duration
+	err        error
+}
+
+func (r *sessionRefusal) Error() string { return r.err.Error() }
+func (r *sessionRefusal) Unwrap() error { return r.err }
+
+// sessionsFull is the refusal of a session beyond one of the session limits: 503, to be
+// retried once a session ends.
+func sessionsFull(format string, args ...any) *sessionRefusal {
+	return &sessionRefusal{status: http.StatusServiceUnavailable, retryAfter: time.Second, err: fmt.Errorf(format, args...)}
+}
+
+// refuseSession answers an initialize request whose session did not start with a
+// JSON-RPC error, the refusal's status and its Retry-After.
+func (g *Gateway) refuseSession(w http.ResponseWriter, id jsonrpc.ID, err error) {
+	status, retryAfter := http.StatusInternalServerError, time.Duration(0)
+	var refusal *sessionRefusal
+	if errors.As(err, &refusal) {
+		status, retryAfter = refusal.status, refusal.retryAfter
+	}
+	g.metrics.refused.WithLabelValues(strconv.Itoa(status)).Inc()
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
+	}
+	mcphttp.WriteError(w, status, id, codeUnavailable, err.Error())
+}
+
+// reserveSessionStart takes one session start from the caller's limiter
+// (--gateway-session-rate-per-caller), or refuses it with 429 and how long to wait. The
+// reservation is the caller's to cancel when the session is refused for another reason.
+func (g *Gateway) reserveSessionStart(caller *catalog.Identity) (*rate.Reservation, error) {
+	limit, burst := rate.Limit(g.opts.SessionRatePerCaller), g.opts.SessionBurstPerCaller
+	var lim *rate.Limiter
+	if v, ok := g.sessionLimiters.Get(caller.Key); ok {
+		lim, _ = v.(*rate.Limiter)
+	}
+	if lim == nil {
+		lim = rate.NewLimiter(limit, burst)
+	}
+	// Kept until its bucket would be full again: forgetting it then loses nothing.
+	refill := time.Minute
+	if limit != rate.Inf {
+		refill = max(refill, time.Duration(float64(burst)/float64(limit)*float64(time.Second)))
+	}
+	g.sessionLimiters.Add(caller.Key, lim, refill)
+	res := lim.Reserve()
+	if delay := res.Delay(); delay > 0 {
+		res.Cancel()
+		return nil, &sessionRefusal{status: http.StatusTooManyRequests, retryAfter: delay, err: fmt.Errorf(
+			"%s started more than %d gateway sessions at once or %g per second (--gateway-session-rate-per-caller); retry after %s",
+			caller.User.Username, burst, g.opts.SessionRatePerCaller, delay.Round(time.Millisecond))}
+	}
+	return res, nil
+}
+
+// takeSessionSlotLocked counts one more session, a server's or a toolset's, of the caller
+// with a server or toolset of namespace against the replica's, the namespace's and the
+// caller's limits.
+func (g *Gateway) takeSessionSlotLocked(namespace string, caller *catalog.Identity) error {
+	switch {
+	case len(g.sessions)+len(g.toolsetSessions) >= g.opts.MaxSessions:
+		return sessionsFull("the gateway holds its maximum of %d sessions (--gateway-max-sessions); retry later", g.opts.MaxSessions)
+	case g.namespaceSessions[namespace] >= g.opts.MaxSessionsPerNamespace:
+		return sessionsFull("the servers and toolsets of namespace %s hold their share of %d gateway sessions on this replica (--gateway-max-sessions-per-namespace); retry later",
+			namespace, g.opts.MaxSessionsPerNamespace)
+	case g.callerSessions[caller.Key] >= g.opts.MaxSessionsPerCaller:
+		return sessionsFull("%s holds its maximum of %d gateway sessions on this replica (--gateway-max-sessions-per-caller); end one or retry later",
+			caller.User.Username, g.opts.MaxSessionsPerCaller)
+	}
+	g.namespaceSessions[namespace]++
+	g.callerSessions[caller.Key]++
+	return nil
+}
+
+// releaseSessionSlotLocked gives back a slot takeSessionSlotLocked took.
+func (g *Gateway) releaseSessionSlotLocked(namespace, callerKey string) {
+	decrement(g.namespaceSessions, namespace)
+	decrement(g.callerSessions, callerKey)
+}
+
+// callerServer is one caller's use of one server.
+type callerServer struct {
+	caller string // catalog.Identity.Key
+	server connector.Key
+}
+
 // takeServerSlotLocked counts one more upstream session of the server, a server
-// endpoint's or a toolset's, against its spec.gateway.maxSessions.
-func (g *Gateway) takeServerSlotLocked(key connector.Key, srv *server) error {
+// endpoint's or a toolset's, against its spec.gateway.maxSessions, and one more of the
+// caller against its spec.gateway.maxSessionsPerCaller, which cannot raise
+// --gateway-max-sessions-per-caller.
+func (g *Gateway) takeServerSlotLocked(key connector.Key, srv *server, caller *catalog.Identity) error {
 	if srv.maxSessions > 0 && g.counts[key] >= srv.maxSessions {
-		return fmt.Errorf("MCPServer %s holds its maximum of %d gateway sessions (spec.gateway.maxSessions); retry later", key, srv.maxSessions)
+		return sessionsFull("MCPServer %s holds its maximum of %d gateway sessions (spec.gateway.maxSessions); retry later", key, srv.maxSessions)
+	}
+	cs := callerServer{caller: caller.Key, server: key}
+	limit, setting := g.opts.MaxSessionsPerCaller, "--gateway-max-sessions-per-caller"
+	if srv.maxSessionsPerCaller > 0 && srv.maxSessionsPerCaller < limit {
+		limit, setting = srv.maxSessionsPerCaller, "spec.gateway.maxSessionsPerCaller"
+	}
+	if g.callerCounts[cs] >= limit {
+		return sessionsFull("%s holds its maximum of %d gateway sessions with MCPServer %s (%s); end one or retry later",
+			caller.User.Username, limit, key, setting)
 	}
 	g.counts[key]++
+	g.callerCounts[cs]++
 	return nil
 }
 
 // releaseServerSlotLocked gives back a slot takeServerSlotLocked took.
-func (g *Gateway) releaseServerSlotLocked(key connector.Key) {
-	g.counts[key]--
-	if g.counts[key] == 0 {
-		delete(g.counts, key)
+func (g *Gateway) releaseServerSlotLocked(key connector.Key, callerKey string) {
+	decrement(g.counts, key)
+	decrement(g.callerCounts, callerServer{caller: callerKey, server: key})
+}
+
+// decrement counts one less of k, forgetting k at zero so that the map holds only what
+// open sessions use.
+func decrement[K comparable](counts map[K]int, k K) {
+	counts[k]--
+	if counts[k] <= 0 {
+		delete(counts, k)
 	}
 }
 
 // takeServerSlot is takeServerSlotLocked for a caller without the lock; the release it
 // returns may be called any number of times and gives the slot back once.
-func (g *Gateway) takeServerSlot(key connector.Key) (release func(), err error) {
+func (g *Gateway) takeServerSlot(key connector.Key, caller *catalog.Identity) (release func(), err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	srv := g.servers[key]
 	if srv == nil {
 		return nil, fmt.Errorf("MCPServer %s not found", key)
 	}
-	if err := g.takeServerSlotLocked(key, srv); err != nil {
+	if err := g.takeServerSlotLocked(key, srv, caller); err != nil {
 		return nil, err
 	}
 	var once sync.Once
@@ -644,7 +811,7 @@ func (g *Gateway) takeServerSlot(key connector.Key) (release func(), err error) 
 		once.Do(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			g.releaseServerSlotLocked(key)
+			g.releaseServerSlotLocked(key, caller.Key)
 		})
 	}, nil
 }

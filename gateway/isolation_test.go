@@ -34,7 +34,10 @@ const maxHeapPerHungSession = 256 << 10
 // server through the same gateway unaffected, and hold a bounded heap.
 func TestAThousandSessionsOnAHungServerLeaveOtherServersAlone(t *testing.T) {
 	h := newHarness(t, harnessOptions{timeout: 10 * time.Minute,
-		gateway: func(o *gateway.Options) { o.MaxSessions = 2 * hungSessions }})
+		gateway: func(o *gateway.Options) {
+			o.MaxSessions = 2 * hungSessions
+			withoutSessionQuotas(o)
+		}})
 	var waiting atomic.Int32
 	release := make(chan struct{})
 	mcp.AddTool(h.upstream.mcp, &mcp.Tool{Name: "hang"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {

@@ -16,7 +16,7 @@ func TestSessionLimitsRefuseNewSessionsWith503(t *testing.T) {
 		harness harnessOptions
 		want    string
 	}{
-		{"per replica", harnessOptions{gateway: func(o *gateway.Options) { o.MaxSessions = 2 }}, "--gateway-max-sessions"},
+		{"per replica", harnessOptions{gateway: func(o *gateway.Options) { o.MaxSessions, o.MaxSessionsPerNamespace = 2, 2 }}, "--gateway-max-sessions)"},
 		{"per server", harnessOptions{server: func(obj *mcpv1alpha1.MCPServer) {
 			obj.Spec.Gateway = &mcpv1alpha1.GatewaySpec{MaxSessions: 2}
 		}}, "spec.gateway.maxSessions"},

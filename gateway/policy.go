@@ -31,9 +31,11 @@ type server struct {
 	pinOnce sync.Once
 	pin     *pinnedTools
 
-	// maxSessions and requestsPerSecond are spec.gateway's limits; zero means none.
-	maxSessions       int
-	requestsPerSecond int
+	// maxSessions, maxSessionsPerCaller and requestsPerSecond are spec.gateway's
+	// limits; zero means none.
+	maxSessions          int
+	maxSessionsPerCaller int
+	requestsPerSecond    int
 }
 
 // serverOf builds the gateway's picture of obj.
@@ -59,6 +61,7 @@ func serverOf(obj *mcpv1alpha1.MCPServer) *server {
 	}
 	if g := obj.Spec.Gateway; g != nil {
 		s.maxSessions = int(g.MaxSessions)
+		s.maxSessionsPerCaller = int(g.MaxSessionsPerCaller)
 		s.requestsPerSecond = int(g.RequestsPerSecond)
 	}
 	if obj.Spec.Suspend {

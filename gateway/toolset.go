@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -146,9 +145,7 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 	}
 	s, err := g.startToolsetSession(key, caller)
 	if err != nil {
-		g.metrics.refused.WithLabelValues(strconv.Itoa(http.StatusServiceUnavailable)).Inc()
-		w.Header().Set("Retry-After", "1")
-		mcphttp.WriteError(w, http.StatusServiceUnavailable, req.ID, codeUnavailable, err.Error())
+		g.refuseSession(w, req.ID, err)
 		return
 	}
 	if !s.activity.Begin() {
@@ -184,14 +181,20 @@ func (g *Gateway) lookupToolsetSession(id string) *toolsetSession {
 	return g.toolsetSessions[id]
 }
 
-// startToolsetSession reserves a session slot of the replica and connects a go-sdk
-// server of the session's own to a Streamable HTTP transport. No upstream session opens
-// until the client lists or calls tools.
+// startToolsetSession reserves a session slot (the replica's, the namespace's and the
+// caller's, at the caller's session rate) and connects a go-sdk server of the session's
+// own to a Streamable HTTP transport. No upstream session opens until the client lists
+// or calls tools. A refusal is a *sessionRefusal.
 func (g *Gateway) startToolsetSession(key connector.Key, caller *catalog.Identity) (*toolsetSession, error) {
+	start, err := g.reserveSessionStart(caller)
+	if err != nil {
+		return nil, err
+	}
 	g.mu.Lock()
-	if len(g.sessions)+len(g.toolsetSessions) >= g.opts.MaxSessions {
+	if err := g.takeSessionSlotLocked(key.Namespace, caller); err != nil {
 		g.mu.Unlock()
-		return nil, fmt.Errorf("the gateway holds its maximum of %d sessions (--gateway-max-sessions); retry later", g.opts.MaxSessions)
+		start.Cancel()
+		return nil, err
 	}
 	id := rand.Text()
 	g.seq++
@@ -203,8 +206,9 @@ func (g *Gateway) startToolsetSession(key connector.Key, caller *catalog.Identit
 	if err := s.connect(); err != nil {
 		g.mu.Lock()
 		delete(g.toolsetSessions, id)
+		g.releaseSessionSlotLocked(key.Namespace, caller.Key)
 		g.mu.Unlock()
-		return nil, err
+		return nil, &sessionRefusal{status: http.StatusInternalServerError, err: err}
 	}
 	g.mu.Lock()
 	g.toolsetSessions[id] = s
@@ -214,7 +218,7 @@ func (g *Gateway) startToolsetSession(key connector.Key, caller *catalog.Identit
 	return s, nil
 }
 
-// forgetToolsetSession removes an ended session and gives its slot back.
+// forgetToolsetSession removes an ended session and gives its slots back.
 func (g *Gateway) forgetToolsetSession(s *toolsetSession) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -222,6 +226,7 @@ func (g *Gateway) forgetToolsetSession(s *toolsetSession) {
 		return
 	}
 	delete(g.toolsetSessions, s.id)
+	g.releaseSessionSlotLocked(s.key.Namespace, s.caller.Key)
 	g.metrics.toolsets.WithLabelValues(s.key.Namespace, s.key.Name).Dec()
 	if _, exists := g.toolsets[s.key]; !exists && !g.hasToolsetSessionsLocked(s.key) {
 		// The toolset is gone with its last session: so is its series.

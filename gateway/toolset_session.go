@@ -391,7 +391,7 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 		key := connector.Key{Namespace: s.key.Namespace, Name: o.name}
 		ctx, cancel := context.WithTimeout(s.ctx, s.g.opts.ConnectTimeout)
 		defer cancel()
-		release, err := s.g.takeServerSlot(key)
+		release, err := s.g.takeServerSlot(key, s.caller)
 		if err != nil {
 			o.err = err
 			return

@@ -465,6 +465,7 @@ type ToolFilter struct {
 }
 
 // GatewaySpec bounds what agents may do with the server through the Switchboard gateway.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxSessionsPerCaller) || !has(self.maxSessions) || self.maxSessionsPerCaller <= self.maxSessions",message="maxSessionsPerCaller cannot exceed maxSessions: one caller cannot hold more sessions than the server allows in all"
 type GatewaySpec struct {
 	// maxSessions bounds the concurrent gateway sessions to this server on each manager
 	// replica, 1 to 100000. Beyond it the gateway answers new sessions with 503. Unset,
@@ -473,6 +474,16 @@ type GatewaySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
 	MaxSessions int32 `json:"maxSessions,omitempty"`
+
+	// maxSessionsPerCaller bounds the concurrent gateway sessions one caller (one user or
+	// ServiceAccount) holds with this server on each manager replica, 1 to 100000,
+	// counting the server's own endpoint and the toolsets that reach it. Beyond it the
+	// gateway answers the caller's new sessions with 503. It can lower the manager's
+	// --gateway-max-sessions-per-caller, not raise it; unset, that flag applies.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxSessionsPerCaller int32 `json:"maxSessionsPerCaller,omitempty"`
 
 	// requestsPerSecond bounds the requests each caller may send to this server through
 	// the gateway, per second, 1 to 100000. Beyond it the gateway answers 429 with a

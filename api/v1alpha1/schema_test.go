@@ -189,6 +189,9 @@ func TestSchemaRejectsInvalidManifests(t *testing.T) {
 		{"gateway maxSessions above 100000", server, okHTTP + "gateway: {maxSessions: 100001}", []string{"spec.gateway.maxSessions", "less than or equal to 100000"}, ""},
 		{"gateway requestsPerSecond zero", server, okHTTP + "gateway: {requestsPerSecond: 0}", []string{"spec.gateway.requestsPerSecond", "greater than or equal to 1"}, ""},
 		{"gateway requestsPerSecond above 100000", server, okHTTP + "gateway: {requestsPerSecond: 100001}", []string{"spec.gateway.requestsPerSecond", "less than or equal to 100000"}, ""},
+		{"gateway maxSessionsPerCaller zero", server, okHTTP + "gateway: {maxSessionsPerCaller: 0}", []string{"spec.gateway.maxSessionsPerCaller", "greater than or equal to 1"}, ""},
+		{"gateway maxSessionsPerCaller above 100000", server, okHTTP + "gateway: {maxSessionsPerCaller: 100001}", []string{"spec.gateway.maxSessionsPerCaller", "less than or equal to 100000"}, ""},
+		{"gateway maxSessionsPerCaller above maxSessions", server, okHTTP + "gateway: {maxSessions: 4, maxSessionsPerCaller: 5}", []string{"spec.gateway", "maxSessionsPerCaller cannot exceed maxSessions"}, ""},
 
 		// MCPEgressPolicy.
 		{"cidr with prefix too long", policy, "egress:\n  - to: [{ipBlock: {cidr: 10.0.0.0/33}}]", []string{"spec.egress[0].to[0].ipBlock.cidr", "valid IPv4 or IPv6 CIDR"}, ""},
@@ -263,7 +266,7 @@ func TestSchemaAcceptsValidManifests(t *testing.T) {
 		{"non-root with the image's user", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsNonRoot: true}"},
 		{"root on purpose", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsNonRoot: false, runAsUser: 0}"},
 		{"runAsGroup without runAsUser", "MCPServer", "stdio:\n  image: ghcr.io/acme/server:1.2.3\n  command: [node]\n  securityContext: {runAsGroup: 3000}"},
-		{"pinned tools and gateway limits at their bounds", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\ntools: {pinnedDigest: 'sha256:" + strings.Repeat("0123456789abcdef", 4) + "'}\ngateway: {maxSessions: 100000, requestsPerSecond: 1}"},
+		{"pinned tools and gateway limits at their bounds", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\ntools: {pinnedDigest: 'sha256:" + strings.Repeat("0123456789abcdef", 4) + "'}\ngateway: {maxSessions: 100000, maxSessionsPerCaller: 100000, requestsPerSecond: 1}"},
 		{"client credentials with a secret, discovered", "MCPServer", "http:\n  url: https://mcp.example.com/mcp\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: my-client\n        clientSecret: {secretKeyRef: {name: vendor-oauth, key: secret}}\n        tokenEndpointAuthMethod: ''\n        scopes: [tools.read]\n        tokenURL: ''"},
 		{"client credentials with a key and a loopback token URL", "MCPServer", "http:\n  url: http://127.0.0.1:8080/mcp\n  allowInsecureHTTP: true\n  headers: [{name: X-Tenant, value: acme}]\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: my-client\n        privateKey: {secretKeyRef: {name: vendor-oauth, key: key.pem}}\n        tokenEndpointAuthMethod: private_key_jwt\n        tokenURL: http://127.0.0.1:9090/token"},
 		{"IPv6 block with except", "MCPEgressPolicy", "egress:\n  - to: [{ipBlock: {cidr: '2001:db8::/32', except: ['2001:db8:1::/48']}}]\n    ports: [{port: 1}, {port: 65535}]"},

@@ -79,8 +79,12 @@ type managerOptions struct {
 	catalogAddr string
 	catalogAuth string
 
-	gatewayMaxSessions int
-	gatewayIdleTimeout time.Duration
+	gatewayMaxSessions             int
+	gatewayMaxSessionsPerCaller    int
+	gatewayMaxSessionsPerNamespace int
+	gatewaySessionRatePerCaller    float64
+	gatewaySessionBurstPerCaller   int
+	gatewayIdleTimeout             time.Duration
 
 	watchNamespaces []string
 
@@ -148,6 +152,14 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"How catalogue callers are authenticated: tokenreview, or none (for switchboard dev only).")
 	fs.IntVar(&o.gatewayMaxSessions, "gateway-max-sessions", gateway.DefaultMaxSessions,
 		"Gateway sessions this replica holds at most; a new session beyond it is answered 503.")
+	fs.IntVar(&o.gatewayMaxSessionsPerCaller, "gateway-max-sessions-per-caller", gateway.DefaultMaxSessionsPerCaller,
+		"Gateway sessions, of servers and toolsets together, one caller holds on this replica at most; its next session is answered 503.")
+	fs.IntVar(&o.gatewayMaxSessionsPerNamespace, "gateway-max-sessions-per-namespace", 0,
+		"Gateway sessions the servers and toolsets of one namespace hold on this replica at most, whoever calls them; a new one beyond it is answered 503. 0 means a quarter of --gateway-max-sessions, so that no tenant takes the whole replica.")
+	fs.Float64Var(&o.gatewaySessionRatePerCaller, "gateway-session-rate-per-caller", gateway.DefaultSessionRatePerCaller,
+		"Gateway sessions per second one caller may start, after a burst of --gateway-session-burst-per-caller; a session beyond it is answered 429 with Retry-After.")
+	fs.IntVar(&o.gatewaySessionBurstPerCaller, "gateway-session-burst-per-caller", gateway.DefaultSessionBurstPerCaller,
+		"Gateway sessions one caller may start at once before --gateway-session-rate-per-caller applies.")
 	fs.DurationVar(&o.gatewayIdleTimeout, "gateway-idle-timeout", gateway.DefaultIdleTimeout,
 		"A gateway session that saw no request for this long is ended, with its upstream session.")
 	fs.Func("watch-namespaces",
@@ -400,12 +412,16 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		return fmt.Errorf("creating the catalogue: %w", err)
 	}
 	gatewayOpts := gateway.Options{
-		Pool:        pool,
-		MaxSessions: opts.gatewayMaxSessions,
-		IdleTimeout: opts.gatewayIdleTimeout,
-		Registerer:  metrics.Registry,
-		Logger:      ctrl.Log.WithName("gateway"),
-		Audit:       ctrl.Log.WithName("gateway").WithName("audit"),
+		Pool:                    pool,
+		MaxSessions:             opts.gatewayMaxSessions,
+		MaxSessionsPerCaller:    opts.gatewayMaxSessionsPerCaller,
+		MaxSessionsPerNamespace: opts.gatewayMaxSessionsPerNamespace,
+		SessionRatePerCaller:    opts.gatewaySessionRatePerCaller,
+		SessionBurstPerCaller:   opts.gatewaySessionBurstPerCaller,
+		IdleTimeout:             opts.gatewayIdleTimeout,
+		Registerer:              metrics.Registry,
+		Logger:                  ctrl.Log.WithName("gateway"),
+		Audit:                   ctrl.Log.WithName("gateway").WithName("audit"),
 	}
 	if mode != catalog.AuthNone {
 		reviewCfg := rest.CopyConfig(mgr.GetConfig())

@@ -405,6 +405,7 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		"--set", "manager.deniedCIDRs={10.96.0.0/12,10.244.0.0/16}",
 		"--set", "manager.extraArgs={--max-concurrent-reconciles=16}",
 		"--set", "manager.gateway.maxSessions=500", "--set", "manager.gateway.idleTimeout=2m",
+		"--set", "manager.gateway.maxSessionsPerCaller=8", "--set-json", "manager.gateway.sessionRatePerCaller=2.5",
 		"--set", "nodeSelector.pool=system", "--set", "tolerations[0].key=dedicated",
 		"--set", "tolerations[0].operator=Exists",
 		"--set", "resources.limits.memory=2Gi",
@@ -416,7 +417,9 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 	c := d.Spec.Template.Spec.Containers[0]
 	for _, want := range []string{"manager", "--leader-elect", "--default-egress=none", "--metrics-secure=true",
 		"--denied-cidrs=10.96.0.0/12,10.244.0.0/16", "--max-concurrent-reconciles=16",
-		"--gateway-max-sessions=500", "--gateway-idle-timeout=2m"} {
+		"--gateway-max-sessions=500", "--gateway-idle-timeout=2m",
+		"--gateway-max-sessions-per-caller=8", "--gateway-max-sessions-per-namespace=0",
+		"--gateway-session-rate-per-caller=2.5", "--gateway-session-burst-per-caller=32"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("manager args %v lack %s", c.Args, want)
 		}
@@ -623,6 +626,7 @@ func TestValuesSchemaRejectsInvalidValues(t *testing.T) {
 		{name: "unknown RBAC scope", args: []string{"--set", "rbac.scope=Global"}, want: []string{"/rbac/scope", "Cluster", "Namespaced"}},
 		{name: "invalid namespace", args: []string{"--set", "rbac.scope=Namespaced", "--set", "rbac.namespaces={Team_A}"}, want: []string{"/rbac/namespaces/0"}},
 		{name: "unknown egress posture", args: []string{"--set", "manager.defaultEgress=open"}, want: []string{"/manager/defaultEgress", "public"}},
+		{name: "gateway session rate of zero", args: []string{"--set", "manager.gateway.sessionRatePerCaller=0"}, want: []string{"/manager/gateway/sessionRatePerCaller"}},
 		{name: "gateway idle timeout that is no duration", args: []string{"--set", "manager.gateway.idleTimeout=ten minutes"}, want: []string{"/manager/gateway/idleTimeout"}},
 		{name: "string for a boolean", args: []string{"--set-string", "networkPolicy.enabled=yes"}, want: []string{"/networkPolicy/enabled", "boolean"}},
 		{name: "port out of range", args: []string{"--set", "ports.catalog=70000"}, want: []string{"/ports/catalog", "maximum"}},

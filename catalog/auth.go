@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,7 @@ import (
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 )
@@ -93,7 +95,7 @@ type gatekeeper struct {
 	ttl     time.Duration
 	timeout time.Duration
 
-	accessCache *cache.LRUExpireCache // caller key + namespace -> bool
+	accessCache *cache.LRUExpireCache // caller access key + namespace -> bool
 
 	metrics *metrics
 }
@@ -111,8 +113,12 @@ func (g *gatekeeper) authenticate(ctx context.Context, r *http.Request) (*caller
 	return &caller{Identity: id}, nil
 }
 
-// userKey identifies a user for the access cache: name, uid, groups and extra.
-func userKey(u authenticationv1.UserInfo) string {
+// identityKey identifies a caller: a digest of its username, UID and groups. Extra is left
+// out on purpose: for a ServiceAccount it carries the token's credential id and the pod
+// the token is bound to, so it differs between two tokens of the same caller (a rotated
+// token, another replica), which would otherwise count as another caller for rate
+// limits and session ownership.
+func identityKey(u authenticationv1.UserInfo) string {
 	h := sha256.New()
 	write := func(s string) {
 		h.Write([]byte(s))
@@ -125,14 +131,27 @@ func userKey(u authenticationv1.UserInfo) string {
 	for _, g := range groups {
 		write("g:" + g)
 	}
-	keys := make([]string, 0, len(u.Extra))
-	for k := range u.Extra {
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// extraKey is a digest of a user's extra, "" when it has none.
+func extraKey(extra map[string]authenticationv1.ExtraValue) string {
+	if len(extra) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	write := func(s string) {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		write("e:" + k)
-		for _, v := range u.Extra[k] {
+		for _, v := range extra[k] {
 			write(v)
 		}
 	}
@@ -185,7 +204,7 @@ func (g *gatekeeper) scope(ctx context.Context, c *caller, candidates []string) 
 }
 
 func accessKey(c *caller, namespace string) string {
-	return c.Key + "/" + namespace
+	return c.AccessKey() + "/" + namespace
 }
 
 func (g *gatekeeper) cachedAccess(c *caller, namespace string) (allowed, cached bool) {
@@ -227,8 +246,29 @@ func (g *gatekeeper) allowed(ctx context.Context, c *caller, namespace string) (
 // share it, so that a token reviewed by one is cached for the other and one flood cannot
 // spend two budgets. It is safe for concurrent use.
 //
+// Before it spends a review on a JWT it checks it against the cluster's ServiceAccount
+// issuer (AuthenticatorOptions.ServiceAccountKeys: the API server's
+// /.well-known/openid-configuration and /openid/v1/jwks): a token that names that issuer
+// must be signed by one of its keys and be within its exp and nbf, or it is rejected
+// without a review. A token that passes is reviewed in a lane of its own (its own slots),
+// so only tokens the API server itself signed compete there: a flood of random or
+// forged tokens cannot keep a fresh ServiceAccount token (a new pod, an hourly rotation)
+// out. TokenReview still decides on every token that passes, for what a signature cannot
+// tell: a deleted pod or Secret the token is bound to, a revoked credential, audiences.
+//
+// Tokens it cannot check (opaque tokens: bootstrap, static or webhook tokens; JWTs of
+// another issuer, such as OIDC tokens the API server also accepts; a key id the key set
+// does not have even after a refresh) go to the lane for unknown tokens, as before. A
+// flood of such tokens, JWT-shaped or not, fills only that lane: it can delay other
+// tokens of those kinds (they get 429 with Retry-After), never ServiceAccount tokens.
+// Where only ServiceAccount tokens are used, ServiceAccountTokensOnly refuses the others
+// at once (401) and a flood costs no review at all. When the key set cannot be fetched
+// (an API server with no ServiceAccount issuer) every token is reviewed as an unknown
+// token, as without local verification, and that is logged once.
+//
 // What it costs an unauthenticated caller to make the API server work is bounded:
-//   - a malformed token (see [CheckTokenShape]) is rejected without a review;
+//   - a malformed token (see [CheckTokenShape]) is rejected without a review, and so is
+//     a token of the cluster's issuer whose signature or validity period is wrong;
 //   - a token whose review failed is remembered, by its SHA-256 digest, for
 //     NegativeTTL, in a cache of its own: failures never evict successes;
 //   - identical tokens reviewed at the same time share one review;
@@ -244,6 +284,9 @@ func (g *gatekeeper) allowed(ctx context.Context, c *caller, namespace string) (
 type Authenticator struct {
 	unknown   reviewLane
 	known     reviewLane
+	verified  reviewLane
+	keys      *serviceAccountVerifier // nil: no local verification
+	saOnly    bool
 	audiences []string
 	ttl       time.Duration
 	negTTL    time.Duration
@@ -289,6 +332,20 @@ type AuthenticatorOptions struct {
 
 	// Observe, when set, is told what each authentication did, for metrics.
 	Observe func(AuthOutcome)
+
+	// ServiceAccountKeys, when set, fetches the cluster's ServiceAccount issuer and keys
+	// (see [APIServerServiceAccountKeys]) to verify ServiceAccount tokens before they are
+	// reviewed. Without it every token is reviewed as an unknown token.
+	ServiceAccountKeys ServiceAccountKeys
+
+	// ServiceAccountTokensOnly refuses, without a review, every token that is not a
+	// ServiceAccount token of the cluster verified with ServiceAccountKeys: opaque tokens
+	// and JWTs of other issuers. It has no effect while no key set could be fetched.
+	ServiceAccountTokensOnly bool
+
+	// Logger logs whether ServiceAccount tokens can be verified locally (never a token);
+	// ctrl.Log.WithName("authenticator") when it has no sink.
+	Logger logr.Logger
 }
 
 // AuthOutcome says how an authentication was decided.
@@ -304,6 +361,12 @@ const (
 	AuthMalformed AuthOutcome = "malformed"
 	// AuthThrottled means every review slot was busy: ErrTooManyReviews.
 	AuthThrottled AuthOutcome = "throttled"
+	// AuthForged means a token of the cluster's ServiceAccount issuer failed the local
+	// check of its signature or validity period, without a review.
+	AuthForged AuthOutcome = "forged"
+	// AuthNotServiceAccount means a token that is not a ServiceAccount token was refused
+	// without a review (ServiceAccountTokensOnly).
+	AuthNotServiceAccount AuthOutcome = "not_service_account"
 )
 
 // Review client limits: each of the Authenticator's two lanes and the catalogue's
@@ -354,8 +417,36 @@ type reviewLane struct {
 type Identity struct {
 	// User is who TokenReview says the token belongs to.
 	User authenticationv1.UserInfo
-	// Key is a digest of User (name, UID, groups and extra) to key authorization caches by.
+	// Key identifies the caller: a digest of its username, UID and groups, the same for
+	// every token of one ServiceAccount (rotated tokens, tokens of other pods), and
+	// different for a ServiceAccount deleted and created again under the same name (a new
+	// UID). Rate limits, session ownership and anything else kept per caller are keyed by
+	// it, so that more tokens buy neither more rate nor a session of their own.
 	Key string
+
+	// extraKey is a digest of User.Extra; see AccessKey.
+	extraKey string
+}
+
+// NewIdentity returns the Identity of user, with its keys.
+func NewIdentity(user authenticationv1.UserInfo) *Identity {
+	return &Identity{User: user, Key: identityKey(user), extraKey: extraKey(user.Extra)}
+}
+
+// AccessKey identifies the identity for caches of SubjectAccessReview answers: Key and a
+// digest of User.Extra. A SubjectAccessReview sends extra along (see AccessReview), and
+// an authorizer may decide on it (a webhook on the pod a token is bound to, say), so an
+// answer given for one token's extra is not reused for another's. That costs one review
+// per server or namespace when a token rotates, about once an hour per pod.
+func (id *Identity) AccessKey() string {
+	x := id.extraKey
+	if x == "" && len(id.User.Extra) > 0 {
+		x = extraKey(id.User.Extra) // an Identity built without NewIdentity
+	}
+	if x == "" {
+		return id.Key
+	}
+	return id.Key + "+" + x
 }
 
 // Anonymous is the caller of every request when authentication is off (AuthNone).
@@ -378,17 +469,27 @@ func (id *Identity) AccessReview(attrs authorizationv1.ResourceAttributes) *auth
 }
 
 // NewAuthenticator returns an Authenticator that reviews unknown tokens through unknown
-// and re-reviews known ones through known. Give each its own API client (each with its
-// own rate limiter), as [NewAuthenticatorForConfig] does; known may be nil to share
-// unknown's, at the cost of known callers waiting behind a flood in its rate limiter.
+// and re-reviews known ones, and reviews ServiceAccount tokens it verified, through
+// known. Give each its own API client (each with its own rate limiter), as
+// [NewAuthenticatorForConfig] does; known may be nil to share unknown's, at the cost of
+// known callers waiting behind a flood in its rate limiter. The lanes of known and of
+// verified tokens share known's rate limiter but not their slots: only tokens that
+// authenticated before or that the API server signed reach them.
 func NewAuthenticator(unknown, known authenticationv1client.TokenReviewInterface, opts AuthenticatorOptions) *Authenticator {
 	if known == nil {
 		known = unknown
 	}
 	opts.defaults()
+	var keys *serviceAccountVerifier
+	if opts.ServiceAccountKeys != nil {
+		keys = newServiceAccountVerifier(opts.ServiceAccountKeys, opts.Timeout, opts.Logger)
+	}
 	return &Authenticator{
 		unknown:   reviewLane{reviews: unknown, slots: make(chan struct{}, opts.MaxConcurrentReviews)},
 		known:     reviewLane{reviews: known, slots: make(chan struct{}, opts.MaxConcurrentReviews)},
+		verified:  reviewLane{reviews: known, slots: make(chan struct{}, opts.MaxConcurrentReviews)},
+		keys:      keys,
+		saOnly:    opts.ServiceAccountTokensOnly,
 		audiences: slices.Clone(opts.Audiences),
 		ttl:       opts.TTL,
 		negTTL:    opts.NegativeTTL,
@@ -401,10 +502,18 @@ func NewAuthenticator(unknown, known authenticationv1client.TokenReviewInterface
 	}
 }
 
-// NewAuthenticatorForConfig returns an Authenticator whose two lanes each have an API
-// client of their own, built from cfg with a rate limit of 50 requests per second
-// (burst 100).
+// NewAuthenticatorForConfig returns an Authenticator whose two API clients (unknown
+// tokens; known and verified tokens) are each built from cfg with a rate limit of 50
+// requests per second (burst 100), and that verifies ServiceAccount tokens with the keys
+// of cfg's API server unless opts.ServiceAccountKeys says otherwise.
 func NewAuthenticatorForConfig(cfg *rest.Config, opts AuthenticatorOptions) (*Authenticator, error) {
+	if opts.ServiceAccountKeys == nil {
+		keys, err := APIServerServiceAccountKeys(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts.ServiceAccountKeys = keys
+	}
 	unknown, err := authenticationv1client.NewForConfig(reviewConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("creating the TokenReview client: %w", err)
@@ -447,6 +556,9 @@ func (o *AuthenticatorOptions) defaults() {
 	}
 	if o.Observe == nil {
 		o.Observe = func(AuthOutcome) {}
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = ctrl.Log.WithName("authenticator")
 	}
 }
 
@@ -492,9 +604,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identi
 		a.observe(AuthCached)
 		return nil, ErrUnauthenticated
 	}
-	lane := &a.unknown
-	if known {
-		lane = &a.known
+	lane, err := a.lane(ctx, token, known)
+	if err != nil {
+		return nil, err
 	}
 
 	a.mu.Lock()
@@ -529,6 +641,32 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identi
 	return call.id, call.err
 }
 
+// lane returns the lane to review token in, after checking it against the cluster's
+// ServiceAccount keys: known tokens (authenticated before) are re-reviewed in the known
+// lane, ServiceAccount tokens that verify in the verified lane, others in the unknown
+// lane. A token of the cluster's issuer that does not verify is rejected here, and so is
+// any token that is not a ServiceAccount token with ServiceAccountTokensOnly.
+func (a *Authenticator) lane(ctx context.Context, token string, known bool) (*reviewLane, error) {
+	v := unverified
+	if a.keys != nil {
+		v = a.keys.check(ctx, token)
+	}
+	switch {
+	case v == forged:
+		a.observe(AuthForged)
+		return nil, fmt.Errorf("%w: a ServiceAccount token whose signature does not verify with the cluster's keys, or that has expired", ErrUnauthenticated)
+	case known:
+		return &a.known, nil
+	case v == verified:
+		return &a.verified, nil
+	case a.saOnly && a.keys.ready(ctx):
+		a.observe(AuthNotServiceAccount)
+		return nil, fmt.Errorf("%w: only ServiceAccount tokens of this cluster are accepted", ErrUnauthenticated)
+	default:
+		return &a.unknown, nil
+	}
+}
+
 // review asks the API server about token and caches the answer. The review outlives a
 // caller that gives up, since others may be waiting for it; the timeout bounds it.
 func (a *Authenticator) review(ctx context.Context, lane *reviewLane, key tokenDigest, token string, expiry time.Time) (*Identity, error) {
@@ -554,7 +692,7 @@ func (a *Authenticator) review(ctx context.Context, lane *reviewLane, key tokenD
 	if !expiry.IsZero() && expiry.Before(validUntil) {
 		validUntil = expiry
 	}
-	id := &Identity{User: st.User, Key: userKey(st.User)}
+	id := NewIdentity(st.User)
 	a.negative.Remove(key)
 	a.positive.Add(key, &tokenEntry{id: id, validUntil: validUntil}, a.knownTTL)
 	return id, nil

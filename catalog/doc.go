@@ -10,9 +10,13 @@
 //   - an in-memory search index over tool name, title and description and server name
 //     and description, fed incrementally by the manager's MCPServer informer;
 //   - authentication of callers with TokenReview, through the exported [Authenticator]
-//     that the gateway is meant to share: malformed tokens are rejected without a
-//     review, failures are cached apart from successes, reviews in flight are bounded
-//     (429 with Retry-After beyond) and cached callers never wait for anyone's review;
+//     that the gateway is meant to share: malformed tokens, and ServiceAccount tokens
+//     whose signature does not verify with the cluster's issuer keys, are rejected
+//     without a review; verified ServiceAccount tokens are reviewed in a lane no flood of
+//     other tokens can fill; failures are cached apart from successes, reviews in flight
+//     are bounded (429 with Retry-After beyond) and cached callers never wait for
+//     anyone's review. A caller ([Identity].Key) is its username, UID and groups, the
+//     same for every token of one ServiceAccount;
 //   - authorization with SubjectAccessReview (list mcpservers, per namespace), on an API
 //     client of its own, cached with a short TTL in a bounded LRU cache;
 //   - the HTTP server: routing, pagination, ETags, JSON errors, request bounds, per
@@ -23,7 +27,9 @@
 // What it must not do:
 //   - call MCP servers or the API server for MCPServer objects: it serves from the
 //     informer cache only, so every manager replica answers without leader election;
-//   - write anything to the cluster other than TokenReviews and SubjectAccessReviews;
+//   - write anything to the cluster other than TokenReviews and SubjectAccessReviews, or
+//     read anything but the informer cache and the ServiceAccount issuer's discovery
+//     document and keys;
 //   - return secrets: it copies only status fields (the endpoint as redacted in status,
 //     never spec.http.url), labels and the spec description. Condition messages, which
 //     name Secrets and keys, are replaced by a fixed message per reason. Header values,

@@ -74,6 +74,12 @@ type Options struct {
 	// when zero.
 	MaxConcurrentTokenReviews int
 
+	// ServiceAccountTokensOnly refuses (401), without a TokenReview, every bearer token
+	// that is not a ServiceAccount token of the cluster, verified against the API
+	// server's ServiceAccount issuer keys: opaque tokens and JWTs of other issuers. See
+	// [AuthenticatorOptions].ServiceAccountTokensOnly.
+	ServiceAccountTokensOnly bool
+
 	// AccessCacheSize bounds the cached SubjectAccessReview results; 16384 when zero.
 	AccessCacheSize int
 
@@ -97,6 +103,10 @@ type Options struct {
 	// requestReadTimeout and requestWriteTimeout bound each request of the catalogue's
 	// own routes: readTimeout and writeTimeout, shorter only in tests.
 	requestReadTimeout, requestWriteTimeout time.Duration
+
+	// serviceAccountKeys fetches the API server's ServiceAccount issuer and keys; New
+	// sets it from the manager's config.
+	serviceAccountKeys ServiceAccountKeys
 }
 
 func (o *Options) defaults() error {
@@ -180,6 +190,9 @@ func New(mgr ctrl.Manager, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the catalogue's SubjectAccessReview client: %w", err)
 	}
+	if opts.serviceAccountKeys, err = APIServerServiceAccountKeys(mgr.GetConfig()); err != nil {
+		return nil, err
+	}
 	s, err := newServer(opts, unknown.TokenReviews(), known.TokenReviews(), access.SubjectAccessReviews())
 	if err != nil {
 		return nil, err
@@ -222,6 +235,10 @@ func newServer(opts Options, unknown, known authenticationv1client.TokenReviewIn
 			MaxConcurrentReviews: opts.MaxConcurrentTokenReviews,
 			Timeout:              reviewTimeout,
 			Observe:              m.authOutcome,
+
+			ServiceAccountKeys:       opts.serviceAccountKeys,
+			ServiceAccountTokensOnly: opts.ServiceAccountTokensOnly,
+			Logger:                   opts.Logger,
 		}),
 		access:      access,
 		ttl:         opts.AuthCacheTTL,

@@ -35,7 +35,7 @@ type accessReviewer struct {
 	reviews authorizationv1client.SubjectAccessReviewInterface
 	ttl     time.Duration
 	timeout time.Duration
-	cache   *cache.LRUExpireCache // caller key + server -> bool
+	cache   *cache.LRUExpireCache // caller access key + resource + object -> bool
 }
 
 // allowed reports whether caller may use the server key names.
@@ -52,7 +52,7 @@ const (
 // allowedOn reports whether caller may use the object of resource (mcpservers or
 // mcptoolsets) key names.
 func (a *accessReviewer) allowedOn(ctx context.Context, caller *catalog.Identity, resource string, key connector.Key) (bool, error) {
-	cacheKey := caller.Key + "/" + resource + "/" + key.Namespace + "/" + key.Name
+	cacheKey := caller.AccessKey() + "/" + resource + "/" + key.Namespace + "/" + key.Name
 	if v, ok := a.cache.Get(cacheKey); ok {
 		allowed, _ := v.(bool)
 		return allowed, nil

@@ -260,7 +260,9 @@ func TestSessionSlotsComeBackWhenSessionsEndOrFailToOpen(t *testing.T) {
 				if resp := initialize(t, ts.url(e, namespace), aliceToken); resp.status != http.StatusServiceUnavailable {
 					t.Fatalf("third session: status %d; want 503", resp.status)
 				}
-				deleteSession(t, ts.url(e, namespace), aliceToken, first.header.Get("Mcp-Session-Id"))
+				if status := deleteSession(t, ts.url(e, namespace), aliceToken, first.header.Get("Mcp-Session-Id")); status != http.StatusNoContent {
+					t.Fatalf("DELETE of a session: status %d; want 204", status)
+				}
 				if resp := initialize(t, ts.url(e, namespace), aliceToken); resp.status != http.StatusOK {
 					t.Errorf("after ending a session: status %d %s; want a session in its slot", resp.status, resp.body)
 				}
@@ -285,25 +287,6 @@ func TestSessionSlotsComeBackWhenSessionsEndOrFailToOpen(t *testing.T) {
 			}
 		}
 	})
-}
-
-// deleteSession ends a session as its client does.
-func deleteSession(t *testing.T, url, token, id string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Mcp-Session-Id", id)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("DELETE of a session: status %d; want 204", resp.StatusCode)
-	}
 }
 
 // withoutSessionQuotas lifts the per-caller and per-namespace quotas and the session rate

@@ -76,8 +76,9 @@ type managerOptions struct {
 	bridgeImage       string
 	operatorNamespace string
 
-	catalogAddr string
-	catalogAuth string
+	catalogAddr        string
+	catalogAuth        string
+	catalogSATokenOnly bool
 
 	gatewayMaxSessions             int
 	gatewayMaxSessionsPerCaller    int
@@ -150,6 +151,8 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Address the catalogue (REST under /api/v1, MCP at /mcp) listens on; 0 disables it.")
 	fs.StringVar(&o.catalogAuth, "catalog-auth", string(catalog.AuthTokenReview),
 		"How catalogue callers are authenticated: tokenreview, or none (for switchboard dev only).")
+	fs.BoolVar(&o.catalogSATokenOnly, "catalog-service-account-tokens-only", false,
+		"Accept only ServiceAccount tokens of the cluster (checked against its issuer keys) at the catalogue and the gateway; other tokens get 401 without a TokenReview.")
 	fs.IntVar(&o.gatewayMaxSessions, "gateway-max-sessions", gateway.DefaultMaxSessions,
 		"Gateway sessions this replica holds at most; a new session beyond it is answered 503.")
 	fs.IntVar(&o.gatewayMaxSessionsPerCaller, "gateway-max-sessions-per-caller", gateway.DefaultMaxSessionsPerCaller,
@@ -407,6 +410,8 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		Auth:        mode,
 		Gateway:     http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gw.Handler().ServeHTTP(w, r) }),
 		Logger:      ctrl.Log.WithName("catalog"),
+
+		ServiceAccountTokensOnly: opts.catalogSATokenOnly,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the catalogue: %w", err)

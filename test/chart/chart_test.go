@@ -244,13 +244,25 @@ func TestNamespacedRBACCoversOnlyTheListedNamespaces(t *testing.T) {
 	}
 
 	// The cluster-wide part holds only what cannot be namespaced: the catalogue's
-	// TokenReviews and SubjectAccessReviews.
+	// TokenReviews and SubjectAccessReviews, and reading the ServiceAccount issuer's
+	// discovery document and keys.
 	cluster := r.get("ClusterRole", "", fullname+"-manager")
 	if cluster == nil {
 		t.Fatal("no ClusterRole for the catalogue's reviews")
 	}
 	clusterRules := rulesOf(t, cluster)
 	for _, rule := range clusterRules {
+		if len(rule.NonResourceURLs) > 0 {
+			for _, url := range rule.NonResourceURLs {
+				if url != "/.well-known/openid-configuration" && url != "/openid/v1/jwks" {
+					t.Errorf("namespaced install grants %v on %s", rule.Verbs, url)
+				}
+			}
+			if !slices.Equal(rule.Verbs, []string{"get"}) {
+				t.Errorf("namespaced install grants %v on the issuer's discovery URLs, want get only", rule.Verbs)
+			}
+			continue
+		}
 		for _, res := range rule.Resources {
 			if res != "tokenreviews" && res != "subjectaccessreviews" {
 				t.Errorf("namespaced install grants %v on %s cluster-wide", rule.Verbs, res)

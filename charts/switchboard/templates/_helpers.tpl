@@ -60,7 +60,8 @@ app.kubernetes.io/component: manager
 {{/*
 Rules of the manager, read from files/rbac/role.yaml, the ClusterRole controller-gen
 generates (config/rbac/role.yaml, copied by `make manifests`), split into rules on
-cluster-scoped resources (the catalogue's TokenReviews and SubjectAccessReviews) and
+cluster-scoped resources (the catalogue's TokenReviews and SubjectAccessReviews, and the
+non-resource URLs of the ServiceAccount issuer's discovery, which have no resources) and
 rules on namespaced ones. Call with (list . "cluster") or (list . "namespaced").
 */}}
 {{- define "switchboard.managerRules" -}}

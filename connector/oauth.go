@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -68,8 +69,11 @@ type tokenSource struct {
 	meta  *authMeta
 	reuse oauth2.TokenSource
 
-	issuedMu sync.Mutex
-	issued   []string
+	// issued are the tokens and assertions minted lately, oldest first; issuedList is
+	// the redactor's copy of them.
+	issuedMu   sync.Mutex
+	issued     []string
+	issuedList atomic.Pointer[secretList]
 }
 
 // authMeta is what discovery (or the config) says about where and how to get a token.
@@ -259,7 +263,8 @@ func (a *tokenSource) scopeText() string {
 	return fmt.Sprintf("scope %q", strings.Join(a.meta.scopes, " "))
 }
 
-// remember keeps a minted secret for redaction.
+// remember keeps a minted secret for redaction: the last maxIssuedSecrets of them, in a
+// new list for every one, so that a redactor reading the list never waits.
 func (a *tokenSource) remember(secret string) {
 	if len(secret) < 8 {
 		return
@@ -270,13 +275,16 @@ func (a *tokenSource) remember(secret string) {
 		a.issued = a.issued[1:]
 	}
 	a.issued = append(a.issued, secret)
+	list := newSecretList(a.issued)
+	a.issuedList.Store(&list)
 }
 
 // issuedSecrets returns the tokens and assertions minted lately, for the redactor.
-func (a *tokenSource) issuedSecrets() []string {
-	a.issuedMu.Lock()
-	defer a.issuedMu.Unlock()
-	return slices.Clone(a.issued)
+func (a *tokenSource) issuedSecrets() *secretList {
+	if l := a.issuedList.Load(); l != nil {
+		return l
+	}
+	return &noSecrets
 }
 
 // authError returns an error of reason that sets the Authenticated reason auth.

@@ -209,8 +209,8 @@ func innermost(err error) string {
 // Upstream relays (see scrubMessage).
 type redactor struct {
 	// configured are the secrets of the Config: header values, the URL's query and
-	// userinfo, the OAuth client secret and key.
-	configured secretList
+	// userinfo, the OAuth client secret and key. Nil means none.
+	configured *secretList
 	// issued returns the secrets minted at run time (OAuth access tokens and client
 	// assertions), a list that grows as tokens are renewed; nil when there are none.
 	issued func() *secretList
@@ -218,7 +218,8 @@ type redactor struct {
 
 // newRedactor returns a redactor of the configured secrets.
 func newRedactor(secrets []string) redactor {
-	return redactor{configured: newSecretList(secrets)}
+	l := newSecretList(secrets)
+	return redactor{configured: &l}
 }
 
 // redact replaces every secret in s, the configured and the issued ones, and only that:

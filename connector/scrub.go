@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -23,10 +24,14 @@ type secretList struct {
 	text []string
 	// probes are the secrets that contain no other secret of the list: a text without
 	// any of them holds none of the rest ("Bearer t" cannot be where "t" is not).
-	probes [][]byte
+	probes []probe
 	// replacementChar is set when a secret contains U+FFFD, which a JSON decoder makes
 	// of invalid UTF-8: raw bytes that are not UTF-8 may then decode to a secret.
 	replacementChar bool
+	// escapable is set when a secret contains a character that a two-character escape
+	// stands for (a quote, a backslash, a control character), slash when one contains
+	// a slash (\/): a message with such escapes must be decoded to be searched.
+	escapable, slash bool
 }
 
 // newSecretList returns the list of secrets, longest first.
@@ -49,10 +54,16 @@ func newSecretList(secrets []string) secretList {
 			}
 		}
 		if minimal {
-			l.probes = append(l.probes, []byte(s))
+			l.probes = append(l.probes, newProbe(s))
 		}
 		if strings.ContainsRune(s, utf8.RuneError) {
 			l.replacementChar = true
+		}
+		if strings.ContainsAny(s, `"\`) || strings.ContainsFunc(s, unicode.IsControl) {
+			l.escapable = true
+		}
+		if strings.Contains(s, "/") {
+			l.slash = true
 		}
 	}
 	return l
@@ -61,9 +72,47 @@ func newSecretList(secrets []string) secretList {
 // foundIn reports whether text holds any secret of the list.
 func (l *secretList) foundIn(text []byte) bool {
 	for _, p := range l.probes {
-		if bytes.Contains(text, p) {
+		if p.foundIn(text) {
 			return true
 		}
+	}
+	return false
+}
+
+// probe searches a text for one secret. bytes.Index looks for the first byte of what it
+// is given and compares from there: searching from a byte that is rare in messages (not
+// a lower-case letter, a space or JSON punctuation) tries far fewer places than from the
+// first byte of "Bearer ..." or of a JWT's "eyJ...".
+type probe struct {
+	secret []byte
+	// anchor is where in secret the search starts.
+	anchor int
+}
+
+func newProbe(secret string) probe {
+	p := probe{secret: []byte(secret)}
+	for k := 0; k+8 <= len(secret); k++ {
+		if c := secret[k]; ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || strings.IndexByte("-_.~+/=!#$%&*?@^|", c) >= 0 {
+			p.anchor = k
+			break
+		}
+	}
+	return p
+}
+
+// foundIn reports whether text holds the secret.
+func (p probe) foundIn(text []byte) bool {
+	head, tail := p.secret[:p.anchor], p.secret[p.anchor:]
+	for from := p.anchor; from <= len(text)-len(tail); {
+		i := bytes.Index(text[from:], tail)
+		if i < 0 {
+			return false
+		}
+		at := from + i
+		if bytes.Equal(text[at-p.anchor:at], head) {
+			return true
+		}
+		from = at + 1
 	}
 	return false
 }
@@ -113,11 +162,14 @@ func (r redactor) scrubMessage(msg jsonrpc.Message) jsonrpc.Message {
 
 // lists returns the configured and the issued secrets.
 func (r redactor) lists() [2]*secretList {
-	issued := &noSecrets
+	configured, issued := r.configured, &noSecrets
+	if configured == nil {
+		configured = &noSecrets
+	}
 	if r.issued != nil {
 		issued = r.issued()
 	}
-	return [2]*secretList{&r.configured, issued}
+	return [2]*secretList{configured, issued}
 }
 
 // noSecrets is the empty list.
@@ -186,8 +238,8 @@ const maxPooledBuffer = 64 << 10
 
 // scrubJSON returns raw, a valid JSON value, with every secret of lists taken out of
 // what a decoder makes of it, and whether it changed anything. Most messages hold no
-// secret, and are told apart with one search of their bytes, or, when they escape
-// characters, of their bytes with every escape decoded; only a message that may hold one
+// secret, and are told apart with one search of their bytes, or, when an escape could
+// hide one, of their bytes with every escape decoded; only a message that may hold one
 // is walked string by string (see rewriteJSON).
 func scrubJSON(raw json.RawMessage, lists [2]*secretList) (json.RawMessage, bool) {
 	if len(raw) == 0 {
@@ -200,7 +252,7 @@ func scrubJSON(raw json.RawMessage, lists [2]*secretList) (json.RawMessage, bool
 	if !suspect {
 		text := []byte(raw)
 		var buf *[]byte
-		if bytes.IndexByte(raw, '\\') >= 0 {
+		if mayHide(raw, lists) {
 			// Outside strings valid JSON has no backslash, so decoding every escape of
 			// the whole text decodes every string in place: a secret some string decodes
 			// to is in the result. (A match across two strings only costs the walk.)
@@ -219,6 +271,21 @@ func scrubJSON(raw json.RawMessage, lists [2]*secretList) (json.RawMessage, bool
 		return raw, false
 	}
 	return rewriteJSON(raw, lists)
+}
+
+// mayHide reports whether an escape in raw may spell part of a secret of lists, so that
+// raw must be decoded to be searched. Escapes other than \uXXXX stand for a quote, a
+// backslash, a slash or a control character: where no secret has such a character, a
+// secret in a decoded string is spelled out in raw as it is, unless raw has \u escapes
+// (which may spell any character).
+func mayHide(raw []byte, lists [2]*secretList) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return false
+	}
+	if lists[0].escapable || lists[1].escapable || bytes.Contains(raw, []byte(`\u`)) {
+		return true
+	}
+	return (lists[0].slash || lists[1].slash) && bytes.Contains(raw, []byte(`\/`))
 }
 
 // rewriteJSON replaces, in raw, every string token whose decoded value holds a secret by

@@ -79,6 +79,28 @@ func TestScrubJSON(t *testing.T) {
 	}
 }
 
+// A secret with no character that a short escape stands for is found in a message's
+// bytes as they are, unless a \u escape spells part of it.
+func TestScrubJSONWithAPlainSecret(t *testing.T) {
+	red := newRedactor([]string{"Bearer plain-token-1234", "plain-token-1234", "a/b/c-secret"})
+	tests := []struct {
+		in, want string
+	}{
+		{in: `["line\nplain-token-1234\"x\""]`, want: `["line\n[redacted]\"x\""]`},
+		{in: `["plain\u002dtoken-1234"]`, want: `["[redacted]"]`},
+		{in: `["\u0042earer plain-token-1234"]`, want: `["[redacted]"]`},
+		{in: `["a\/b\/c-secret\n"]`, want: `["[redacted]\n"]`},
+		{in: `["a/b/c-secret"]`, want: `["[redacted]"]`},
+		{in: `["plain-token\n-1234","a\/b"]`, want: `["plain-token\n-1234","a\/b"]`},
+	}
+	for _, tt := range tests {
+		got, _ := scrubJSON(json.RawMessage(tt.in), red.lists())
+		if string(got) != tt.want {
+			t.Errorf("scrubJSON(%s) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestScrubMessage(t *testing.T) {
 	red := newRedactor([]string{"s3cret-token"})
 	id, _ := jsonrpc.MakeID("req s3cret-token")
@@ -133,49 +155,68 @@ func TestScrubMessageLearnsIssuedTokens(t *testing.T) {
 // FuzzScrubJSON checks that scrubbing valid JSON yields valid JSON in which no decoded
 // string holds the secret.
 func FuzzScrubJSON(f *testing.F) {
-	const secret = `s"e/c-é`
-	for _, seed := range []string{`{"a":"s\"e/c-é"}`, `["s\u0022e\/c-\u00e9"]`, `{"s\"e/c-é":[1,true]}`, `"x"`, `12`, `{"a":"\ud83d"}`} {
+	// One secret that short escapes can spell, one that only \u escapes can, searched
+	// from its "-".
+	secrets := []string{`s"e/c-é`, "plain-tok-1234"}
+	for _, seed := range []string{`{"a":"s\"e/c-é"}`, `["s\u0022e\/c-\u00e9"]`, `{"s\"e/c-é":[1,true]}`, `"x"`, `12`, `{"a":"\ud83d"}`,
+		`["plain\u002dtok-1234"]`, `["xplain-tok-1234\n"]`, `["plain-tok-123"]`} {
 		f.Add(seed)
 	}
-	red := newRedactor([]string{secret})
+	for i, secret := range secrets {
+		red := newRedactor([]string{secret})
+		if anchor := red.configured.probes[0].anchor; (i == 1) != (anchor > 0) {
+			f.Fatalf("secret %q is searched from byte %d", secret, anchor)
+		}
+	}
 	f.Fuzz(func(t *testing.T, in string) {
 		if !json.Valid([]byte(in)) {
 			return
 		}
-		out, _ := scrubJSON(json.RawMessage(in), red.lists())
-		if !json.Valid(out) {
-			t.Fatalf("scrubJSON(%s) = %s, not JSON", in, out)
-		}
-		for _, s := range decodedStrings(t, out) {
-			if strings.Contains(s, secret) {
-				t.Fatalf("scrubJSON(%s) = %s still holds the secret", in, out)
+		for _, secret := range secrets {
+			out, _ := scrubJSON(json.RawMessage(in), newRedactor([]string{secret}).lists())
+			if !json.Valid(out) {
+				t.Fatalf("scrubJSON(%s) = %s, not JSON", in, out)
+			}
+			for _, s := range decodedStrings(t, out) {
+				if strings.Contains(s, secret) {
+					t.Fatalf("scrubJSON(%s) = %s still holds %q", in, out, secret)
+				}
 			}
 		}
 	})
 }
 
 // BenchmarkScrubMessage measures scrubbing a 4 KiB tools/call result that holds no
-// secret, against a configured credential and two issued tokens.
+// secret, against a configured credential and two issued tokens: a credential as they
+// usually are, and one with a quote, which makes every message with an escape be decoded
+// to be searched.
 func BenchmarkScrubMessage(b *testing.B) {
 	result, err := json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": benchResultText}}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	a := &tokenSource{}
-	a.remember("eyJhbGciOiJFUzI1NiJ9.first-issued-access-token.c2lnbmF0dXJl")
-	a.remember("eyJhbGciOiJFUzI1NiJ9.second-issued-access-token.c2lnbmF0dXJl")
-	red := newRedactor(Config{Headers: []Header{{Name: "Authorization", Value: "Bearer bench-secret-token-0123456789"}}}.secrets())
-	red.issued = a.issuedSecrets
 	id, err := jsonrpc.MakeID(float64(1))
 	if err != nil {
 		b.Fatal(err)
 	}
 	msg := &jsonrpc.Response{ID: id, Result: result}
-	b.SetBytes(int64(len(result)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if red.scrubMessage(msg) != jsonrpc.Message(msg) {
-			b.Fatal("a clean message was changed")
-		}
+	for _, tc := range []struct{ name, credential string }{
+		{"plain credential", "Bearer bench-secret-token-0123456789"},
+		{"credential with a quote", `Bearer bench-secret-"token"-0123456789`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			a := &tokenSource{}
+			a.remember("eyJhbGciOiJFUzI1NiJ9.first-issued-access-token.c2lnbmF0dXJl")
+			a.remember("eyJhbGciOiJFUzI1NiJ9.second-issued-access-token.c2lnbmF0dXJl")
+			red := newRedactor(Config{Headers: []Header{{Name: "Authorization", Value: tc.credential}}}.secrets())
+			red.issued = a.issuedSecrets
+			b.SetBytes(int64(len(result)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if red.scrubMessage(msg) != jsonrpc.Message(msg) {
+					b.Fatal("a clean message was changed")
+				}
+			}
+		})
 	}
 }

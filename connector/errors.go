@@ -41,7 +41,8 @@ const (
 	// or the configured private key cannot sign an assertion.
 	ReasonInvalidClient = mcpv1alpha1.ReasonInvalidClient
 	// ReasonMetadataMismatch means protected resource or authorization server
-	// metadata names another resource or issuer than the one asked about.
+	// metadata names another resource or issuer than the one asked about, or not the
+	// pinned issuer (OAuth2ClientCredentials.Issuer).
 	ReasonMetadataMismatch = mcpv1alpha1.ReasonMetadataMismatch
 	// ReasonInsufficientScope means the server answered insufficient_scope, or the
 	// token endpoint invalid_scope.

@@ -134,6 +134,15 @@ func newTokenSource(ctx context.Context, cfg Config, endpoint *url.URL, stack *h
 			return nil, newError(ReasonInvalidSpec, "token URL is not an absolute http or https URL")
 		}
 	}
+	if o.Issuer != "" {
+		u, err := url.Parse(o.Issuer)
+		switch {
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+			return nil, newError(ReasonInvalidSpec, "issuer is not an absolute http or https URL without user information, query or fragment")
+		case u.Scheme == "http" && !o.AllowInsecureHTTP:
+			return nil, newError(ReasonInvalidSpec, "issuer %s is not https; set allowInsecureHTTP to allow plain http", displayURL(u))
+		}
+	}
 	a.client = &http.Client{
 		Transport:     &authTransport{stack: stack},
 		CheckRedirect: a.checkRedirect,
@@ -335,7 +344,8 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 		if e := a.checkTokenURL(u); e != nil {
 			return nil, e
 		}
-		meta.tokenURL = u
+		// Nothing is discovered; a pinned issuer is the assertion's second audience.
+		meta.tokenURL, meta.issuer = u, a.cfg.Issuer
 		if meta.method == "" {
 			meta.method = a.defaultMethod(nil)
 		}
@@ -377,6 +387,17 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 	}
 
 	issuer := prm.AuthorizationServers[0]
+	if pinned := a.cfg.Issuer; pinned != "" {
+		// Only the pinned authorization server gets the credential, and only when the
+		// server's metadata names it: nothing is fetched from any other.
+		i := slices.IndexFunc(prm.AuthorizationServers, func(s string) bool { return sameIssuer(s, pinned) })
+		if i < 0 {
+			return nil, authError(ReasonMetadataMismatch, ReasonMetadataMismatch,
+				"protected resource metadata at %s names authorization server %s, not the pinned issuer %s; no token was requested",
+				displayURL(prmURL), quoteURL(prm.AuthorizationServers[0]), quoteURL(pinned))
+		}
+		issuer = prm.AuthorizationServers[i]
+	}
 	iu, err := url.Parse(issuer)
 	if err != nil || (iu.Scheme != "https" && iu.Scheme != "http") || iu.Host == "" || iu.RawQuery != "" || iu.Fragment != "" {
 		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
@@ -399,7 +420,7 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	if strings.TrimRight(asm.Issuer, "/") != strings.TrimRight(issuer, "/") {
+	if !sameIssuer(asm.Issuer, issuer) {
 		return nil, authError(ReasonMetadataMismatch, ReasonMetadataMismatch,
 			"authorization server metadata at %s names issuer %s, not the authorization server %s; no token was requested",
 			displayURL(asURL), quoteURL(asm.Issuer), displayURL(iu))
@@ -421,6 +442,13 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 		meta.method = a.defaultMethod(asm.TokenEndpointAuthMethods)
 	}
 	return meta, nil
+}
+
+// sameIssuer reports whether two issuer identifiers name the same authorization server:
+// equal but for a trailing slash (RFC 8414 compares issuers as strings; servers differ
+// in whether they print the slash of an issuer without a path).
+func sameIssuer(a, b string) bool {
+	return a != "" && strings.TrimRight(a, "/") == strings.TrimRight(b, "/")
 }
 
 // defaultMethod picks the client authentication method for the credential given:

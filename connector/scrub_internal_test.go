@@ -2,6 +2,7 @@ package connector
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -218,5 +219,22 @@ func BenchmarkScrubMessage(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// An id that spells a secret, as a number or a string, is replaced: the client would
+// show it.
+func TestScrubMessageIDs(t *testing.T) {
+	red := newRedactor([]string{"98765432"})
+	for _, raw := range []any{float64(1987654321), "id-98765432"} {
+		id := mustID(t, raw)
+		out := red.scrubMessage(&jsonrpc.Request{ID: id, Method: "elicitation/create", Params: json.RawMessage(`{}`)})
+		if got := out.(*jsonrpc.Request).ID.Raw(); strings.Contains(fmt.Sprint(got), "98765432") {
+			t.Errorf("id %v became %v", raw, got)
+		}
+	}
+	clean := &jsonrpc.Request{ID: mustID(t, float64(12345)), Method: "ping"}
+	if red.scrubMessage(clean) != jsonrpc.Message(clean) {
+		t.Error("a message with a clean numeric id was copied")
 	}
 }

@@ -157,6 +157,9 @@ type OAuth2Auth struct {
 }
 
 // OAuth2ClientCredentials are the client credentials the operator requests tokens with.
+//
+// The issuer rule lives on this object so that a rejection never echoes the issuer back.
+// +kubebuilder:validation:XValidation:rule="!has(self.issuer) || size(self.issuer) == 0 || (self.issuer.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(self.issuer))",fieldPath=".issuer",message="issuer must be an absolute http:// or https:// URL with no user information, query or fragment"
 // +kubebuilder:validation:XValidation:rule="has(self.clientSecret) != has(self.privateKey)",message="exactly one of clientSecret or privateKey must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.tokenEndpointAuthMethod) || size(self.tokenEndpointAuthMethod) == 0 || (self.tokenEndpointAuthMethod == 'private_key_jwt') == has(self.privateKey)",message="tokenEndpointAuthMethod private_key_jwt needs privateKey; client_secret_basic and client_secret_post need clientSecret"
 type OAuth2ClientCredentials struct {
@@ -218,7 +221,6 @@ type OAuth2ClientCredentials struct {
 	// is set.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || (self.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(self))",message="issuer must be an absolute http:// or https:// URL with no user information, query or fragment"
 	Issuer string `json:"issuer,omitempty"`
 }
 

@@ -154,6 +154,12 @@ type OAuth2ClientCredentials struct {
 	Scopes []string
 	// TokenURL is the token endpoint. Empty discovers it from the server's metadata.
 	TokenURL string
+	// Issuer, when set, pins the authorization server: discovery goes on only when the
+	// server's protected resource metadata lists exactly this issuer among its
+	// authorization servers, and that server's metadata names it as its issuer;
+	// otherwise the session fails with ReasonMetadataMismatch and no credential is sent
+	// anywhere. Empty trusts the authorization server the MCP server names.
+	Issuer string
 	// AllowInsecureHTTP permits plain http metadata URLs and a plain http token
 	// endpoint on a loopback address. The credential is never sent over plain http to
 	// any other address.
@@ -167,7 +173,7 @@ func (o *OAuth2ClientCredentials) equal(p *OAuth2ClientCredentials) bool {
 	}
 	return o.ClientID == p.ClientID && o.ClientSecret == p.ClientSecret &&
 		bytes.Equal(o.PrivateKey, p.PrivateKey) && o.AuthMethod == p.AuthMethod &&
-		slices.Equal(o.Scopes, p.Scopes) && o.TokenURL == p.TokenURL &&
+		slices.Equal(o.Scopes, p.Scopes) && o.TokenURL == p.TokenURL && o.Issuer == p.Issuer &&
 		o.AllowInsecureHTTP == p.AllowInsecureHTTP
 }
 

@@ -46,7 +46,7 @@ func TestSecretsAreRedacted(t *testing.T) {
 		URL:     "https://user:hunter22@h/mcp?api_key=abc123&x=1",
 		Headers: []Header{{Name: "Authorization", Value: "Bearer tok-en-value"}, {Name: "X-Short", Value: "ab"}},
 	}
-	r := redactor{secrets: cfg.secrets()}
+	r := newRedactor(cfg.secrets())
 	msg := r.scrub(`Post "https://h/mcp?api_key=abc123&x=1": server said Bearer tok-en-value, tok-en-value, hunter22, abc123`)
 	for _, secret := range []string{"abc123", "tok-en-value", "hunter22", "api_key"} {
 		if strings.Contains(msg, secret) {
@@ -65,7 +65,7 @@ func TestTokenEndpointQueryIsRedacted(t *testing.T) {
 		URL:    "https://h/mcp",
 		OAuth2: &OAuth2ClientCredentials{ClientID: "switchboard", ClientSecret: "s3cret-value", TokenURL: "https://idp/token?tenant_key=t-9931"},
 	}
-	r := redactor{secrets: cfg.secrets()}
+	r := newRedactor(cfg.secrets())
 	msg := r.scrub(`Post "https://idp/token?tenant_key=t-9931": dial tcp: connection refused; s3cret-value`)
 	for _, secret := range []string{"t-9931", "tenant_key", "s3cret-value"} {
 		if strings.Contains(msg, secret) {

@@ -41,7 +41,8 @@ const (
 	// or the configured private key cannot sign an assertion.
 	ReasonInvalidClient = mcpv1alpha1.ReasonInvalidClient
 	// ReasonMetadataMismatch means protected resource or authorization server
-	// metadata names another resource or issuer than the one asked about.
+	// metadata names another resource or issuer than the one asked about, or not the
+	// pinned issuer (OAuth2ClientCredentials.Issuer).
 	ReasonMetadataMismatch = mcpv1alpha1.ReasonMetadataMismatch
 	// ReasonInsufficientScope means the server answered insufficient_scope, or the
 	// token endpoint invalid_scope.
@@ -205,27 +206,28 @@ func innermost(err error) string {
 	return err.Error()
 }
 
-// redactor scrubs secrets out of text the connector emits.
+// redactor scrubs secrets out of text the connector emits and out of the messages an
+// Upstream relays (see scrubMessage).
 type redactor struct {
-	secrets []string
+	// configured are the secrets of the Config: header values, the URL's query and
+	// userinfo, the OAuth client secret and key. Nil means none.
+	configured *secretList
 	// issued returns the secrets minted at run time (OAuth access tokens and client
-	// assertions); nil when there are none.
-	issued func() []string
+	// assertions), a list that grows as tokens are renewed; nil when there are none.
+	issued func() *secretList
+}
+
+// newRedactor returns a redactor of the configured secrets.
+func newRedactor(secrets []string) redactor {
+	l := newSecretList(secrets)
+	return redactor{configured: &l}
 }
 
 // redact replaces every secret in s, the configured and the issued ones, and only that:
 // unlike scrub it neither cuts s nor touches URLs, for the server's own text (tool
 // descriptions, instructions) rather than a message of ours.
 func (r redactor) redact(s string) string {
-	for _, secret := range r.secrets {
-		s = strings.ReplaceAll(s, secret, "[redacted]")
-	}
-	if r.issued != nil {
-		for _, secret := range r.issued() {
-			s = strings.ReplaceAll(s, secret, "[redacted]")
-		}
-	}
-	return s
+	return redactAll(s, r.lists())
 }
 
 // scrub replaces every secret in s and cuts it to maxMessageLen.

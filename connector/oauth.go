@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -68,8 +69,11 @@ type tokenSource struct {
 	meta  *authMeta
 	reuse oauth2.TokenSource
 
-	issuedMu sync.Mutex
-	issued   []string
+	// issued are the tokens and assertions minted lately, oldest first; issuedList is
+	// the redactor's copy of them.
+	issuedMu   sync.Mutex
+	issued     []string
+	issuedList atomic.Pointer[secretList]
 }
 
 // authMeta is what discovery (or the config) says about where and how to get a token.
@@ -128,6 +132,15 @@ func newTokenSource(ctx context.Context, cfg Config, endpoint *url.URL, stack *h
 		u, err := url.Parse(o.TokenURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return nil, newError(ReasonInvalidSpec, "token URL is not an absolute http or https URL")
+		}
+	}
+	if o.Issuer != "" {
+		u, err := url.Parse(o.Issuer)
+		switch {
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+			return nil, newError(ReasonInvalidSpec, "issuer is not an absolute http or https URL without user information, query or fragment")
+		case u.Scheme == "http" && !o.AllowInsecureHTTP:
+			return nil, newError(ReasonInvalidSpec, "issuer %s is not https; set allowInsecureHTTP to allow plain http", displayURL(u))
 		}
 	}
 	a.client = &http.Client{
@@ -259,7 +272,8 @@ func (a *tokenSource) scopeText() string {
 	return fmt.Sprintf("scope %q", strings.Join(a.meta.scopes, " "))
 }
 
-// remember keeps a minted secret for redaction.
+// remember keeps a minted secret for redaction: the last maxIssuedSecrets of them, in a
+// new list for every one, so that a redactor reading the list never waits.
 func (a *tokenSource) remember(secret string) {
 	if len(secret) < 8 {
 		return
@@ -270,13 +284,16 @@ func (a *tokenSource) remember(secret string) {
 		a.issued = a.issued[1:]
 	}
 	a.issued = append(a.issued, secret)
+	list := newSecretList(a.issued)
+	a.issuedList.Store(&list)
 }
 
 // issuedSecrets returns the tokens and assertions minted lately, for the redactor.
-func (a *tokenSource) issuedSecrets() []string {
-	a.issuedMu.Lock()
-	defer a.issuedMu.Unlock()
-	return slices.Clone(a.issued)
+func (a *tokenSource) issuedSecrets() *secretList {
+	if l := a.issuedList.Load(); l != nil {
+		return l
+	}
+	return &noSecrets
 }
 
 // authError returns an error of reason that sets the Authenticated reason auth.
@@ -327,7 +344,8 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 		if e := a.checkTokenURL(u); e != nil {
 			return nil, e
 		}
-		meta.tokenURL = u
+		// Nothing is discovered; a pinned issuer is the assertion's second audience.
+		meta.tokenURL, meta.issuer = u, a.cfg.Issuer
 		if meta.method == "" {
 			meta.method = a.defaultMethod(nil)
 		}
@@ -369,6 +387,17 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 	}
 
 	issuer := prm.AuthorizationServers[0]
+	if pinned := a.cfg.Issuer; pinned != "" {
+		// Only the pinned authorization server gets the credential, and only when the
+		// server's metadata names it: nothing is fetched from any other.
+		i := slices.IndexFunc(prm.AuthorizationServers, func(s string) bool { return sameIssuer(s, pinned) })
+		if i < 0 {
+			return nil, authError(ReasonMetadataMismatch, ReasonMetadataMismatch,
+				"protected resource metadata at %s names authorization server %s, not the pinned issuer %s; no token was requested",
+				displayURL(prmURL), quoteURL(prm.AuthorizationServers[0]), quoteURL(pinned))
+		}
+		issuer = prm.AuthorizationServers[i]
+	}
 	iu, err := url.Parse(issuer)
 	if err != nil || (iu.Scheme != "https" && iu.Scheme != "http") || iu.Host == "" || iu.RawQuery != "" || iu.Fragment != "" {
 		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
@@ -391,7 +420,7 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	if strings.TrimRight(asm.Issuer, "/") != strings.TrimRight(issuer, "/") {
+	if !sameIssuer(asm.Issuer, issuer) {
 		return nil, authError(ReasonMetadataMismatch, ReasonMetadataMismatch,
 			"authorization server metadata at %s names issuer %s, not the authorization server %s; no token was requested",
 			displayURL(asURL), quoteURL(asm.Issuer), displayURL(iu))
@@ -413,6 +442,13 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 		meta.method = a.defaultMethod(asm.TokenEndpointAuthMethods)
 	}
 	return meta, nil
+}
+
+// sameIssuer reports whether two issuer identifiers name the same authorization server:
+// equal but for a trailing slash (RFC 8414 compares issuers as strings; servers differ
+// in whether they print the slash of an issuer without a path).
+func sameIssuer(a, b string) bool {
+	return a != "" && strings.TrimRight(a, "/") == strings.TrimRight(b, "/")
 }
 
 // defaultMethod picks the client authentication method for the credential given:

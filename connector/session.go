@@ -64,7 +64,7 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		key:     key,
 		cfg:     cfg,
 		pool:    p,
-		red:     redactor{secrets: cfg.secrets()},
+		red:     newRedactor(cfg.secrets()),
 		done:    make(chan struct{}),
 		recheck: make(chan struct{}, 1),
 		mem:     p.memory.lease(key.Namespace),

@@ -198,8 +198,20 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
 func (u *Upstream) Transport() Transport { return u.transport }
 
 // Read implements mcp.Connection. Its errors are *Error values, classified and scrubbed
-// of the config's secrets like the pool's own.
+// of the config's secrets like the pool's own. The messages it returns are scrubbed of
+// them too, and of the tokens the server's token source issued: a server that echoes
+// its credential (in a tool description, a result, an error, a notification or a request
+// of its own, in any JSON spelling) hands it to no client of the gateway.
 func (u *Upstream) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := u.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return u.owner.red.scrubMessage(msg), nil
+}
+
+// read returns the next message for the client, as the server sent it.
+func (u *Upstream) read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		if msg, ok, err := u.pendingRead(); ok {
 			return msg, err

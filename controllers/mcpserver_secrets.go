@@ -155,6 +155,7 @@ func (r *secretResolver) resolveOAuth2(ctx context.Context, spec *mcpv1alpha1.HT
 		AuthMethod:        cc.TokenEndpointAuthMethod,
 		Scopes:            cc.Scopes,
 		TokenURL:          cc.TokenURL,
+		Issuer:            cc.Issuer,
 		AllowInsecureHTTP: spec.AllowInsecureHTTP,
 	}
 	if cc.ClientSecret != nil {

@@ -134,8 +134,10 @@ const (
 	ReasonInvalidClient = "InvalidClient"
 
 	// ReasonMetadataMismatch means the protected resource metadata names another
-	// resource than the server's URL, or the authorization server metadata another
-	// issuer than the authorization server it was fetched for. No token is requested.
+	// resource than the server's URL, or not the authorization server that
+	// spec.http.auth.oauth2.clientCredentials.issuer pins, or the authorization server
+	// metadata another issuer than the authorization server it was fetched for. No token
+	// is requested.
 	ReasonMetadataMismatch = "MetadataMismatch"
 
 	// ReasonInsufficientScope means the server answered insufficient_scope (or the

@@ -90,6 +90,7 @@ type MCPServerSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.url.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",message="url must use https; set allowInsecureHTTP: true to allow plain http"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.headers) || !self.headers.exists(h, h.name.lowerAscii() == 'authorization')",message="auth and an Authorization header are mutually exclusive: the OAuth token is sent in the Authorization header"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.tokenURL) || size(self.auth.oauth2.clientCredentials.tokenURL) == 0 || self.auth.oauth2.clientCredentials.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback token endpoint"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.issuer) || size(self.auth.oauth2.clientCredentials.issuer) == 0 || self.auth.oauth2.clientCredentials.issuer.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.issuer",message="issuer must use https; set allowInsecureHTTP: true to allow a plain http authorization server"
 type HTTPServerSpec struct {
 	// url is the absolute http or https URL of the server's MCP endpoint, at most 2048
 	// characters, with no user information and no fragment. Its query string is treated
@@ -156,6 +157,9 @@ type OAuth2Auth struct {
 }
 
 // OAuth2ClientCredentials are the client credentials the operator requests tokens with.
+//
+// The issuer rule lives on this object so that a rejection never echoes the issuer back.
+// +kubebuilder:validation:XValidation:rule="!has(self.issuer) || size(self.issuer) == 0 || (self.issuer.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(self.issuer))",fieldPath=".issuer",message="issuer must be an absolute http:// or https:// URL with no user information, query or fragment"
 // +kubebuilder:validation:XValidation:rule="has(self.clientSecret) != has(self.privateKey)",message="exactly one of clientSecret or privateKey must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.tokenEndpointAuthMethod) || size(self.tokenEndpointAuthMethod) == 0 || (self.tokenEndpointAuthMethod == 'private_key_jwt') == has(self.privateKey)",message="tokenEndpointAuthMethod private_key_jwt needs privateKey; client_secret_basic and client_secret_post need clientSecret"
 type OAuth2ClientCredentials struct {
@@ -203,6 +207,21 @@ type OAuth2ClientCredentials struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || (self.matches('^(?i)https?://[^/?#@]+([/?][^#]*)?$') && isURL(self))",message="tokenURL must be an absolute http:// or https:// URL with no user information and no fragment"
 	TokenURL string `json:"tokenURL,omitempty"`
+
+	// issuer pins the authorization server the client credential may be sent to: the
+	// issuer identifier of its RFC 8414 metadata, such as https://auth.example.com.
+	// When set, the server's protected resource metadata (RFC 9728) must list exactly
+	// this issuer among its authorization_servers, and the metadata fetched from it must
+	// name it as its issuer (a trailing slash aside); otherwise the connection fails with
+	// reason MetadataMismatch and nothing is sent to any token endpoint. Empty trusts
+	// whichever authorization server the MCP server names. Set it wherever the MCP
+	// server's author is not trusted with the client secret, or its metadata could
+	// change. With tokenURL nothing is discovered, and the issuer is only added to the
+	// audience of private_key_jwt assertions. It must use https unless allowInsecureHTTP
+	// is set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Issuer string `json:"issuer,omitempty"`
 }
 
 // SecretKeySource reads a value from a Secret.

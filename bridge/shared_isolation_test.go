@@ -41,6 +41,7 @@ func connectObserved(t *testing.T, r *running, name string) *observedClient {
 			o.progress = append(o.progress, req.Params.Message)
 			o.mu.Unlock()
 		},
+		//nolint:staticcheck // logging is deprecated as of 2026-07-28, still in use
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			data, _ := json.Marshal(req.Params.Data)
 			o.mu.Lock()
@@ -104,9 +105,9 @@ func startRawSession(t *testing.T, r *running) *rawSession {
 	return s
 }
 
-// post sends body in the session and returns the response body (for a call, once the
-// response has been written).
-func (s *rawSession) post(t *testing.T, body string) string {
+// post sends body in the session and waits for the response (for a call, until it has
+// been written).
+func (s *rawSession) post(t *testing.T, body string) {
 	t.Helper()
 	resp := s.r.do(t, http.MethodPost, s.id, body, func(req *http.Request) {
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
@@ -114,7 +115,6 @@ func (s *rawSession) post(t *testing.T, body string) string {
 	if resp.status != http.StatusOK && resp.status != http.StatusAccepted {
 		t.Fatalf("POST %s: HTTP %d: %s", body, resp.status, resp.body)
 	}
-	return resp.body
 }
 
 // sharedHelperBridge serves the shared-mode helper server through a Shared-mode bridge.

@@ -3,6 +3,7 @@ package connector
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,7 +150,7 @@ func (r redactor) scrubMessage(msg jsonrpc.Message) jsonrpc.Message {
 	case *jsonrpc.Response:
 		result, scrubbed := scrubJSON(m.Result, lists)
 		id, newID := scrubID(m.ID, lists)
-		rpcErr, newErr := scrubRPCError(m.Error, lists)
+		newErr, rpcErr := scrubRPCError(m.Error, lists)
 		if !scrubbed && !newID && !newErr {
 			return msg
 		}
@@ -214,24 +215,24 @@ func scrubID(id jsonrpc.ID, lists [2]*secretList) (jsonrpc.ID, bool) {
 // scrubRPCError returns a response's error with any secret taken out of its message and
 // data. An error of another type than *jsonrpc.Error, which is sent as its text, is
 // replaced by a *jsonrpc.Error of the scrubbed text.
-func scrubRPCError(err error, lists [2]*secretList) (error, bool) {
+func scrubRPCError(err error, lists [2]*secretList) (scrubbed bool, _ error) {
 	if err == nil {
-		return nil, false
+		return false, nil
 	}
-	we, ok := err.(*jsonrpc.Error)
+	we, ok := errors.AsType[*jsonrpc.Error](err)
 	if !ok {
 		text := err.Error()
 		if red := redactAll(text, lists); red != text {
-			return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: red}, true
+			return true, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: red}
 		}
-		return err, false
+		return false, err
 	}
 	message := redactAll(we.Message, lists)
-	data, scrubbed := scrubJSON(we.Data, lists)
-	if !scrubbed && message == we.Message {
-		return err, false
+	data, dataScrubbed := scrubJSON(we.Data, lists)
+	if !dataScrubbed && message == we.Message {
+		return false, err
 	}
-	return &jsonrpc.Error{Code: we.Code, Message: message, Data: data}, true
+	return true, &jsonrpc.Error{Code: we.Code, Message: message, Data: data}
 }
 
 // unescapeBuffers hold the decoded text of messages while they are searched.

@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -42,7 +43,7 @@ func (u *Upstream) ListTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp
 		})
 	if err != nil {
 		mem.abort()
-		if e, ok := err.(*Error); ok {
+		if e, ok := errors.AsType[*Error](err); ok {
 			return nil, s.red.scrubError(e)
 		}
 		return nil, err

@@ -31,7 +31,7 @@ func escapeEvery(s string) string {
 // into everything it can: tool descriptions, a result, a tool error, a JSON-RPC error,
 // a progress notification and an elicitation request; and, sent raw, a result and a
 // JSON-RPC error holding the credential escaped character by character.
-func newCredentialEchoServer(t *testing.T) http.Handler {
+func newCredentialEchoServer() http.Handler {
 	getServer := func(r *http.Request) *mcp.Server {
 		auth := r.Header.Get("Authorization")
 		s := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
@@ -116,7 +116,7 @@ func leakedStrings(t *testing.T, msg jsonrpc.Message, token string) []string {
 // client without the credential the server was sent, in whatever JSON spelling the
 // server echoes it.
 func TestUpstreamScrubsTheServersCredentialFromWhatItRelays(t *testing.T) {
-	srv := startServer(t, newCredentialEchoServer(t))
+	srv := startServer(t, newCredentialEchoServer())
 	p := testPool(t)
 	key := Key{Namespace: "ns", Name: "echoing"}
 	cfg := fastConfig(srv.URL)

@@ -39,7 +39,7 @@ func TestOAuthPinnedIssuerFromTheSpec(t *testing.T) {
 	other := withIssuer("pinned-elsewhere", "https://auth.example.com")
 	g.Eventually(func(g Gomega) {
 		got := readyIs(g, other, metav1.ConditionFalse, mcpv1alpha1.ReasonMetadataMismatch)
-		a := conditionOf(got, mcpv1alpha1.ConditionAuthenticated)
+		a := authenticatedCondition(got)
 		g.Expect(a).NotTo(BeNil())
 		g.Expect(a.Reason).To(Equal(mcpv1alpha1.ReasonMetadataMismatch))
 		g.Expect(a.Message).To(ContainSubstring("pinned issuer https://auth.example.com:443"))

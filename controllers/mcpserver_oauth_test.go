@@ -115,8 +115,9 @@ func (o *oauthServer) tokens() []string {
 	return append([]string(nil), o.issued...)
 }
 
-func conditionOf(obj *mcpv1alpha1.MCPServer, condType string) *metav1.Condition {
-	return meta.FindStatusCondition(obj.Status.Conditions, condType)
+// authenticatedCondition is obj's Authenticated condition, or nil.
+func authenticatedCondition(obj *mcpv1alpha1.MCPServer) *metav1.Condition {
+	return meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionAuthenticated)
 }
 
 func TestOAuthClientCredentialsReadyRotationAndNoLeak(t *testing.T) {
@@ -139,7 +140,7 @@ func TestOAuthClientCredentialsReadyRotationAndNoLeak(t *testing.T) {
 	origin := strings.TrimPrefix(o.srv.URL, "http://")
 	g.Eventually(func(g Gomega) {
 		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		a := conditionOf(got, mcpv1alpha1.ConditionAuthenticated)
+		a := authenticatedCondition(got)
 		g.Expect(a).NotTo(BeNil())
 		g.Expect(a.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(a.Message).To(ContainSubstring(origin))
@@ -159,7 +160,7 @@ func TestOAuthClientCredentialsReadyRotationAndNoLeak(t *testing.T) {
 	o.reject()
 	g.Eventually(func(g Gomega) {
 		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonInvalidClient)
-		a := conditionOf(got, mcpv1alpha1.ConditionAuthenticated)
+		a := authenticatedCondition(got)
 		g.Expect(a).NotTo(BeNil())
 		g.Expect(a.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(a.Reason).To(Equal(mcpv1alpha1.ReasonInvalidClient))
@@ -249,7 +250,7 @@ func TestOAuthClientCredentialsConformanceScenarios(t *testing.T) {
 				g.Expect(run.ClientStderr).To(ContainSubstring("Authenticated=False "+tc.refusal), "client stdout: %s", run.ClientStdout)
 				t.Logf("refused: %s", strings.TrimSpace(run.ClientStderr))
 			}
-			g.Expect(conditionOf(obj, mcpv1alpha1.ConditionAuthenticated)).NotTo(BeNil(), "conditions: %+v", obj.Status.Conditions)
+			g.Expect(authenticatedCondition(obj)).NotTo(BeNil(), "conditions: %+v", obj.Status.Conditions)
 
 			// No leak: neither the scenario's secret or key (any line of its PEM) nor a
 			// token the scenario issued (cc-token-...) in status, Events or any log line.

@@ -215,7 +215,7 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 	pool.Ensure(h.key, cfg)
 	testutil.Eventually(t, 10*time.Second, "the pool's session to become ready", func() error {
 		if snap, _ := pool.Snapshot(h.key); snap.State != connector.StateReady {
-			return fmt.Errorf("state %s: %v", snap.State, snap.LastError)
+			return fmt.Errorf("state %s: %w", snap.State, snap.LastError)
 		}
 		return nil
 	})

@@ -75,7 +75,7 @@ func (h *heldReviews) wrap(next http.RoundTripper) http.RoundTripper {
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
 		review, ok := obj.(*authenticationv1.TokenReview)
 		if err != nil || !ok {
-			return nil, fmt.Errorf("decoding a TokenReview: %v", err)
+			return nil, fmt.Errorf("decoding a TokenReview: %w", err)
 		}
 		h.mu.Lock()
 		h.reviewed[review.Spec.Token] = true

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -86,6 +87,31 @@ func (p *pinnedTools) servedRefusal(served []connector.Tool, complete bool, srv 
 		}
 	}
 	return ""
+}
+
+// pinBreach remembers why a session, or a toolset's origin, was served tools that are
+// not the pinned ones: its calls are refused from then on.
+type pinBreach struct {
+	mu  sync.Mutex
+	why string
+}
+
+// record keeps why, if nothing was kept yet, and reports whether it was the first.
+func (b *pinBreach) record(why string) (first bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.why != "" {
+		return false
+	}
+	b.why = why
+	return true
+}
+
+// reason says why calls are refused, or "".
+func (b *pinBreach) reason() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.why
 }
 
 // servedTools strictly decodes the tools of a tools/list result (as the client's exact

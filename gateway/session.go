@@ -51,11 +51,12 @@ type session struct {
 	initID      jsonrpc.ID
 	initialized bool
 	version     string // the protocol version the server answered initialize with
-	brokenPin   string // why the session was served tools that are not the pinned ones
 	ending      bool
 	reason      error
 
 	activity *mcphttp.Activity // requests in flight, for idle reaping
+
+	breach pinBreach // why the session was served tools that are not the pinned ones
 
 	redelivery *mcphttp.Redelivery // the server's messages waiting for the client's stream
 	done       chan struct{}       // closed once the session ends
@@ -183,18 +184,10 @@ func (s *session) refusal(tool string) string {
 	if srv.pinned == "" {
 		return ""
 	}
-	if why := s.pinBroken(); why != "" {
+	if why := s.breach.reason(); why != "" {
 		return why
 	}
 	return s.g.pinnedSet(srv).callRefusal(tool, srv)
-}
-
-// pinBroken says why the session's calls are refused since it was served tools that are
-// not the pinned ones, or "".
-func (s *session) pinBroken() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.brokenPin
 }
 
 // judgeToolList filters a tools/list result by the server's tool policy and, for a
@@ -215,13 +208,7 @@ func (s *session) judgeToolList(result json.RawMessage, firstPage bool) (json.Ra
 	if why == "" {
 		return filtered, nil
 	}
-	s.mu.Lock()
-	first := s.brokenPin == ""
-	if first {
-		s.brokenPin = why
-	}
-	s.mu.Unlock()
-	if first {
+	if s.breach.record(why) {
 		s.audit.Info("Tools withheld", "reason", why)
 	}
 	return nil, errors.New(why)

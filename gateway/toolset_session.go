@@ -117,9 +117,9 @@ type origin struct {
 	mu    sync.Mutex
 	tools []*mcp.Tool // nil until listed, or after list_changed
 	calls []context.Context
-	// brokenPin says why the origin served tools that are not its server's pinned ones;
+	// breach says why the origin served tools that are not its server's pinned ones;
 	// its calls are refused for the rest of the upstream session.
-	brokenPin string
+	breach pinBreach
 }
 
 func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, caller *catalog.Identity) *toolsetSession {
@@ -609,7 +609,7 @@ func (s *toolsetSession) refusal(ctx context.Context, key connector.Key, tool st
 		return ""
 	}
 	if o := s.existingOrigin(key.Name); o != nil {
-		if why := o.pinBroken(); why != "" {
+		if why := o.breach.reason(); why != "" {
 			return why
 		}
 	}
@@ -640,22 +640,10 @@ func (o *origin) judgePinned(s *toolsetSession, srv *server, tools []*mcp.Tool) 
 	if why == "" {
 		return ""
 	}
-	o.mu.Lock()
-	first := o.brokenPin == ""
-	if first {
-		o.brokenPin = why
-	}
-	o.mu.Unlock()
-	if first {
+	if o.breach.record(why) {
 		s.audit.Info("Tools withheld", "server", o.name, "reason", why)
 	}
 	return why
-}
-
-func (o *origin) pinBroken() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.brokenPin
 }
 
 func (s *toolsetSession) isEnding() bool {

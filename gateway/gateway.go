@@ -475,17 +475,9 @@ func (g *Gateway) rateDelay(caller *catalog.Identity, srv *server, key connector
 	if srv.requestsPerSecond <= 0 {
 		return 0
 	}
-	limiterKey := caller.Key + "/" + key.String()
-	var lim *rate.Limiter
-	if v, ok := g.limiters.Get(limiterKey); ok {
-		lim, _ = v.(*rate.Limiter)
-	}
-	if lim == nil || lim.Limit() != rate.Limit(srv.requestsPerSecond) {
-		lim = rate.NewLimiter(rate.Limit(srv.requestsPerSecond), srv.requestsPerSecond)
-	}
 	// Kept for a minute after the last request: long enough to carry the rate, short
 	// enough that idle callers cost nothing.
-	g.limiters.Add(limiterKey, lim, time.Minute)
+	lim := cachedLimiter(g.limiters, caller.Key+"/"+key.String(), rate.Limit(srv.requestsPerSecond), srv.requestsPerSecond, time.Minute)
 	if n > lim.Burst() {
 		return time.Second
 	}
@@ -698,25 +690,31 @@ func (g *Gateway) refuseSession(w http.ResponseWriter, id jsonrpc.ID, err error)
 	mcphttp.WriteError(w, status, id, codeUnavailable, err.Error())
 }
 
+// cachedLimiter returns the limiter c holds under key, or a new one when it holds none or
+// one of another limit, and keeps it there for keep after this use.
+func cachedLimiter(c *cache.LRUExpireCache, key string, limit rate.Limit, burst int, keep time.Duration) *rate.Limiter {
+	var lim *rate.Limiter
+	if v, ok := c.Get(key); ok {
+		lim, _ = v.(*rate.Limiter)
+	}
+	if lim == nil || lim.Limit() != limit || lim.Burst() != burst {
+		lim = rate.NewLimiter(limit, burst)
+	}
+	c.Add(key, lim, keep)
+	return lim
+}
+
 // reserveSessionStart takes one session start from the caller's limiter
 // (--gateway-session-rate-per-caller), or refuses it with 429 and how long to wait. The
 // reservation is the caller's to cancel when the session is refused for another reason.
 func (g *Gateway) reserveSessionStart(caller *catalog.Identity) (*rate.Reservation, error) {
 	limit, burst := rate.Limit(g.opts.SessionRatePerCaller), g.opts.SessionBurstPerCaller
-	var lim *rate.Limiter
-	if v, ok := g.sessionLimiters.Get(caller.Key); ok {
-		lim, _ = v.(*rate.Limiter)
-	}
-	if lim == nil {
-		lim = rate.NewLimiter(limit, burst)
-	}
 	// Kept until its bucket would be full again: forgetting it then loses nothing.
 	refill := time.Minute
 	if limit != rate.Inf {
 		refill = max(refill, time.Duration(float64(burst)/float64(limit)*float64(time.Second)))
 	}
-	g.sessionLimiters.Add(caller.Key, lim, refill)
-	res := lim.Reserve()
+	res := cachedLimiter(g.sessionLimiters, caller.Key, limit, burst, refill).Reserve()
 	if delay := res.Delay(); delay > 0 {
 		res.Cancel()
 		return nil, &sessionRefusal{status: http.StatusTooManyRequests, retryAfter: delay, err: fmt.Errorf(

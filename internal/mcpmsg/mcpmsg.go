@@ -35,26 +35,13 @@ type Message struct {
 	Method string
 	// ID is the request's or response's id; invalid (the zero ID) for a notification.
 	ID jsonrpc.ID
-	// Params are the message's params exactly as they appear in the body; nil when
-	// absent. Their decisive members are decoded in Decoded.
+	// Params are the message's params exactly as they appear in the body, their
+	// decisive members checked; nil when absent.
 	Params json.RawMessage
-	// Decoded are the decisive members of Params, strictly decoded.
-	Decoded *Params
 }
 
 // IsCall reports whether the message is a request that expects an answer.
 func (m *Message) IsCall() bool { return m.Method != "" && m.ID.IsValid() }
-
-// Calls returns how many of the body's messages are requests that expect an answer.
-func (b *Body) Calls() int {
-	n := 0
-	for i := range b.Messages {
-		if b.Messages[i].IsCall() {
-			n++
-		}
-	}
-	return n
-}
 
 // envelopeMembers are the members of a JSON-RPC message a front door decides on.
 var envelopeMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
@@ -116,14 +103,10 @@ func CheckBody(body []byte) (*Body, error) {
 type Params struct {
 	// Name is params.name: the tool of tools/call, the prompt of prompts/get.
 	Name string
-	// Arguments is params.arguments as sent; nil when absent.
-	Arguments json.RawMessage
 	// Cursor is params.cursor of a list request.
 	Cursor string
 	// URI is params.uri of resources/read and resources/subscribe.
 	URI string
-	// Meta is params._meta by exact member name; nil when absent.
-	Meta map[string]json.RawMessage
 	// ProgressToken is params._meta.progressToken as sent; nil when absent.
 	ProgressToken json.RawMessage
 }
@@ -144,7 +127,7 @@ func decodeParams(raw json.RawMessage) (*Params, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return p, nil
 	}
-	members, err := objectMembers(raw, "params", paramsMembers, false)
+	members, err := objectMembers(raw, "params", paramsMembers)
 	if err != nil {
 		return nil, err
 	}
@@ -158,20 +141,13 @@ func decodeParams(raw json.RawMessage) (*Params, error) {
 			}
 		}
 	}
-	if v, ok := members["arguments"]; ok {
-		p.Arguments = json.RawMessage(v)
-	}
 	if v, ok := members["_meta"]; ok {
 		if v.Kind() == 'n' {
 			return p, nil
 		}
-		meta, err := objectMembers(v, "params._meta", metaMembers, true)
+		meta, err := objectMembers(v, "params._meta", metaMembers)
 		if err != nil {
 			return nil, err
-		}
-		p.Meta = make(map[string]json.RawMessage, len(meta))
-		for k, mv := range meta {
-			p.Meta[k] = json.RawMessage(mv)
 		}
 		if t, ok := meta["progressToken"]; ok {
 			p.ProgressToken = json.RawMessage(t)
@@ -303,7 +279,7 @@ func foldName(name string) string {
 // decodeEnvelope decodes one message's envelope: an object whose decisive members are
 // spelled exactly, with a string method and a string, number or null id.
 func decodeEnvelope(raw []byte) (Message, error) {
-	members, err := objectMembers(raw, "the message", envelopeMembers, false)
+	members, err := objectMembers(raw, "the message", envelopeMembers)
 	if err != nil {
 		return Message{}, err
 	}
@@ -325,16 +301,16 @@ func decodeEnvelope(raw []byte) (Message, error) {
 	if v, ok := members["params"]; ok {
 		m.Params = json.RawMessage(v)
 	}
-	if m.Decoded, err = decodeParams(m.Params); err != nil {
+	if _, err = decodeParams(m.Params); err != nil {
 		return Message{}, err
 	}
 	return m, nil
 }
 
-// objectMembers returns the decisive members of the JSON object raw by exact name (all
-// of them with keepAll), refusing a member whose name differs from a decisive name only
-// in case. raw has passed Check, so names are unique. what names the object in errors.
-func objectMembers(raw []byte, what string, decisive []string, keepAll bool) (map[string]jsontext.Value, error) {
+// objectMembers returns the decisive members of the JSON object raw by exact name,
+// refusing a member whose name differs from a decisive name only in case. raw has
+// passed Check, so names are unique. what names the object in errors.
+func objectMembers(raw []byte, what string, decisive []string) (map[string]jsontext.Value, error) {
 	dec := newDecoder(raw)
 	defer decoders.Put(dec)
 	tok, err := dec.ReadToken()
@@ -360,7 +336,7 @@ func objectMembers(raw []byte, what string, decisive []string, keepAll bool) (ma
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		if keepAll || isDecisive(name, decisive) {
+		if isDecisive(name, decisive) {
 			members[name] = bytes.Clone(v)
 		}
 	}

@@ -257,7 +257,9 @@ func (s *session) settle(resp *jsonrpc.Response) *call {
 		var result struct {
 			ProtocolVersion string `json:"protocolVersion"`
 		}
-		if json.Unmarshal(resp.Result, &result) == nil {
+		// Read as the client reads it (exact key, no duplicates): batches are judged on
+		// it. A result read otherwise leaves the version unknown, which refuses batches.
+		if mcpmsg.Check(resp.Result) == nil && jsonv2.Unmarshal(resp.Result, &result) == nil {
 			s.version = result.ProtocolVersion
 		}
 	}

@@ -92,7 +92,7 @@ func TestASessionIsTheServiceAccountsWhicheverTokenItSends(t *testing.T) {
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: h.url(), HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1, DisableStandaloneSSE: true,
-	}, nil)
+	}, sessionEraClient)
 	if err != nil {
 		t.Fatalf("connecting with the first token: %v", err)
 	}

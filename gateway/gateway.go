@@ -183,6 +183,10 @@ type Gateway struct {
 	// MaxSessions and the caller's and the namespace's quotas.
 	toolsets        map[connector.Key]*mcpv1alpha1.MCPToolset
 	toolsetSessions map[string]*toolsetSession
+
+	// statelessHandler serves the sessionless era's requests through upstreamClients.
+	statelessHandler http.Handler
+	upstreamClients  *upstreamClients
 }
 
 // New returns a Gateway.
@@ -216,6 +220,8 @@ func New(opts Options) (*Gateway, error) {
 		g.access = &accessReviewer{reviews: opts.Access, ttl: opts.AccessTTL, timeout: 5 * time.Second,
 			cache: cache.NewLRUExpireCache(16384)}
 	}
+	g.upstreamClients = newUpstreamClients(g)
+	g.statelessHandler = g.newStatelessHandler()
 	g.mux = http.NewServeMux()
 	// The catalogue owns the path (catalog.GatewayPath): it publishes it as gatewayPath.
 	g.mux.HandleFunc(catalog.GatewayPathPrefix+"{namespace}/servers/{name}", g.serveServer)
@@ -250,6 +256,7 @@ func (g *Gateway) Delete(key connector.Key) {
 	for _, s := range ending {
 		s.end(errServerDeleted)
 	}
+	g.upstreamClients.endServer(key, "")
 	g.metrics.forget(key)
 	g.resyncToolsets(func(ts *toolsetSession) bool { return ts.key.Namespace == key.Namespace })
 }
@@ -297,6 +304,7 @@ func (g *Gateway) Close() {
 	for _, s := range toolsetEnding {
 		s.end(errShuttingDown)
 	}
+	g.upstreamClients.closeAll()
 }
 
 // Reasons a session ends besides its upstream's failure.
@@ -500,6 +508,10 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if isSessionless(r, msgs) {
+		g.serveStateless(w, r, key, caller, srv, msgs)
+		return
+	}
 	if r.Header.Get(mcphttp.SessionIDHeader) != "" {
 		s := g.requestSession(w, r, key, caller)
 		if s == nil || !refuseBatch(w, msgs, s.negotiatedVersion()) ||

@@ -68,8 +68,13 @@ func (u *upstreamServer) redirectTo(target string) {
 	u.redirect = target
 }
 
-// newUpstream starts an upstream with the tools echo, search_notes and delete_all.
-func newUpstream(t testing.TB) *upstreamServer {
+// newUpstream starts an upstream with the tools echo, search_notes and delete_all that
+// speaks the session era (2025-11-25 and older).
+func newUpstream(t testing.TB) *upstreamServer { return newUpstreamOfEra(t, false) }
+
+// newUpstreamOfEra starts the upstream newUpstream does; a stateless one speaks the
+// sessionless era (2026-07-28) too, as go-sdk's stateless server does.
+func newUpstreamOfEra(t testing.TB, stateless bool) *upstreamServer {
 	t.Helper()
 	u := &upstreamServer{mcp: mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, nil)}
 	type echoArgs struct {
@@ -87,7 +92,8 @@ func newUpstream(t testing.TB) *upstreamServer {
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted"}}}, nil, nil
 		})
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.mcp }, nil)
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.mcp },
+		&mcp.StreamableHTTPOptions{Stateless: stateless})
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.headers = append(u.headers, r.Header.Clone())
@@ -189,11 +195,13 @@ type harnessOptions struct {
 	protocol connector.Protocol
 	// timeout, when set, is the upstream's timeout instead of 5s.
 	timeout time.Duration
+	// statelessUpstream makes the harness's upstream a sessionless (2026-07-28) server.
+	statelessUpstream bool
 }
 
 func newHarness(t testing.TB, ho harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, upstream: newUpstream(t), key: connector.Key{Namespace: namespace, Name: "notes"},
+	h := &harness{t: t, upstream: newUpstreamOfEra(t, ho.statelessUpstream), key: connector.Key{Namespace: namespace, Name: "notes"},
 		audit: &logLines{}, registry: prometheus.NewRegistry()}
 	pool, err := connector.NewPool(connector.Options{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
@@ -282,7 +290,7 @@ func (h *harness) connectTo(key connector.Key) *mcp.ClientSession {
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint: h.front.URL + catalog.GatewayPath(key.Namespace, key.Name), MaxRetries: -1,
-	}, nil)
+	}, sessionEraClient)
 	if err != nil {
 		h.t.Fatalf("connecting to %s through the gateway: %v", key, err)
 	}
@@ -298,12 +306,20 @@ func (h *harness) tryConnect(token string, opts *mcp.ClientOptions) (*mcp.Client
 		Endpoint:   h.url(),
 		HTTPClient: &http.Client{Transport: bearer{token: token}},
 		MaxRetries: -1,
-	}, nil)
+	}, sessionEraClient)
 	if err == nil {
 		h.t.Cleanup(func() { _ = cs.Close() })
 	}
 	return cs, err
 }
+
+// sessionEra is the newest protocol version with sessions.
+const sessionEra = "2025-11-25"
+
+// sessionEraClient makes a go-sdk client speak the session era: it speaks the
+// sessionless era first unless told otherwise, and the tests that use it are about
+// sessions.
+var sessionEraClient = &mcp.ClientSessionOptions{ProtocolVersion: sessionEra}
 
 // bearer adds a caller's token and a cookie to every request.
 type bearer struct{ token string }

@@ -81,7 +81,7 @@ func TestAThousandSessionsOnAHungServerLeaveOtherServersAlone(t *testing.T) {
 			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
 			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 				Endpoint: h.url(), HTTPClient: &http.Client{Transport: transport}, DisableStandaloneSSE: true, MaxRetries: -1,
-			}, nil)
+			}, sessionEraClient)
 			<-opening
 			if err != nil {
 				if ctx.Err() == nil {

@@ -88,7 +88,7 @@ func post(t *testing.T, url, sessionID, body string) *http.Response {
 func TestMessagesWaitingForTheClientsStreamHoldUpNoAnswer(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: h.url(), DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: h.url(), DisableStandaloneSSE: true, MaxRetries: -1}, sessionEraClient)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func TestAgentsNeverSeeTheUpstreamsEchoedCredential(t *testing.T) {
 			defer cancel()
 			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 				Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token: callerToken}}, MaxRetries: -1,
-			}, nil)
+			}, sessionEraClient)
 			if err != nil {
 				t.Fatalf("connecting through the gateway: %v", err)
 			}

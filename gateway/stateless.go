@@ -1,0 +1,341 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+)
+
+// sessionlessVersion is the first MCP version without sessions: every request stands
+// alone, naming its protocol version and the client's capabilities in _meta.
+const sessionlessVersion = "2026-07-28"
+
+// protocolVersionHeader is the HTTP header naming a request's MCP protocol version.
+const protocolVersionHeader = "MCP-Protocol-Version"
+
+// reservedMetaPrefix prefixes the _meta keys MCP itself defines.
+const reservedMetaPrefix = "io.modelcontextprotocol/"
+
+// isSessionless reports whether a POST belongs to the sessionless era: it names no
+// session and carries a protocol version of 2026-07-28 or later, in its header or in the
+// _meta of its message (a message with no header is then refused by the front door's
+// header checks, as the protocol requires).
+func isSessionless(r *http.Request, body *mcpmsg.Body) bool {
+	if r.Header.Get(mcphttp.SessionIDHeader) != "" {
+		return false
+	}
+	if r.Header.Get(protocolVersionHeader) >= sessionlessVersion {
+		return true
+	}
+	for _, m := range body.Messages {
+		if m.Method != "" && strings.Contains(string(m.Params), reservedMetaPrefix+"protocolVersion") {
+			return true
+		}
+	}
+	return false
+}
+
+// statelessRequestKey carries a sessionless request's *statelessRequest from the front
+// door to the go-sdk server that serves it.
+type statelessRequestKey struct{}
+
+// statelessRequest is what the front door decided about a sessionless request before
+// go-sdk reads it: who the caller is, which server it may use, and the client the
+// request is relayed through.
+type statelessRequest struct {
+	key    connector.Key
+	caller *catalog.Identity
+	srv    *server
+	client *upstreamClient
+}
+
+// newStatelessHandler returns the go-sdk handler that serves the sessionless era's
+// requests: go-sdk's stateless Streamable HTTP server checks the protocol version, the
+// Mcp-Method and Mcp-Name headers against the body and answers server/discover; its
+// receiving middleware relays every other request to the server.
+func (g *Gateway) newStatelessHandler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if sr, ok := r.Context().Value(statelessRequestKey{}).(*statelessRequest); ok {
+			return sr.client.front(g)
+		}
+		return nil
+	}, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		MaxRequestBodyBytes: int64(g.opts.MaxMessageBytes),
+		// The front door answers rebinding itself (mcphttp.HostAllowed), before it
+		// authenticates.
+		DisableLocalhostProtection: true,
+		// A client that goes away cancels its call upstream.
+		PropagateRequestCancellation: true,
+	})
+}
+
+// serveStateless relays one sessionless request of an authorized caller. Nothing it
+// needs lives in this replica's memory beyond caches: any replica serves any request.
+func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity, srv *server, body *mcpmsg.Body) {
+	var id jsonrpc.ID
+	if len(body.Messages) == 1 {
+		id = body.Messages[0].ID
+	}
+	if body.Batch {
+		mcphttp.WriteError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidRequest,
+			"JSON-RPC batches are not part of MCP "+sessionlessVersion+"; send one message per request")
+		return
+	}
+	if !g.admitRate(w, caller, srv, key, 1) {
+		return
+	}
+	if !srv.ready {
+		g.metrics.refused.WithLabelValues(strconv.Itoa(http.StatusServiceUnavailable)).Inc()
+		w.Header().Set("Retry-After", "5")
+		mcphttp.WriteError(w, http.StatusServiceUnavailable, id, codeUnavailable,
+			fmt.Sprintf("MCPServer %s is not Ready (%s): %s", key, srv.reason, srv.message))
+		return
+	}
+	client, done, err := g.upstreamClients.acquire(r.Context(), key, caller)
+	if err != nil {
+		g.refuseSession(w, id, err)
+		return
+	}
+	defer done()
+	sr := &statelessRequest{key: key, caller: caller, srv: srv, client: client}
+	g.statelessHandler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), statelessRequestKey{}, sr)))
+}
+
+// front returns the go-sdk server that answers for c's server: its capabilities and
+// instructions are the server's own, as the client session learned them.
+func (c *upstreamClient) front(g *Gateway) *mcp.Server {
+	c.frontOnce.Do(func() {
+		opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}}
+		impl := &mcp.Implementation{Name: c.key.server.String()}
+		if res := c.cs.InitializeResult(); res != nil {
+			if res.Capabilities != nil {
+				caps := *res.Capabilities
+				opts.Capabilities = &caps
+			}
+			opts.Instructions = res.Instructions
+			if res.ServerInfo != nil {
+				impl = res.ServerInfo
+			}
+		}
+		c.frontServer = mcp.NewServer(impl, opts)
+		c.frontServer.AddReceivingMiddleware(g.relayStateless)
+	})
+	return c.frontServer
+}
+
+// relayStateless is the front server's receiving middleware: the requests a server
+// answers are judged and relayed to it; what belongs to the protocol itself
+// (server/discover, subscriptions/listen) go-sdk answers.
+func (g *Gateway) relayStateless(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		sr, ok := ctx.Value(statelessRequestKey{}).(*statelessRequest)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		cs := sr.client.cs
+		switch method {
+		case "tools/call":
+			return g.relayToolCall(ctx, sr, req)
+		case "tools/list":
+			return relayCall(ctx, g, sr, method, req, func(ctx context.Context, p *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
+				res, err := cs.ListTools(ctx, p)
+				if err == nil {
+					err = g.judgeStatelessToolList(sr, res, p)
+				}
+				return res, err
+			})
+		case "resources/list":
+			return relayCall(ctx, g, sr, method, req, cs.ListResources)
+		case "resources/templates/list":
+			return relayCall(ctx, g, sr, method, req, cs.ListResourceTemplates)
+		case "resources/read":
+			return relayCall(ctx, g, sr, method, req, cs.ReadResource)
+		case "prompts/list":
+			return relayCall(ctx, g, sr, method, req, cs.ListPrompts)
+		case "prompts/get":
+			return relayCall(ctx, g, sr, method, req, cs.GetPrompt)
+		case "completion/complete":
+			return relayCall(ctx, g, sr, method, req, cs.Complete)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// relayCall sends the client's request to the server with send, params copied from the
+// client's with the _meta upstreamMeta makes of them, and records the call's metrics.
+func relayCall[P any, PP interface {
+	*P
+	mcp.Params
+}, R mcp.Result](ctx context.Context, g *Gateway, sr *statelessRequest, method string, req mcp.Request, send func(context.Context, PP) (R, error)) (mcp.Result, error) {
+	start := time.Now()
+	params := PP(new(P))
+	if in, ok := req.GetParams().(PP); ok && in != nil {
+		*params = *in
+	}
+	meta, forget := g.upstreamMeta(sr, req, params.GetMeta())
+	defer forget()
+	params.SetMeta(meta)
+	res, err := send(ctx, params)
+	return g.settleStateless(sr, method, start, res, err)
+}
+
+// relayToolCall judges a tools/call against the server's tool policy and pins, relays it
+// and audits it.
+func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req mcp.Request) (mcp.Result, error) {
+	start := time.Now()
+	params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
+	if params == nil {
+		params = &mcp.CallToolParamsRaw{}
+	}
+	c := &call{method: "tools/call", tool: params.Name, start: start}
+	audit := g.audit.WithValues("caller", sr.caller.User.Username, "namespace", sr.key.Namespace, "server", sr.key.Name)
+	if why := g.statelessRefusal(sr, params.Name); why != "" {
+		g.metrics.call(sr.key, c.method, outcomeDenied, time.Since(start))
+		auditStatelessCall(audit, c, outcomeDenied, "reason", why)
+		return nil, &jsonrpc.Error{Code: codeRefused, Message: why}
+	}
+	up := &mcp.CallToolParams{Name: params.Name, InputResponses: params.InputResponses, RequestState: params.RequestState}
+	if len(params.Arguments) > 0 {
+		up.Arguments = params.Arguments
+	}
+	meta, forget := g.upstreamMeta(sr, req, params.Meta)
+	defer forget()
+	up.Meta = meta
+	res, err := sr.client.cs.CallTool(ctx, up)
+	outcome := outcomeOK
+	switch {
+	case err != nil:
+		outcome = outcomeUpstreamError
+	case res.IsError:
+		outcome = outcomeToolError
+	}
+	g.metrics.call(sr.key, c.method, outcome, time.Since(start))
+	if err != nil {
+		auditStatelessCall(audit, c, outcome, "reason", err.Error())
+		return nil, upstreamError(sr.key, err)
+	}
+	auditStatelessCall(audit, c, outcome)
+	return res, nil
+}
+
+// statelessRefusal says why tool may not be called through the server, or "".
+func (g *Gateway) statelessRefusal(sr *statelessRequest, tool string) string {
+	srv := g.server(sr.key)
+	if srv == nil {
+		return errServerDeleted.Error()
+	}
+	if why := srv.toolRefusal(tool); why != "" {
+		return why
+	}
+	if srv.pinned == "" {
+		return ""
+	}
+	return g.pinnedSet(srv).callRefusal(tool, srv)
+}
+
+// judgeStatelessToolList removes the tools the server's policy hides from a tools/list
+// answer and, for a pinned server, refuses an answer with tools that are not the pinned
+// ones.
+func (g *Gateway) judgeStatelessToolList(sr *statelessRequest, res *mcp.ListToolsResult, params *mcp.ListToolsParams) error {
+	srv := g.server(sr.key)
+	if srv == nil {
+		return errServerDeleted
+	}
+	kept := res.Tools[:0]
+	for _, t := range res.Tools {
+		if t != nil && srv.toolRefusal(t.Name) == "" {
+			kept = append(kept, t)
+		}
+	}
+	res.Tools = kept
+	if srv.pinned == "" {
+		return nil
+	}
+	firstPage := params == nil || params.Cursor == ""
+	raw, err := json.Marshal(res.Tools)
+	if err != nil {
+		return err
+	}
+	tools, _, err := servedTools(fmt.Appendf(nil, `{"tools":%s}`, raw))
+	if err != nil {
+		return err
+	}
+	if why := g.pinnedSet(srv).servedRefusal(g.opts.Pool.ConvertTools(sr.key, tools), firstPage && res.NextCursor == "", srv); why != "" {
+		return errors.New(why)
+	}
+	return nil
+}
+
+// settleStateless records a relayed call's metrics and turns its error into the one the
+// client gets.
+func (g *Gateway) settleStateless(sr *statelessRequest, method string, start time.Time, res mcp.Result, err error) (mcp.Result, error) {
+	outcome := outcomeOK
+	if err != nil {
+		outcome = outcomeUpstreamError
+	}
+	g.metrics.call(sr.key, method, outcome, time.Since(start))
+	if err != nil {
+		return nil, upstreamError(sr.key, err)
+	}
+	return res, nil
+}
+
+// upstreamError is the error a client gets for a call the server failed: the server's
+// own JSON-RPC error as it sent it (scrubbed by the connector), or the gateway's.
+func upstreamError(key connector.Key, err error) error {
+	if wire, ok := errors.AsType[*jsonrpc.Error](err); ok {
+		return wire
+	}
+	return &jsonrpc.Error{Code: codeUnavailable, Message: fmt.Sprintf("MCPServer %s: %v", key, err)}
+}
+
+// auditStatelessCall writes the audit line of one sessionless tools/call.
+func auditStatelessCall(audit interface{ Info(string, ...any) }, c *call, outcome string, extra ...any) {
+	kv := append([]any{"tool", clip(c.tool), "outcome", outcome,
+		"duration", time.Since(c.start).Round(time.Microsecond).String(), "era", sessionlessVersion}, extra...)
+	audit.Info("Tool call", kv...)
+}
+
+// upstreamMeta returns the _meta to send the server in place of the client's: the
+// protocol's own keys only where the server speaks the sessionless era too (its client
+// session adds the protocol version), and a progress token of the gateway's own in place
+// of the client's, under which the server's progress reaches this request until forget.
+func (g *Gateway) upstreamMeta(sr *statelessRequest, req mcp.Request, in map[string]any) (meta map[string]any, forget func()) {
+	forget = func() {}
+	if len(in) == 0 {
+		return nil, forget
+	}
+	meta = make(map[string]any, len(in))
+	for k, v := range in {
+		if strings.HasPrefix(k, reservedMetaPrefix) && (sr.client.key.caller != "" || k == reservedMetaPrefix+"protocolVersion") {
+			continue
+		}
+		meta[k] = v
+	}
+	if token, ok := in["progressToken"]; ok && token != nil {
+		if session, ok := req.GetSession().(*mcp.ServerSession); ok {
+			ours := "switchboard-" + rand.Text()
+			meta["progressToken"] = ours
+			g.upstreamClients.progress.Store(ours, &progressRoute{session: session, token: token})
+			forget = func() { g.upstreamClients.progress.Delete(ours) }
+		} else {
+			delete(meta, "progressToken")
+		}
+	}
+	return meta, forget
+}

@@ -1,0 +1,191 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+)
+
+// sessionlessVersion is MCP's first protocol version without sessions.
+const sessionlessVersion = "2026-07-28"
+
+// connectSessionless connects a go-sdk client that speaks only the sessionless era
+// through the gateway: it discovers the server and sends every request on its own.
+func (h *harness) connectSessionless() *mcp.ClientSession {
+	h.t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   h.url(),
+		HTTPClient: &http.Client{Transport: bearer{token: callerToken}},
+		MaxRetries: -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionlessVersion})
+	if err != nil {
+		h.t.Fatalf("connecting a %s client through the gateway: %v", sessionlessVersion, err)
+	}
+	h.t.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != sessionlessVersion {
+		h.t.Fatalf("the client settled on %q through the gateway, want %s", got, sessionlessVersion)
+	}
+	return cs
+}
+
+// A client of the sessionless era uses a server of either era through the gateway: it
+// discovers the server, lists and calls its tools without a session, and the server
+// never sees the caller's token.
+func TestASessionlessClientUsesServersOfBothEras(t *testing.T) {
+	for _, era := range []struct {
+		name      string
+		stateless bool
+	}{{"server with sessions (2025-11-25)", false}, {"sessionless server (2026-07-28)", true}} {
+		t.Run(era.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{statelessUpstream: era.stateless})
+			initializedBefore := h.upstream.calls("initialize") // the connector's own session's
+			cs := h.connectSessionless()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatalf("tools/list: %v", err)
+			}
+			if len(tools.Tools) != 3 {
+				t.Errorf("tools/list answered %d tools, want the server's 3", len(tools.Tools))
+			}
+			for i := range 3 {
+				got, err := callText(t, cs, "echo", map[string]any{"text": "hello"})
+				if err != nil || got != "hello" {
+					t.Fatalf("call %d of echo answered %q, %v; want hello", i, got, err)
+				}
+			}
+			if n := h.gw.Sessions(); n != 0 {
+				t.Errorf("the gateway holds %d client sessions for a sessionless client, want none", n)
+			}
+			for _, v := range h.upstream.seenHeaders("Authorization") {
+				if strings.Contains(v, callerToken) {
+					t.Fatal("the caller's token reached the server")
+				}
+			}
+			if lines := h.audit.matching(`"Tool call"`, `"tool"="echo"`, `"outcome"="ok"`); len(lines) != 3 {
+				t.Errorf("audit lines of the echo calls: %d, want 3:\n%s", len(lines), h.audit.all())
+			}
+			initialized := h.upstream.calls("initialize") - initializedBefore
+			if era.stateless {
+				if initialized != 0 {
+					t.Errorf("the sessionless server was sent initialize %d times", initialized)
+				}
+			} else if initialized != 1 {
+				t.Errorf("the server with sessions was sent initialize %d times for three calls, want 1 (the session is kept)", initialized)
+			}
+		})
+	}
+}
+
+// The server's tool policy holds for sessionless requests: a denied tool is neither
+// listed nor called, and the server never sees the call.
+func TestSessionlessRequestsKeepTheToolPolicy(t *testing.T) {
+	h := newHarness(t, harnessOptions{statelessUpstream: true, server: func(s *mcpv1alpha1.MCPServer) {
+		s.Spec.Tools = &mcpv1alpha1.ToolFilter{Deny: []string{"delete_*"}}
+	}})
+	cs := h.connectSessionless()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == "delete_all" {
+			t.Error("tools/list lists delete_all, which spec.tools.deny hides")
+		}
+	}
+	if got, err := callText(t, cs, "delete_all", nil); err == nil {
+		t.Errorf("delete_all answered %q through the gateway; want it refused", got)
+	}
+	if n := h.upstream.calls("tools/call"); n != 0 {
+		t.Errorf("the server received %d tools/call for a denied tool", n)
+	}
+	if lines := h.audit.matching(`"tool"="delete_all"`, `"outcome"="denied"`); len(lines) != 1 {
+		t.Errorf("audit lines of the denied call: %d, want 1:\n%s", len(lines), h.audit.all())
+	}
+}
+
+// postSessionless sends one sessionless request with the given headers and returns the
+// HTTP status and the JSON-RPC error code of the answer (0 without one).
+func postSessionless(t *testing.T, h *harness, header map[string]string, body string) (int, int64) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, h.url(), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+callerToken)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	text := string(data)
+	if i := strings.Index(text, "data: "); i >= 0 {
+		text = strings.TrimSpace(text[i+len("data: "):])
+	}
+	var answer struct {
+		Error *struct {
+			Code int64 `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(text), &answer) != nil || answer.Error == nil {
+		return resp.StatusCode, 0
+	}
+	return resp.StatusCode, answer.Error.Code
+}
+
+// A sessionless request whose Mcp-Method or Mcp-Name header says other than its body is
+// refused with HeaderMismatch, and one of a version the gateway does not speak with
+// UnsupportedProtocolVersion; neither reaches the server.
+func TestSessionlessRequestsAreJudgedOnHeadersThatMatchTheirBody(t *testing.T) {
+	h := newHarness(t, harnessOptions{statelessUpstream: true})
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"%s","io.modelcontextprotocol/clientCapabilities":{}}`
+	call := func(version, tool string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{},` +
+			strings.Replace(meta, "%s", version, 1) + `}}`
+	}
+	headers := func(method, name, version string) map[string]string {
+		return map[string]string{"Mcp-Method": method, "Mcp-Name": name, "MCP-Protocol-Version": version}
+	}
+	const headerMismatch, unsupportedVersion = -32020, -32022
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		body   string
+		code   int64
+	}{
+		{"Mcp-Name names another tool", headers("tools/call", "echo", sessionlessVersion), call(sessionlessVersion, "delete_all"), headerMismatch},
+		{"Mcp-Method names another method", headers("tools/list", "delete_all", sessionlessVersion), call(sessionlessVersion, "delete_all"), headerMismatch},
+		{"no Mcp-Name", map[string]string{"Mcp-Method": "tools/call", "MCP-Protocol-Version": sessionlessVersion}, call(sessionlessVersion, "delete_all"), headerMismatch},
+		{"an unknown protocol version", headers("tools/call", "delete_all", "2099-01-01"), call("2099-01-01", "delete_all"), unsupportedVersion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, code := postSessionless(t, h, tc.header, tc.body)
+			if code != tc.code {
+				t.Errorf("answered HTTP %d with JSON-RPC error %d, want %d", status, code, tc.code)
+			}
+		})
+	}
+	if n := h.upstream.calls("tools/call"); n != 0 {
+		t.Errorf("the server received %d tools/call of refused requests", n)
+	}
+}

@@ -1,0 +1,273 @@
+package gateway
+
+import (
+	"context"
+		"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/connector"
+)
+
+// upstreamClientKey names an upstream client: a server, and the caller for a server of
+// the session era, whose session may hold state of its caller (roots, log level,
+// subscriptions, whatever the server keeps per session) that no other caller may see.
+// Servers of the sessionless era keep no state between requests: their client is shared
+// by every caller, with caller "".
+type upstreamClientKey struct {
+	server connector.Key
+	caller string
+}
+
+// upstreamClient is a go-sdk client session with one server that the stateless front
+// door relays requests to. Its first user connects it; the others wait for ready.
+type upstreamClient struct {
+	key   upstreamClientKey
+	ready chan struct{}
+	err   error // set before ready closes
+	cs    *mcp.ClientSession
+	// release gives back the server slot a session-era client holds.
+	release func()
+	// frontServer answers the requests relayed through this client (see front).
+	frontOnce   sync.Once
+	frontServer *mcp.Server
+
+	mu       sync.Mutex
+	inflight int
+	lastUsed time.Time
+	ended    bool
+}
+
+// upstreamClients are the stateless front door's client sessions with the servers,
+// connected on first use and closed when idle for the gateway's IdleTimeout.
+type upstreamClients struct {
+	g  *Gateway
+	mu sync.Mutex
+	m  map[upstreamClientKey]*upstreamClient
+	// progress routes the upstream's progress notifications back to the request that
+	// asked for them (see relayProgress).
+	progress sync.Map // gateway progress token (string) -> *progressRoute
+}
+
+func newUpstreamClients(g *Gateway) *upstreamClients {
+	return &upstreamClients{g: g, m: make(map[upstreamClientKey]*upstreamClient)}
+}
+
+// sessionless reports whether the server speaks the sessionless era (2026-07-28 and
+// later) over Streamable HTTP, so that one client may serve every caller.
+func (u *upstreamClients) sessionless(key connector.Key) bool {
+	snap, ok := u.g.opts.Pool.Snapshot(key)
+	return ok && snap.Transport == connector.TransportStreamableHTTP && snap.ProtocolVersion >= sessionlessVersion
+}
+
+// acquire returns a connected client for the caller's requests to the server; the caller
+// must call done once its request is answered.
+func (u *upstreamClients) acquire(ctx context.Context, key connector.Key, caller *catalog.Identity) (c *upstreamClient, done func(), err error) {
+	ck := upstreamClientKey{server: key}
+	if !u.sessionless(key) {
+		ck.caller = caller.Key
+	}
+	for {
+		u.mu.Lock()
+		c = u.m[ck]
+		fresh := c == nil
+		if fresh {
+			c = &upstreamClient{key: ck, ready: make(chan struct{})}
+			u.m[ck] = c
+		}
+		c.mu.Lock()
+		c.inflight++
+		c.mu.Unlock()
+		u.mu.Unlock()
+		if fresh {
+			c.err = u.connect(ctx, c, caller)
+			close(c.ready)
+			if c.err != nil {
+				u.drop(c)
+			}
+		}
+		select {
+		case <-c.ready:
+		case <-ctx.Done():
+			u.done(c)
+			return nil, nil, ctx.Err()
+		}
+		if c.err != nil {
+			u.done(c)
+			return nil, nil, c.err
+		}
+		c.mu.Lock()
+		ended := c.ended
+		c.mu.Unlock()
+		if !ended {
+			return c, func() { u.done(c) }, nil
+		}
+		// Ended between lookup and use: the next lookup finds none or a new one.
+		u.done(c)
+	}
+}
+
+// connect opens the client session; a session-era client first takes a server slot, so
+// that the server's and the caller's session limits hold on this path too.
+func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller *catalog.Identity) error {
+	if c.key.caller != "" {
+		release, err := u.g.takeServerSlot(c.key.server, caller)
+		if err != nil {
+			return &sessionRefusal{status: http.StatusServiceUnavailable, retryAfter: time.Second, err: err}
+		}
+		c.release = release
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-gateway", Version: "v1alpha1"}, &mcp.ClientOptions{
+		// input_required results are the downstream client's to answer: they pass through.
+		MultiRoundTrip:              &mcp.MultiRoundTripOptions{Disabled: true},
+		ProgressNotificationHandler: u.relayProgress,
+	})
+	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.g.opts.ConnectTimeout)
+	defer cancel()
+	// The connector's connection: the same credentials, egress judgement at dial time,
+	// redirect policy, limits and scrubbing as every other connection to the server.
+	up, err := u.g.opts.Pool.OpenUpstream(openCtx, c.key.server)
+	var cs *mcp.ClientSession
+	if err == nil {
+		if cs, err = client.Connect(openCtx, upstreamTransport{up: up}, nil); err != nil {
+			_ = up.Close()
+		}
+	}
+	if err != nil {
+		if c.release != nil {
+			c.release()
+		}
+		return &sessionRefusal{status: http.StatusBadGateway, err: fmt.Errorf("could not open a session with MCPServer %s: %w", c.key.server, err)}
+	}
+	c.cs = cs
+	c.lastUsed = time.Now()
+	go func() {
+		_ = cs.Wait()
+		u.end(c)
+	}()
+	time.AfterFunc(u.g.opts.IdleTimeout, func() { u.reapIfIdle(c) })
+	return nil
+}
+
+// done marks one use of c finished.
+func (u *upstreamClients) done(c *upstreamClient) {
+	c.mu.Lock()
+	c.inflight--
+	c.lastUsed = time.Now()
+	c.mu.Unlock()
+}
+
+// reapIfIdle closes c once it has been unused for the idle timeout, and otherwise looks
+// again when it could be.
+func (u *upstreamClients) reapIfIdle(c *upstreamClient) {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	idle := time.Since(c.lastUsed)
+	busy := c.inflight > 0
+	c.mu.Unlock()
+	if busy || idle < u.g.opts.IdleTimeout {
+		time.AfterFunc(max(u.g.opts.IdleTimeout-idle, time.Second), func() { u.reapIfIdle(c) })
+		return
+	}
+	u.end(c)
+}
+
+// end closes c and forgets it; only the first call counts.
+func (u *upstreamClients) end(c *upstreamClient) {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.ended = true
+	c.mu.Unlock()
+	u.drop(c)
+	if c.cs != nil {
+		_ = c.cs.Close()
+	}
+	if c.release != nil {
+		c.release()
+	}
+}
+
+// drop forgets c, if it is still the one held under its key.
+func (u *upstreamClients) drop(c *upstreamClient) {
+	u.mu.Lock()
+	if u.m[c.key] == c {
+		delete(u.m, c.key)
+	}
+	u.mu.Unlock()
+}
+
+// endServer closes the clients of a server (deleted, or its config changed) and, with
+// caller set, only that caller's.
+func (u *upstreamClients) endServer(key connector.Key, caller string) {
+	u.mu.Lock()
+	var ending []*upstreamClient
+	for k, c := range u.m {
+		if k.server == key && (caller == "" || k.caller == caller) {
+			ending = append(ending, c)
+		}
+	}
+	u.mu.Unlock()
+	for _, c := range ending {
+		go func() {
+			<-c.ready
+			u.end(c)
+		}()
+	}
+}
+
+// closeAll closes every client.
+func (u *upstreamClients) closeAll() {
+	u.mu.Lock()
+	all := make([]*upstreamClient, 0, len(u.m))
+	for _, c := range u.m {
+		all = append(all, c)
+	}
+	u.mu.Unlock()
+	for _, c := range all {
+		select {
+		case <-c.ready:
+			u.end(c)
+		default:
+			go func() {
+				<-c.ready
+				u.end(c)
+			}()
+		}
+	}
+}
+
+// progressRoute is where an upstream's progress notifications for one relayed request
+// go: the downstream session of the request, under the token its client chose.
+type progressRoute struct {
+	session *mcp.ServerSession
+	token   any
+}
+
+// relayProgress passes an upstream's progress notification to the request whose
+// gateway token it carries; one for no request in flight is dropped.
+func (u *upstreamClients) relayProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+	token, ok := req.Params.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	v, ok := u.progress.Load(token)
+	if !ok {
+		return
+	}
+	route, _ := v.(*progressRoute)
+	params := *req.Params
+	params.ProgressToken = route.token
+	if err := route.session.NotifyProgress(ctx, &params); err != nil {
+		u.g.log.V(1).Info("Could not relay a progress notification", "reason", err.Error())
+	}
+}

@@ -183,10 +183,17 @@ type Gateway struct {
 	// MaxSessions and the caller's and the namespace's quotas.
 	toolsets        map[connector.Key]*mcpv1alpha1.MCPToolset
 	toolsetSessions map[string]*toolsetSession
+	// sessionlessToolsets are the toolset sessions that serve each caller's sessionless
+	// requests to a toolset, also held in toolsetSessions.
+	sessionlessToolsets map[toolsetCaller]*toolsetSession
 
 	// statelessHandler serves the sessionless era's requests through upstreamClients.
-	statelessHandler http.Handler
-	upstreamClients  *upstreamClients
+	statelessHandler        http.Handler
+	statelessToolsetHandler http.Handler
+	upstreamClients         *upstreamClients
+	// openQuestions are the elicitations of session-era servers waiting for the answer
+	// of a sessionless client (see input_bridge.go).
+	openQuestions openQuestions
 }
 
 // New returns a Gateway.
@@ -215,6 +222,8 @@ func New(opts Options) (*Gateway, error) {
 
 		toolsets:        make(map[connector.Key]*mcpv1alpha1.MCPToolset),
 		toolsetSessions: make(map[string]*toolsetSession),
+
+		sessionlessToolsets: make(map[toolsetCaller]*toolsetSession),
 	}
 	if opts.Authenticator != nil {
 		g.access = &accessReviewer{reviews: opts.Access, ttl: opts.AccessTTL, timeout: 5 * time.Second,
@@ -222,6 +231,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.upstreamClients = newUpstreamClients(g)
 	g.statelessHandler = g.newStatelessHandler()
+	g.statelessToolsetHandler = g.newStatelessToolsetHandler()
 	g.mux = http.NewServeMux()
 	// The catalogue owns the path (catalog.GatewayPath): it publishes it as gatewayPath.
 	g.mux.HandleFunc(catalog.GatewayPathPrefix+"{namespace}/servers/{name}", g.serveServer)

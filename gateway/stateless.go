@@ -216,7 +216,16 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	meta, forget := g.upstreamMeta(sr, req, params.Meta)
 	defer forget()
 	up.Meta = meta
-	res, err := sr.client.cs.CallTool(ctx, up)
+	var res *mcp.CallToolResult
+	var err error
+	switch {
+	case strings.HasPrefix(params.RequestState, inputStatePrefix):
+		res, err = g.resumeBridged(ctx, sr, params)
+	case sr.client.key.caller != "" && takesInput(req):
+		res, err = g.callBridged(ctx, sr, up)
+	default:
+		res, err = sr.client.cs.CallTool(ctx, up)
+	}
 	outcome := outcomeOK
 	switch {
 	case err != nil:
@@ -338,4 +347,99 @@ func (g *Gateway) upstreamMeta(sr *statelessRequest, req mcp.Request, in map[str
 		}
 	}
 	return meta, forget
+}
+
+// toolsetCaller names one caller's use of one toolset.
+type toolsetCaller struct {
+	toolset connector.Key
+	caller  string // catalog.Identity.Key
+}
+
+// statelessToolsetKey carries the toolset session that serves a sessionless request from
+// the front door to go-sdk's handler.
+type statelessToolsetKey struct{}
+
+// newStatelessToolsetHandler returns the go-sdk handler that serves the sessionless
+// era's requests to toolsets: each is served by the go-sdk server of the caller's
+// sessionless toolset session, whose tools are the toolset's the caller may use.
+func (g *Gateway) newStatelessToolsetHandler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if s, ok := r.Context().Value(statelessToolsetKey{}).(*toolsetSession); ok {
+			return s.server
+		}
+		return nil
+	}, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		MaxRequestBodyBytes:          int64(g.opts.MaxMessageBytes),
+		DisableLocalhostProtection:   true,
+		PropagateRequestCancellation: true,
+	})
+}
+
+// serveToolsetStateless serves one sessionless request to a toolset. The caller's
+// requests share a toolset session on this replica (its tools and its origins' upstream
+// sessions, a cache any replica rebuilds), counted against the caller's session quotas
+// and ended when idle like any other.
+func (g *Gateway) serveToolsetStateless(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity, body *mcpmsg.Body) {
+	var id jsonrpc.ID
+	if len(body.Messages) == 1 {
+		id = body.Messages[0].ID
+	}
+	if body.Batch {
+		mcphttp.WriteError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidRequest,
+			"JSON-RPC batches are not part of MCP "+sessionlessVersion+"; send one message per request")
+		return
+	}
+	s, err := g.sessionlessToolsetSession(key, caller)
+	if err != nil {
+		g.refuseSession(w, id, err)
+		return
+	}
+	if !s.activity.Begin() {
+		mcphttp.WriteError(w, http.StatusServiceUnavailable, id, codeUnavailable, "the toolset's session for this caller is ending; retry")
+		return
+	}
+	defer s.activity.End()
+	g.statelessToolsetHandler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), statelessToolsetKey{}, s)))
+}
+
+// sessionlessToolsetSession returns the caller's sessionless session with the toolset,
+// opening one when there is none.
+func (g *Gateway) sessionlessToolsetSession(key connector.Key, caller *catalog.Identity) (*toolsetSession, error) {
+	tc := toolsetCaller{toolset: key, caller: caller.Key}
+	g.mu.RLock()
+	s := g.sessionlessToolsets[tc]
+	g.mu.RUnlock()
+	if s != nil && !s.isEnding() {
+		return s, nil
+	}
+	s, err := g.openToolsetSession(key, caller, true)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	if other := g.sessionlessToolsets[tc]; other != nil && !other.isEnding() {
+		// Another request opened one first: use it, and give this one back.
+		g.mu.Unlock()
+		s.end(errClientEnded)
+		return other, nil
+	}
+	g.sessionlessToolsets[tc] = s
+	g.mu.Unlock()
+	return s, nil
+}
+
+// sessionEraMeta returns meta without the sessionless era's own keys, for a request sent
+// on a session of the session era.
+func sessionEraMeta(meta mcp.Meta) mcp.Meta {
+	if len(meta) == 0 {
+		return meta
+	}
+	out := make(mcp.Meta, len(meta))
+	for k, v := range meta {
+		if !strings.HasPrefix(k, reservedMetaPrefix) {
+			out[k] = v
+		}
+	}
+	return out
 }

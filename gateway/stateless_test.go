@@ -3,8 +3,10 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // sessionlessVersion is MCP's first protocol version without sessions.
@@ -187,5 +190,102 @@ func TestSessionlessRequestsAreJudgedOnHeadersThatMatchTheirBody(t *testing.T) {
 	}
 	if n := h.upstream.calls("tools/call"); n != 0 {
 		t.Errorf("the server received %d tools/call of refused requests", n)
+	}
+}
+
+// connectSessionlessTo connects a client of the sessionless era to endpoint with opts.
+func connectSessionlessTo(t *testing.T, endpoint string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token: callerToken}}, MaxRetries: -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionlessVersion})
+	if err != nil {
+		t.Fatalf("connecting a %s client to %s: %v", sessionlessVersion, endpoint, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != sessionlessVersion {
+		t.Fatalf("the client settled on %q, want %s", got, sessionlessVersion)
+	}
+	return cs
+}
+
+// A server of the session era asks its client a question in the middle of a call; a
+// client of the sessionless era gets it as input_required, answers it with its retry,
+// and gets the call's result: the question and the answer cross the eras.
+func TestASessionEraElicitationReachesASessionlessClient(t *testing.T) {
+	tickets := newTicketsUpstream(t)
+	h := newHarness(t, harnessOptions{upstreamURL: tickets.URL})
+	asked := make(chan string, 4)
+	cs := connectSessionlessTo(t, h.url(), &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- req.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"priority": "high"}}, nil
+		},
+	})
+	for i := range 2 {
+		got, err := callText(t, cs, "ask", nil)
+		if err != nil || got != "accept:high" {
+			t.Fatalf("round trip %d: ask answered %q, %v; want accept:high", i, got, err)
+		}
+		select {
+		case q := <-asked:
+			if q != "Which priority?" {
+				t.Errorf("the client was asked %q", q)
+			}
+		default:
+			t.Fatal("the server's question never reached the client")
+		}
+	}
+	// A requestState this replica never issued is refused, not passed to the server.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", RequestState: "switchboard-input-FORGED"}); err == nil ||
+		!strings.Contains(err.Error(), "call the tool again") {
+		t.Errorf("a forged requestState answered %v; want it refused", err)
+	}
+}
+
+// A toolset serves the sessionless era too, in Direct and Search mode: its tools are
+// listed and called without a session, under the toolset's names and rules, and one
+// caller's requests share the upstream sessions this replica opened for it.
+func TestASessionlessClientUsesAToolset(t *testing.T) {
+	h := newToolsetHarness(t, nil)
+	notesInits := h.notes.calls("initialize")
+	cs := connectSessionlessTo(t, h.url(), nil)
+	if got, want := toolNames(t, cs), []string{"notes_echo", "search", "t_ask", "t_create_ticket"}; !slices.Equal(got, want) {
+		t.Fatalf("tools = %v, want %v", got, want)
+	}
+	for range 3 {
+		if text, err := callText(t, cs, "notes_echo", map[string]any{"text": "hello"}); err != nil || text != "hello" {
+			t.Fatalf("notes_echo = %q, %v; want hello", text, err)
+		}
+	}
+	if text, err := callText(t, cs, "t_create_ticket", nil); err != nil || text != "created" {
+		t.Errorf("t_create_ticket = %q, %v; want created", text, err)
+	}
+	if _, err := callText(t, cs, "notes_delete_all", nil); err == nil {
+		t.Error("notes_delete_all, which the toolset denies, was called")
+	}
+	if n := h.notes.calls("initialize") - notesInits; n != 1 {
+		t.Errorf("four requests opened %d upstream sessions with notes, want 1", n)
+	}
+	if lines := h.audit.matching(`"Tool call"`, `"tool"="notes_echo"`, `"outcome"="ok"`); len(lines) != 3 {
+		t.Errorf("audit lines of the notes_echo calls: %d, want 3:\n%s", len(lines), h.audit.all())
+	}
+
+	ts := h.toolset.DeepCopy()
+	ts.Spec.Discovery = mcpv1alpha1.ToolsetDiscoverySearch
+	h.gw.UpdateToolset(ts)
+	testutil.Eventually(t, 5*time.Second, "Search mode's tools", func() error {
+		if got := toolNames(t, cs); !slices.Equal(got, []string{"call_tool", "find_tools"}) {
+			return fmt.Errorf("tools = %v", got)
+		}
+		return nil
+	})
+	if text, err := callText(t, cs, "call_tool", map[string]any{"name": "notes_echo", "arguments": map[string]any{"text": "hi"}}); err != nil || text != "hi" {
+		t.Errorf("call_tool(notes_echo) = %q, %v; want hi", text, err)
 	}
 }

@@ -130,6 +130,10 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if isSessionless(r, msgs) {
+		g.serveToolsetStateless(w, r, key, caller, msgs)
+		return
+	}
 	if r.Header.Get(mcphttp.SessionIDHeader) != "" {
 		s := g.requestToolsetSession(w, r, key, caller)
 		if s == nil || !refuseBatch(w, msgs, s.requestedVersion()) || !s.activity.Begin() {
@@ -186,6 +190,13 @@ func (g *Gateway) lookupToolsetSession(id string) *toolsetSession {
 // own to a Streamable HTTP transport. No upstream session opens until the client lists
 // or calls tools. A refusal is a *sessionRefusal.
 func (g *Gateway) startToolsetSession(key connector.Key, caller *catalog.Identity) (*toolsetSession, error) {
+	return g.openToolsetSession(key, caller, false)
+}
+
+// openToolsetSession is startToolsetSession; a sessionless session serves the
+// sessionless era's requests of its caller (see serveToolsetStateless) and is connected
+// to no client transport.
+func (g *Gateway) openToolsetSession(key connector.Key, caller *catalog.Identity, sessionless bool) (*toolsetSession, error) {
 	start, err := g.reserveSessionStart(caller)
 	if err != nil {
 		return nil, err
@@ -203,6 +214,7 @@ func (g *Gateway) startToolsetSession(key connector.Key, caller *catalog.Identit
 	g.mu.Unlock()
 
 	s := newToolsetSession(g, id, seq, key, caller)
+	s.sessionless = sessionless
 	if err := s.connect(); err != nil {
 		g.mu.Lock()
 		delete(g.toolsetSessions, id)
@@ -226,6 +238,9 @@ func (g *Gateway) forgetToolsetSession(s *toolsetSession) {
 		return
 	}
 	delete(g.toolsetSessions, s.id)
+	if key := (toolsetCaller{toolset: s.key, caller: s.caller.Key}); g.sessionlessToolsets[key] == s {
+		delete(g.sessionlessToolsets, key)
+	}
 	g.releaseSessionSlotLocked(s.key.Namespace, s.caller.Key)
 	g.metrics.toolsets.WithLabelValues(s.key.Namespace, s.key.Name).Dec()
 	if _, exists := g.toolsets[s.key]; !exists && !g.hasToolsetSessionsLocked(s.key) {

@@ -50,6 +50,11 @@ type toolsetSession struct {
 	ctx    context.Context // ends with the session
 	cancel context.CancelFunc
 
+	// sessionless says the session serves its caller's sessionless requests: go-sdk's
+	// stateless handler connects each to the session's server, and no client transport
+	// is connected.
+	sessionless bool
+
 	// syncMu serialises recomputing the tools.
 	syncMu sync.Mutex
 
@@ -189,6 +194,10 @@ func (s *toolsetSession) connect() error {
 			return next(ctx, method, req)
 		}
 	})
+	if s.sessionless {
+		s.g.watchAccess(s.caller, resourceToolsets, s.key, s.isEnding, func() { s.end(errToolsetAccessRevoked) })
+		return nil
+	}
 	ss, err := s.server.Connect(s.ctx, s.transport, nil)
 	if err != nil {
 		return fmt.Errorf("connecting the client transport: %w", err)
@@ -384,6 +393,33 @@ func (s *toolsetSession) origin(name string) *origin {
 	return o
 }
 
+// originClientOptions are the options of the go-sdk client of an origin. A session's
+// client relays the origin's elicitation and sampling requests to the session's client;
+// a sessionless session has no client to send them to, so its origin clients offer
+// neither.
+func (s *toolsetSession) originClientOptions(o *origin) *mcp.ClientOptions {
+	opts := &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return s.session.Elicit(o.callContext(ctx), req.Params)
+		},
+		// Sampling is deprecated as of 2026-07-28 but still spoken by servers of
+		// earlier versions: a toolset relays it like the server endpoint does.
+		CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { //nolint:staticcheck // see above
+			return s.session.CreateMessage(o.callContext(ctx), req.Params) //nolint:staticcheck // see above
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			o.mu.Lock()
+			o.tools = nil
+			o.mu.Unlock()
+			s.resync()
+		},
+	}
+	if s.sessionless {
+		opts.ElicitationHandler, opts.CreateMessageHandler = nil, nil //nolint:staticcheck // sampling: see above
+	}
+	return opts
+}
+
 // open opens the origin's upstream session once; a failure is forgotten so that the
 // next need tries again.
 func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
@@ -402,22 +438,7 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 			o.err = fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)
 			return
 		}
-		client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-toolset", Version: "v1alpha1"}, &mcp.ClientOptions{
-			ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-				return s.session.Elicit(o.callContext(ctx), req.Params)
-			},
-			// Sampling is deprecated as of 2026-07-28 but still spoken by servers of
-			// earlier versions: a toolset relays it like the server endpoint does.
-			CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { //nolint:staticcheck // see above
-				return s.session.CreateMessage(o.callContext(ctx), req.Params) //nolint:staticcheck // see above
-			},
-			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-				o.mu.Lock()
-				o.tools = nil
-				o.mu.Unlock()
-				s.resync()
-			},
-		})
+		client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-toolset", Version: "v1alpha1"}, s.originClientOptions(o))
 		// The initialize handshake the connector's Upstream expects first (it notes the
 		// version it settles on), not the stateless discovery of 2026-07-28.
 		cs, err := client.Connect(ctx, upstreamTransport{up}, &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion})
@@ -577,7 +598,9 @@ func (s *toolsetSession) callExposed(ctx context.Context, name string, args json
 	}
 	o.beginCall(ctx)
 	defer o.endCall(ctx)
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: r.tool, Arguments: args})
+	// The origin's session is of the session era: the sessionless era's own _meta keys
+	// are not its to read.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: sessionEraMeta(meta), Name: r.tool, Arguments: args})
 	if err != nil {
 		audit(outcomeUpstreamError, "reason", upstreamReason(err))
 		return nil, toolError(fmt.Errorf("MCPServer %s: %w", key, err))

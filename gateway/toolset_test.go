@@ -138,7 +138,7 @@ func (h *toolsetHarness) connect(token string, opts *mcp.ClientOptions) (*mcp.Cl
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: h.url(), HTTPClient: &http.Client{Transport: bearer{token: token}}, MaxRetries: -1,
-	}, nil)
+	}, sessionEraClient)
 	if err == nil {
 		h.t.Cleanup(func() { _ = cs.Close() })
 	}

@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -32,6 +32,8 @@ type upstreamClient struct {
 	cs    *mcp.ClientSession
 	// release gives back the server slot a session-era client holds.
 	release func()
+	// inputs holds the calls whose elicitations reach their clients as input_required.
+	inputs *inputBridge
 	// frontServer answers the requests relayed through this client (see front).
 	frontOnce   sync.Once
 	frontServer *mcp.Server
@@ -76,7 +78,7 @@ func (u *upstreamClients) acquire(ctx context.Context, key connector.Key, caller
 		c = u.m[ck]
 		fresh := c == nil
 		if fresh {
-			c = &upstreamClient{key: ck, ready: make(chan struct{})}
+			c = &upstreamClient{key: ck, ready: make(chan struct{}), inputs: &inputBridge{calls: map[*bridgedCall]struct{}{}}}
 			u.m[ck] = c
 		}
 		c.mu.Lock()
@@ -121,11 +123,17 @@ func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller
 		}
 		c.release = release
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-gateway", Version: "v1alpha1"}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		// input_required results are the downstream client's to answer: they pass through.
 		MultiRoundTrip:              &mcp.MultiRoundTripOptions{Disabled: true},
 		ProgressNotificationHandler: u.relayProgress,
-	})
+	}
+	if c.key.caller != "" {
+		// A server of the session era asks its questions on the session: they reach
+		// the client as input_required (see input_bridge.go).
+		opts.ElicitationHandler = c.inputs.elicit
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-gateway", Version: "v1alpha1"}, opts)
 	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.g.opts.ConnectTimeout)
 	defer cancel()
 	// The connector's connection: the same credentials, egress judgement at dial time,

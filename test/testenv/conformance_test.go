@@ -79,3 +79,45 @@ func TestSuiteRunSurvivesAHangingScenario(t *testing.T) {
 		}
 	}
 }
+
+// minScenarios2026 is well under the 50 server scenarios conformance 0.2.0-alpha.12 runs
+// for 2026-07-28 (37 required, 10 of the tasks extension, 3 pending): a run that reports
+// fewer did not run the requirement set we think it did.
+const minScenarios2026 = 40
+
+// TestConformance2026AgainstGoSDKStatelessServerDirectly is the 2026-07-28 baseline the
+// bridge and gateway are compared against: the suite runs its 2026-07-28 requirement set
+// against go-sdk's stateless conformance server, every scenario it scores passes (tools,
+// resources, prompts, completion, caching, input_required round trips), and what fails is
+// only the optional tasks extension, which go-sdk's server does not implement. The same
+// suite against the session-only server fails tools-list: the suite really speaks
+// stateless 2026-07-28, so passing here means something.
+func TestConformance2026AgainstGoSDKStatelessServerDirectly(t *testing.T) {
+	url := StartStatelessConformanceServer(t)
+
+	direct := RunConformanceServerSuite2026(t, url)
+	direct.Name = "stateless"
+
+	stateful := RunConformanceServerSuite2026(t, StartConformanceServer(t))
+	stateful.Name = "sessions only"
+	t.Logf("conformance %s suite against go-sdk's stateless server directly: %d of %d scenarios passed in %s; against the session server (-stateless=false): %d of %d\n%s",
+		ConformanceRevision2026, len(direct.Passed()), len(direct.Scenarios), direct.Duration.Round(time.Millisecond),
+		len(stateful.Passed()), len(stateful.Scenarios), direct.Table(stateful))
+
+	if len(direct.Scenarios) < minScenarios2026 {
+		t.Fatalf("the suite reported %d scenarios, want at least %d:\n%s", len(direct.Scenarios), minScenarios2026, direct.Output)
+	}
+	for _, want := range []string{"server-stateless", "tools-list", "tools-call-simple-text", "resources-read-text", "prompts-get-with-args", "input-required-result-basic-elicitation"} {
+		if s, ok := direct.Scenarios[want]; !ok || !s.Passed {
+			t.Errorf("scenario %s did not pass directly against go-sdk's stateless server: %v", want, s.Failures)
+		}
+	}
+	for _, name := range direct.Failed() {
+		if !strings.HasPrefix(name, "tasks-") || direct.NotScored[name] != "extension" {
+			t.Errorf("scenario %s fails directly against go-sdk's stateless server, want only the tasks extension to fail: %v", name, direct.Scenarios[name].Failures)
+		}
+	}
+	if s := stateful.Scenarios["tools-list"]; s.Passed {
+		t.Errorf("tools-list passes at %s against the session-only server, want it to fail (the suite sends no initialize)", ConformanceRevision2026)
+	}
+}

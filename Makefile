@@ -66,6 +66,7 @@ test: ## Run all tests (unit and envtest integration) with the race detector, th
 	SWITCHBOARD_SUPERGATEWAY="$$(hack/test-servers.sh --supergateway)" \
 	SWITCHBOARD_SERVER_FILESYSTEM="$$(hack/test-servers.sh --filesystem)" \
 	SWITCHBOARD_CONFORMANCE="$$(hack/test-servers.sh --conformance)" \
+	SWITCHBOARD_CONFORMANCE_2026="$$(hack/test-servers.sh --conformance-2026)" \
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(TEST_PACKAGES)
 	@# Heap-measuring tests run without the race detector, whose shadow memory and
 	@# slowdown would distort their figures (they carry a !race build tag).
@@ -77,6 +78,7 @@ test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
 	SWITCHBOARD_CONFORMANCE="$$(hack/test-servers.sh --conformance)" \
+	SWITCHBOARD_CONFORMANCE_2026="$$(hack/test-servers.sh --conformance-2026)" \
 	$(GO) test -tags e2e -count=1 -v $(GO_TEST_FLAGS) ./test/e2e/
 
 .PHONY: verify

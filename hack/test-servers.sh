@@ -6,7 +6,9 @@
 # prints the entry point of the npm reference filesystem server (run it with the folders
 # it may serve as arguments), which the shared-mode tests use. With --conformance it
 # installs Node 22 and the official MCP conformance suite (which needs Node 22) and prints
-# the path of a wrapper script that runs the suite with that Node. With --thv it builds
+# the path of a wrapper script that runs the suite with that Node. With --conformance-2026
+# it does the same for the suite's 2026-07-28 release (installed beside the first, same
+# Node 22; run it with --requirements 2026-07-28). With --thv it builds
 # ToolHive's thv from the Go module proxy (minutes the first time) and prints the binary,
 # the peer the gateway benchmark compares against (with SWITCHBOARD_NO_BUILD=1 it only
 # prints an installed one, and exits 3 when there is none). Idempotent: an installed
@@ -16,6 +18,7 @@
 #   node "$(hack/test-servers.sh --supergateway)" --stdio "CMD" --outputTransport streamableHttp
 #   node "$(hack/test-servers.sh --filesystem)" DIR...
 #   "$(hack/test-servers.sh --conformance)" server --url http://127.0.0.1:PORT/mcp
+#   "$(hack/test-servers.sh --conformance-2026)" server --url URL --requirements 2026-07-28
 #   "$(hack/test-servers.sh --thv)" proxy NAME --host 127.0.0.1 --port P --target-uri URL
 #
 # Progress goes to stderr; stdout carries only the path.
@@ -25,6 +28,7 @@ SERVER_EVERYTHING_VERSION="${SERVER_EVERYTHING_VERSION:-2026.8.31}"
 SUPERGATEWAY_VERSION="${SUPERGATEWAY_VERSION:-4.0.0}"
 SERVER_FILESYSTEM_VERSION="${SERVER_FILESYSTEM_VERSION:-2026.8.31}"
 CONFORMANCE_VERSION="${CONFORMANCE_VERSION:-0.1.16}"
+CONFORMANCE_2026_VERSION="${CONFORMANCE_2026_VERSION:-0.2.0-alpha.12}"
 CONFORMANCE_NODE_VERSION="${CONFORMANCE_NODE_VERSION:-22}"
 THV_VERSION="${THV_VERSION:-v0.45.0}"
 CACHE_ROOT="${SWITCHBOARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchboard}"
@@ -58,18 +62,20 @@ entry_point() {
   ' "$1"
 }
 
-# conformance installs Node 22 and the conformance suite, writes a wrapper script that runs
-# the suite's entry point with that Node (the suite needs Node 22; the system one may be
-# older) and prints the wrapper's path.
+# conformance VERSION installs Node 22 and release VERSION of the conformance suite, writes
+# a wrapper script that runs the suite's entry point with that Node (the suite needs Node
+# 22; the system one may be older) and prints the wrapper's path. Each release has its own
+# prefix in the cache, so several live side by side.
 conformance() {
+  local version="$1"
   # The node package downloads the binary in a postinstall step: wait for bin/node, not
   # package.json, so an interrupted install is redone.
   install node node "${CONFORMANCE_NODE_VERSION}" bin/node
   local node="${PACKAGE_DIR}/bin/node"
-  install conformance @modelcontextprotocol/conformance "${CONFORMANCE_VERSION}"
+  install conformance @modelcontextprotocol/conformance "${version}"
   local entry
   entry="$(entry_point "${PACKAGE_DIR}")"
-  local wrapper="${CACHE_ROOT}/npm/conformance-${CONFORMANCE_VERSION}/conformance"
+  local wrapper="${CACHE_ROOT}/npm/conformance-${version}/conformance"
   if [ ! -x "${wrapper}" ]; then
     # Written beside and renamed, so a concurrent run never sees half a script.
     printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "${node}" "${entry}" >"${wrapper}.tmp"
@@ -121,13 +127,16 @@ case "${1:-}" in
     entry_point "${PACKAGE_DIR}"
     ;;
   --conformance)
-    conformance
+    conformance "${CONFORMANCE_VERSION}"
+    ;;
+  --conformance-2026)
+    conformance "${CONFORMANCE_2026_VERSION}"
     ;;
   --thv)
     thv
     ;;
   *)
-    log "usage: $0 [--supergateway | --filesystem | --conformance | --thv]"
+    log "usage: $0 [--supergateway | --filesystem | --conformance | --conformance-2026 | --thv]"
     exit 2
     ;;
 esac

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // GoSDKConformanceServer is the package of go-sdk's conformance server, the reference the
@@ -31,7 +33,17 @@ var (
 	conformanceScenarioTimeout = 30 * time.Second
 	// conformanceSuiteBudget bounds a whole run, retries of stalled scenarios included.
 	conformanceSuiteBudget = 5 * time.Minute
+	// conformanceWatchdogGrace is how much longer than conformanceScenarioTimeout a run
+	// of a suite that times scenarios out itself (0.2) may go without starting one: the
+	// suite's own timeout records a failed check and carries on, the watchdog is the
+	// backstop for a suite that hangs anyway.
+	conformanceWatchdogGrace = 15 * time.Second
 )
+
+// ConformanceRevision2026 is the MCP revision whose requirement set
+// RunConformanceServerSuite2026 runs: stateless requests (server/discover, per-request
+// _meta, Mcp-Method and Mcp-Name headers, input_required round trips).
+const ConformanceRevision2026 = "2026-07-28"
 
 // ConformanceSuite returns the command that runs the official MCP conformance suite (npm
 // @modelcontextprotocol/conformance, a wrapper script that runs it with Node 22):
@@ -42,6 +54,18 @@ func ConformanceSuite() (string, error) {
 		return path, nil
 	}
 	return runHackScript("test-servers.sh", "--conformance")
+}
+
+// ConformanceSuite2026 returns the command that runs the conformance suite's release for
+// the 2026-07-28 revision (npm @modelcontextprotocol/conformance@0.2.0-alpha.12, a wrapper
+// script that runs it with Node 22): SWITCHBOARD_CONFORMANCE_2026 when set (the Makefile
+// sets it), otherwise what hack/test-servers.sh --conformance-2026 prints (installing
+// Node 22 and the suite on first use).
+func ConformanceSuite2026() (string, error) {
+	if path := os.Getenv("SWITCHBOARD_CONFORMANCE_2026"); path != "" {
+		return path, nil
+	}
+	return runHackScript("test-servers.sh", "--conformance-2026")
 }
 
 // StartConformanceServer runs go-sdk's conformance server over stateful Streamable HTTP on
@@ -58,12 +82,55 @@ func StartConformanceServer(t testing.TB) string {
 	return url
 }
 
+// StartStatelessConformanceServer runs go-sdk's conformance server over stateless
+// Streamable HTTP (2026-07-28 requests, no sessions) on a free loopback port and returns
+// its MCP endpoint URL once it answers a 2026-07-28 server/discover request. The server
+// is killed when the test ends.
+func StartStatelessConformanceServer(t testing.TB) string {
+	t.Helper()
+	bin := BuildGoBinary(t, GoSDKConformanceServer)
+	addr := "127.0.0.1:" + strconv.Itoa(FreePort(t))
+	url := "http://" + addr + "/mcp"
+	// Stateless is the server's default in go-sdk v1.8.0; said explicitly so a change of
+	// default cannot turn this into the session server.
+	cmd := exec.Command(bin, "-http", addr, "-stateless=true") //nolint:noctx // killed at cleanup
+	p := startProcess(t, "go-sdk stateless conformance server", cmd)
+	// A stateless server answers GET with 405, which is enough to know it listens; what
+	// makes it ready is answering server/discover at 2026-07-28.
+	p.waitForHTTP(t, url)
+	p.waitForDiscover(t, url)
+	return url
+}
+
+// waitForDiscover connects to url with go-sdk's client at 2026-07-28, which sends
+// server/discover and falls back to initialize when the server does not answer it, and
+// fails the test unless the server answered at 2026-07-28.
+func (p *process) waitForDiscover(t testing.TB, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-testenv", Version: "v0.0.0"}, nil)
+	transport := &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true, MaxRetries: -1}
+	session, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ConformanceRevision2026})
+	if err != nil {
+		t.Fatalf("%s at %s did not answer server/discover: %v\n%s", p.what, url, err, p.output)
+	}
+	defer func() { _ = session.Close() }()
+	if got := session.InitializeResult().ProtocolVersion; got != ConformanceRevision2026 {
+		t.Fatalf("%s at %s answered at protocol version %q, want %s (server/discover):\n%s",
+			p.what, url, got, ConformanceRevision2026, p.output)
+	}
+}
+
 // ConformanceScenario is the outcome of one conformance scenario.
 type ConformanceScenario struct {
 	// Passed is the suite's verdict: no check failed. Warnings do not fail a scenario.
 	Passed bool
 	// Succeeded, Failed and Warnings count the scenario's checks by status.
 	Succeeded, Failed, Warnings int
+	// Skipped counts the checks the suite skipped (0.2 and later): a scenario whose
+	// checks were all skipped passes without having tested anything.
+	Skipped int
 	// Failures says what went wrong, one line per failed check ("Name: message"), or why
 	// the scenario produced no checks.
 	Failures []string
@@ -78,6 +145,11 @@ type ConformanceResults struct {
 	URL string
 	// Scenarios maps each scenario the suite ran to its outcome.
 	Scenarios map[string]ConformanceScenario
+	// NotScored maps each scenario of Scenarios that the suite ran and reported but does
+	// not count towards conformance with the revision (2026 runs: "extension" for the
+	// optional extensions such as tasks, "pending") to the suite's reason. Empty for the
+	// 0.1.16 suite.
+	NotScored map[string]string
 	// Duration is how long the run took.
 	Duration time.Duration
 	// Output is what the suite printed, for failure messages.
@@ -123,15 +195,21 @@ func DiffConformance(direct, through ConformanceResults) []string {
 }
 
 // Table renders a markdown table with a row per scenario and a column per run: r first,
-// then each of through. Cells read "pass", "pass (N warnings)", "FAIL" or "-" (not run).
+// then each of through. Cells read "pass", "pass (N warnings)", "skipped" (every check
+// skipped), "FAIL" or "-" (not run). A scenario a run reports as not scored says why
+// after its name: "tasks-lifecycle (extension, not scored)".
 func (r ConformanceResults) Table(through ...ConformanceResults) string {
 	runs := append([]ConformanceResults{r}, through...)
 	var names []string
+	notScored := map[string]string{}
 	for _, run := range runs {
 		for name := range run.Scenarios {
 			if !slices.Contains(names, name) {
 				names = append(names, name)
 			}
+		}
+		for name, reason := range run.NotScored {
+			notScored[name] = reason
 		}
 	}
 	slices.Sort(names)
@@ -151,7 +229,11 @@ func (r ConformanceResults) Table(through ...ConformanceResults) string {
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(runs)) + "\n")
 	for _, name := range names {
-		fmt.Fprintf(&b, "| %s |", name)
+		if reason, ok := notScored[name]; ok {
+			fmt.Fprintf(&b, "| %s (%s, not scored) |", name, reason)
+		} else {
+			fmt.Fprintf(&b, "| %s |", name)
+		}
 		for _, run := range runs {
 			fmt.Fprintf(&b, " %s |", tableCell(run.Scenarios, name))
 		}
@@ -172,6 +254,8 @@ func tableCell(scenarios map[string]ConformanceScenario, name string) string {
 		return "-"
 	case !s.Passed:
 		return "FAIL"
+	case s.Succeeded == 0 && s.Warnings == 0 && s.Skipped > 0:
+		return "skipped"
 	case s.Warnings == 1:
 		return "pass (1 warning)"
 	case s.Warnings > 1:
@@ -195,21 +279,100 @@ func RunConformanceServerSuite(t testing.TB, url string) ConformanceResults {
 	return runConformanceServerSuite(t, suite, url)
 }
 
-func runConformanceServerSuite(t testing.TB, suite, url string) (results ConformanceResults) {
+// RunConformanceServerSuite2026 runs the server scenarios the 2026-07-28 revision
+// requires (conformance 0.2.0-alpha.12 with --requirements 2026-07-28, which also runs and
+// reports the optional extensions and pending scenarios, listed in NotScored) against the
+// MCP endpoint url at the 2026-07-28 wire, and returns the outcome of each. The suite
+// fails a scenario that takes over 30 seconds and goes on; a run that hangs regardless is
+// handled as RunConformanceServerSuite does. It fails the test only when the suite itself
+// cannot run.
+func RunConformanceServerSuite2026(t testing.TB, url string) ConformanceResults {
+	t.Helper()
+	suite, err := ConformanceSuite2026()
+	if err != nil {
+		t.Fatalf("locating the MCP conformance suite for %s: %v", ConformanceRevision2026, err)
+	}
+	return runConformanceSuite(t, conformance2026, suite, url)
+}
+
+// conformanceEdition is how one release of the suite is driven.
+type conformanceEdition struct {
+	// all runs every scenario the edition judges against url, saving results under dir.
+	all func(url, dir string) []string
+	// one runs scenario alone, as all runs it.
+	one func(url, scenario, dir string) []string
+	// list lists the scenarios all runs.
+	list []string
+	// timesOut says the suite times scenarios out itself (--timeout): the watchdog then
+	// allows conformanceWatchdogGrace more.
+	timesOut bool
+}
+
+// conformance2025 drives conformance 0.1.16 (2025-11-25 and older, sessions): every
+// server scenario, pending ones included.
+var conformance2025 = conformanceEdition{
+	all: func(url, dir string) []string {
+		return []string{"server", "--url", url, "--suite", "all", "-o", dir}
+	},
+	one: func(url, scenario, dir string) []string {
+		return []string{"server", "--url", url, "--scenario", scenario, "-o", dir}
+	},
+	list: []string{"list", "--server"},
+}
+
+// conformance2026 drives conformance 0.2.0-alpha.12 with the requirement set of
+// 2026-07-28.
+var conformance2026 = conformanceEdition{
+	all: func(url, dir string) []string {
+		return []string{"server", "--url", url, "--requirements", ConformanceRevision2026, "-o", dir, "--timeout", suiteTimeout()}
+	},
+	// The suite refuses --requirements with --scenario; --spec-version runs a scenario
+	// at the revision's wire, and --force runs extensions too, which is what a
+	// requirements run does for each scenario.
+	one: func(url, scenario, dir string) []string {
+		return []string{"server", "--url", url, "--scenario", scenario, "--spec-version", ConformanceRevision2026, "--force", "-o", dir, "--timeout", suiteTimeout()}
+	},
+	// Lists client scenarios too; listedServerScenarios keeps the server ones.
+	list:     []string{"list", "--requirements", ConformanceRevision2026},
+	timesOut: true,
+}
+
+// suiteTimeout is conformanceScenarioTimeout as the suite's --timeout (milliseconds).
+func suiteTimeout() string {
+	return strconv.FormatInt(conformanceScenarioTimeout.Milliseconds(), 10)
+}
+
+// watchdog is how long a run may go without starting a scenario before it is killed.
+func (e conformanceEdition) watchdog() time.Duration {
+	if e.timesOut {
+		return conformanceScenarioTimeout + conformanceWatchdogGrace
+	}
+	return conformanceScenarioTimeout
+}
+
+func runConformanceServerSuite(t testing.TB, suite, url string) ConformanceResults {
+	t.Helper()
+	return runConformanceSuite(t, conformance2025, suite, url)
+}
+
+func runConformanceSuite(t testing.TB, edition conformanceEdition, suite, url string) (results ConformanceResults) {
 	t.Helper()
 	start := time.Now()
 	deadline := start.Add(conformanceSuiteBudget)
-	results = ConformanceResults{URL: url, Scenarios: map[string]ConformanceScenario{}}
+	results = ConformanceResults{URL: url, Scenarios: map[string]ConformanceScenario{}, NotScored: map[string]string{}}
 	var output strings.Builder
 	defer func() {
 		results.Duration = time.Since(start)
 		results.Output = output.String()
 	}()
 
-	run := runConformance(t, suite, "server", "--url", url, "--suite", "all", "-o", t.TempDir())
+	run := runConformance(t, suite, edition.watchdog(), edition.all(url, t.TempDir())...)
 	output.WriteString(run.output)
 	for name, s := range run.scenarios() {
 		results.Scenarios[name] = s
+	}
+	for name, reason := range run.notScored {
+		results.NotScored[name] = reason
 	}
 	if !run.stalled {
 		if !run.summarised {
@@ -220,13 +383,17 @@ func runConformanceServerSuite(t testing.TB, suite, url string) (results Conform
 
 	// A scenario hung: record it and run those it kept from running one by one.
 	if run.current != "" {
-		results.Scenarios[run.current] = stalledScenario()
+		results.Scenarios[run.current] = stalledScenario(edition.watchdog())
 	}
-	list := runConformance(t, suite, "list", "--server")
+	list := runConformance(t, suite, edition.watchdog(), edition.list...)
 	if list.err != nil {
 		t.Fatalf("listing the MCP conformance suite's server scenarios: %v\n%s", list.err, list.output)
 	}
-	for _, name := range listedScenarios(list.stdout) {
+	names, notScored := listedServerScenarios(list.stdout)
+	for _, name := range names {
+		if reason, ok := notScored[name]; ok {
+			results.NotScored[name] = reason
+		}
 		if _, done := results.Scenarios[name]; done {
 			continue
 		}
@@ -234,12 +401,12 @@ func runConformanceServerSuite(t testing.TB, suite, url string) (results Conform
 			t.Logf("conformance: out of time, %s not run", name)
 			continue
 		}
-		one := runConformance(t, suite, "server", "--url", url, "--scenario", name, "-o", t.TempDir())
+		one := runConformance(t, suite, edition.watchdog(), edition.one(url, name, t.TempDir())...)
 		output.WriteString(one.output)
 		s, ok := one.scenarios()[name]
 		switch {
 		case one.stalled:
-			s = stalledScenario()
+			s = stalledScenario(edition.watchdog())
 		case !ok:
 			s = ConformanceScenario{Failures: []string{"the suite saved no results: " + lastLines(one.output, 5)}}
 		}
@@ -248,8 +415,8 @@ func runConformanceServerSuite(t testing.TB, suite, url string) (results Conform
 	return results
 }
 
-func stalledScenario() ConformanceScenario {
-	return ConformanceScenario{Failures: []string{fmt.Sprintf("no result within %s", conformanceScenarioTimeout)}}
+func stalledScenario(after time.Duration) ConformanceScenario {
+	return ConformanceScenario{Failures: []string{fmt.Sprintf("no result within %s", after)}}
 }
 
 // conformanceRun is what one invocation of the suite printed and saved.
@@ -264,6 +431,9 @@ type conformanceRun struct {
 	// summary holds the suite's verdict per scenario from its summary (whole-suite runs).
 	summary    map[string]bool
 	summarised bool
+	// notScored maps the scenarios a requirements run reports as not scored to the
+	// suite's reason ("extension", "pending").
+	notScored map[string]string
 }
 
 var (
@@ -271,12 +441,15 @@ var (
 	singleStartLine   = regexp.MustCompile(`^Running client scenario '([^']+)' against server`)
 	resultsSavedLine  = regexp.MustCompile(`^Results saved to (.+)$`)
 	summaryLine       = regexp.MustCompile(`^([✓✗]) (\S+): \d+ passed, \d+ failed`)
-	listedLine        = regexp.MustCompile(`^\s+- (\S+)`)
+	notScoredStart    = regexp.MustCompile(`^Not scored for \S+: `)
+	notScoredLine     = regexp.MustCompile(`^\s+[✓✗] (\S+) \(([^)]+)\)$`)
+	listedLine        = regexp.MustCompile(`^\s+- (\S+)(?: \[([^\]]*)\])?`)
+	listedReasonLine  = regexp.MustCompile(`^\s+(\S[^(]*?) \(\d+\):$`)
 )
 
 // runConformance runs the suite with args, killing it when a scenario makes no progress
-// for conformanceScenarioTimeout, and parses what it printed.
-func runConformance(t testing.TB, suite string, args ...string) *conformanceRun {
+// for watchdogAfter, and parses what it printed.
+func runConformance(t testing.TB, suite string, watchdogAfter time.Duration, args ...string) *conformanceRun {
 	t.Helper()
 	cmd := exec.Command(suite, args...) //nolint:noctx // killed by the watchdog below
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
@@ -317,13 +490,13 @@ func runConformance(t testing.TB, suite string, args ...string) *conformanceRun 
 	}()
 
 	run := &conformanceRun{}
-	watchdog := time.NewTimer(conformanceScenarioTimeout)
+	watchdog := time.NewTimer(watchdogAfter)
 	defer watchdog.Stop()
 wait:
 	for {
 		select {
 		case <-progress:
-			watchdog.Reset(conformanceScenarioTimeout)
+			watchdog.Reset(watchdogAfter)
 		case run.err = <-exited:
 			break wait
 		case <-watchdog.C:
@@ -340,12 +513,23 @@ wait:
 }
 
 // parse reads the suite's progress lines ("=== Running scenario: X ===", "Results saved
-// to DIR") and its summary ("✓ X: 1 passed, 0 failed").
+// to DIR"), its summary ("✓ X: 1 passed, 0 failed") and, after a requirements run, the
+// scenarios it did not score ("  ✗ tasks-lifecycle (extension)").
 func (r *conformanceRun) parse() {
-	r.dirs, r.summary = map[string]string{}, map[string]bool{}
+	r.dirs, r.summary, r.notScored = map[string]string{}, map[string]bool{}, map[string]string{}
+	inNotScored := false
 	for line := range strings.Lines(r.stdout) {
 		line = strings.TrimRight(line, "\n")
-		if m := scenarioStartLine.FindStringSubmatch(line); m != nil {
+		if inNotScored {
+			if m := notScoredLine.FindStringSubmatch(line); m != nil {
+				r.notScored[m[1]] = m[2]
+				continue
+			}
+			inNotScored = false
+		}
+		if notScoredStart.MatchString(line) {
+			inNotScored = true
+		} else if m := scenarioStartLine.FindStringSubmatch(line); m != nil {
 			r.current = m[1]
 		} else if m := singleStartLine.FindStringSubmatch(line); m != nil {
 			r.current = m[1]
@@ -408,6 +592,8 @@ func scenarioFromChecks(checks []conformanceCheck) ConformanceScenario {
 			s.Succeeded++
 		case "WARNING":
 			s.Warnings++
+		case "SKIPPED":
+			s.Skipped++
 		case "FAILURE":
 			s.Failed++
 			message := c.ErrorMessage
@@ -432,14 +618,42 @@ func scenarioError(output, name string) string {
 	return "no checks saved"
 }
 
-func listedScenarios(stdout string) []string {
+// listedServerScenarios reads the server scenarios from what the suite's list command
+// printed: "list --server" (0.1.16: one "Server scenarios" section, versions in
+// brackets) or "list --requirements REV" (0.2: a server and a client section, then the
+// scenarios run but never scored, grouped by reason, with their leg in brackets). The
+// second result maps the not-scored server scenarios to their reason.
+func listedServerScenarios(stdout string) ([]string, map[string]string) {
 	var names []string
+	notScored := map[string]string{}
+	section, reason := "server", ""
 	for line := range strings.Lines(stdout) {
-		if m := listedLine.FindStringSubmatch(line); m != nil {
-			names = append(names, m[1])
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+		case !strings.HasPrefix(line, " "): // a section heading
+			switch {
+			case strings.HasPrefix(line, "Server scenarios"):
+				section = "server"
+			case strings.HasPrefix(line, "Run and reported, but never scored"):
+				section, reason = "not scored", ""
+			default:
+				section = "other"
+			}
+		case section == "server":
+			if m := listedLine.FindStringSubmatch(line); m != nil {
+				names = append(names, m[1])
+			}
+		case section == "not scored":
+			if m := listedReasonLine.FindStringSubmatch(line); m != nil {
+				reason = m[1]
+			} else if m := listedLine.FindStringSubmatch(line); m != nil && m[2] == "server" {
+				names = append(names, m[1])
+				notScored[m[1]] = reason
+			}
 		}
 	}
-	return names
+	return names, notScored
 }
 
 func lastLines(s string, n int) string {

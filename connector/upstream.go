@@ -333,21 +333,34 @@ func (u *Upstream) call(ctx context.Context, cancel context.CancelFunc, req *jso
 	u.pending[req.ID] = pc
 	u.mu.Unlock()
 	go func() {
-		if err := u.conn.Write(ctx, req); err != nil {
-			u.failCall(req.ID, u.owner.red.scrubError(u.classify(err)))
+		err := u.conn.Write(ctx, req)
+		if err == nil {
+			return
 		}
+		// A server of the sessionless era may refuse a request with an HTTP error whose
+		// body is the request's JSON-RPC error (MissingRequiredClientCapability, say):
+		// that is the server's answer, read like any other (Read scrubs it).
+		if wire, ok := errors.AsType[*jsonrpc.Error](err); ok {
+			u.answerCall(req.ID, wire)
+			return
+		}
+		e := u.owner.red.scrubError(u.classify(err))
+		u.answerCall(req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Reason + ": " + e.Message})
 	}()
 }
 
 // failCall answers a call that is still owed an answer with e, ending its exchange.
 func (u *Upstream) failCall(id jsonrpc.ID, e *Error) {
+	u.answerCall(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Reason + ": " + e.Message})
+}
+
+// answerCall answers a call that is still owed an answer with wire, ending its exchange.
+func (u *Upstream) answerCall(id jsonrpc.ID, wire *jsonrpc.Error) {
 	u.mu.Lock()
 	pc := u.pending[id]
 	delete(u.pending, id)
 	if pc != nil && !u.closed {
-		u.answers = append(u.answers, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
-			Code: jsonrpc.CodeInternalError, Message: e.Reason + ": " + e.Message,
-		}})
+		u.answers = append(u.answers, &jsonrpc.Response{ID: id, Error: wire})
 	}
 	u.mu.Unlock()
 	if pc != nil {

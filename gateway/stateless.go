@@ -187,7 +187,7 @@ func relayCall[P any, PP interface {
 	if in, ok := req.GetParams().(PP); ok && in != nil {
 		*params = *in
 	}
-	meta, forget := g.upstreamMeta(sr, req, params.GetMeta())
+	meta, forget := g.upstreamMeta(ctx, sr, req, params.GetMeta())
 	defer forget()
 	params.SetMeta(meta)
 	res, err := send(ctx, params)
@@ -213,7 +213,7 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	if len(params.Arguments) > 0 {
 		up.Arguments = params.Arguments
 	}
-	meta, forget := g.upstreamMeta(sr, req, params.Meta)
+	meta, forget := g.upstreamMeta(ctx, sr, req, params.Meta)
 	defer forget()
 	up.Meta = meta
 	var res *mcp.CallToolResult
@@ -272,6 +272,7 @@ func (g *Gateway) judgeStatelessToolList(sr *statelessRequest, res *mcp.ListTool
 		}
 	}
 	res.Tools = kept
+	sr.client.learnParamHeaders(g, res.Tools)
 	if srv.pinned == "" {
 		return nil
 	}
@@ -324,7 +325,7 @@ func auditStatelessCall(audit interface{ Info(string, ...any) }, c *call, outcom
 // protocol's own keys only where the server speaks the sessionless era too (its client
 // session adds the protocol version), and a progress token of the gateway's own in place
 // of the client's, under which the server's progress reaches this request until forget.
-func (g *Gateway) upstreamMeta(sr *statelessRequest, req mcp.Request, in map[string]any) (meta map[string]any, forget func()) {
+func (g *Gateway) upstreamMeta(ctx context.Context, sr *statelessRequest, req mcp.Request, in map[string]any) (meta map[string]any, forget func()) {
 	forget = func() {}
 	if len(in) == 0 {
 		return nil, forget
@@ -340,7 +341,7 @@ func (g *Gateway) upstreamMeta(sr *statelessRequest, req mcp.Request, in map[str
 		if session, ok := req.GetSession().(*mcp.ServerSession); ok {
 			ours := "switchboard-" + rand.Text()
 			meta["progressToken"] = ours
-			g.upstreamClients.progress.Store(ours, &progressRoute{session: session, token: token})
+			g.upstreamClients.progress.Store(ours, &progressRoute{ctx: ctx, session: session, token: token})
 			forget = func() { g.upstreamClients.progress.Delete(ours) }
 		} else {
 			delete(meta, "progressToken")
@@ -429,17 +430,40 @@ func (g *Gateway) sessionlessToolsetSession(key connector.Key, caller *catalog.I
 	return s, nil
 }
 
-// sessionEraMeta returns meta without the sessionless era's own keys, for a request sent
-// on a session of the session era.
-func sessionEraMeta(meta mcp.Meta) mcp.Meta {
-	if len(meta) == 0 {
-		return meta
-	}
-	out := make(mcp.Meta, len(meta))
-	for k, v := range meta {
-		if !strings.HasPrefix(k, reservedMetaPrefix) {
-			out[k] = v
+// learnParamHeaders registers, on the front server, the tools of a tools/list answer
+// whose input schema binds arguments to Mcp-Param headers (x-mcp-header), so that go-sdk
+// checks those headers of later calls against their body as it checks Mcp-Name. The
+// registration only serves that check: the front's middleware answers every call.
+func (c *upstreamClient) learnParamHeaders(g *Gateway, tools []*mcp.Tool) {
+	front := c.front(g)
+	for _, t := range tools {
+		schema, err := json.Marshal(t.InputSchema)
+		if err != nil || !strings.Contains(string(schema), `"x-mcp-header"`) {
+			continue
+		}
+		var object struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(schema, &object) != nil || object.Type != "object" {
+			continue
+		}
+		c.paramHeaderMu.Lock()
+		known := c.paramHeaderTools[t.Name] == string(schema)
+		if !known {
+			if c.paramHeaderTools == nil {
+				c.paramHeaderTools = map[string]string{}
+			}
+			c.paramHeaderTools[t.Name] = string(schema)
+		}
+		c.paramHeaderMu.Unlock()
+		if !known {
+			front.AddTool(&mcp.Tool{Name: t.Name, InputSchema: json.RawMessage(schema)}, answeredByTheMiddleware)
 		}
 	}
-	return out
+}
+
+// answeredByTheMiddleware is the handler of the tools learnParamHeaders registers, which
+// relayStateless answers before go-sdk would call it.
+func answeredByTheMiddleware(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return nil, errors.New("the gateway relays this call")
 }

@@ -155,5 +155,6 @@ func (s *toolsetSession) callFound(ctx context.Context, req *mcp.CallToolRequest
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Name == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "call_tool needs the name of a tool find_tools found"}
 	}
-	return s.callExposed(ctx, in.Name, in.Arguments, req.Params.Meta)
+	return s.callExposed(ctx, req, &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: in.Name, Arguments: in.Arguments,
+		InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,6 +150,12 @@ func (s *toolsetSession) connect() error {
 	})
 	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if notServedByToolsets(method) {
+				// Not offered in the toolset's capabilities either: go-sdk would answer
+				// with an empty list.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+					Message: fmt.Sprintf("MCPToolset %s serves tools only, not %s", s.key, method)}
+			}
 			if !strings.HasPrefix(method, "notifications/") {
 				if !s.beginPending() {
 					return nil, &jsonrpc.Error{Code: codeUnavailable,
@@ -209,6 +216,17 @@ func (s *toolsetSession) connect() error {
 	}()
 	s.g.watchAccess(s.caller, resourceToolsets, s.key, s.isEnding, func() { s.end(errToolsetAccessRevoked) })
 	return nil
+}
+
+// notServedByToolsets reports whether method is one of what a toolset does not serve:
+// resources, prompts and completions.
+func notServedByToolsets(method string) bool {
+	for _, prefix := range []string{"resources/", "prompts/", "completion/"} {
+		if strings.HasPrefix(method, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // recheck recomputes the tools every toolsetRecheck (or AccessTTL, when shorter) until
@@ -393,6 +411,32 @@ func (s *toolsetSession) origin(name string) *origin {
 	return o
 }
 
+// originMeta returns the _meta to send an origin in place of the client's: the
+// sessionless era's own keys only to an origin of that era (its client session adds the
+// protocol version), and a progress token of the gateway's own, under which the origin's
+// progress reaches the client's request until forget.
+func (s *toolsetSession) originMeta(ctx context.Context, req *mcp.CallToolRequest, cs *mcp.ClientSession, in mcp.Meta) (meta mcp.Meta, forget func()) {
+	forget = func() {}
+	if len(in) == 0 {
+		return nil, forget
+	}
+	sessionless := cs.InitializeResult() != nil && cs.InitializeResult().ProtocolVersion >= sessionlessVersion
+	meta = make(mcp.Meta, len(in))
+	for k, v := range in {
+		if strings.HasPrefix(k, reservedMetaPrefix) && (!sessionless || k == reservedMetaPrefix+"protocolVersion") {
+			continue
+		}
+		meta[k] = v
+	}
+	if token, ok := in["progressToken"]; ok && token != nil && req != nil && req.Session != nil {
+		ours := "switchboard-" + rand.Text()
+		meta["progressToken"] = ours
+		s.g.upstreamClients.progress.Store(ours, &progressRoute{ctx: ctx, session: req.Session, token: token})
+		forget = func() { s.g.upstreamClients.progress.Delete(ours) }
+	}
+	return meta, forget
+}
+
 // originClientOptions are the options of the go-sdk client of an origin. A session's
 // client relays the origin's elicitation and sampling requests to the session's client;
 // a sessionless session has no client to send them to, so its origin clients offer
@@ -414,8 +458,11 @@ func (s *toolsetSession) originClientOptions(o *origin) *mcp.ClientOptions {
 			s.resync()
 		},
 	}
+	opts.ProgressNotificationHandler = s.g.upstreamClients.relayProgress
 	if s.sessionless {
 		opts.ElicitationHandler, opts.CreateMessageHandler = nil, nil //nolint:staticcheck // sampling: see above
+		// An origin's input_required result is the client's to answer: it passes through.
+		opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	}
 	return opts
 }
@@ -441,7 +488,13 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 		client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-toolset", Version: "v1alpha1"}, s.originClientOptions(o))
 		// The initialize handshake the connector's Upstream expects first (it notes the
 		// version it settles on), not the stateless discovery of 2026-07-28.
-		cs, err := client.Connect(ctx, upstreamTransport{up}, &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocolVersion})
+		version := upstreamProtocolVersion
+		if s.sessionless {
+			// A sessionless client's origins are spoken to in the newest era each knows
+			// (server/discover first), so that the client's round trips reach them.
+			version = ""
+		}
+		cs, err := client.Connect(ctx, upstreamTransport{up}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			_ = up.Close()
 			release()
@@ -559,11 +612,14 @@ func (o *origin) endCall(ctx context.Context) {
 // server endpoint: the origin's tool policy and pin, the caller's use of the origin, and
 // the origin's rate limit for the caller. One audit line per call.
 func (s *toolsetSession) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return s.callExposed(ctx, req.Params.Name, req.Params.Arguments, req.Params.Meta)
+	return s.callExposed(ctx, req, req.Params)
 }
 
-// callExposed calls the exposed tool name with args.
-func (s *toolsetSession) callExposed(ctx context.Context, name string, args json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+// callExposed calls the exposed tool params name with the arguments, answers to the
+// origin's questions (a sessionless client's retry) and _meta of params; req is the
+// client's request.
+func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolRequest, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	name, args := params.Name, params.Arguments
 	start := time.Now()
 	s.mu.Lock()
 	r, ok := s.routes[name]
@@ -598,9 +654,13 @@ func (s *toolsetSession) callExposed(ctx context.Context, name string, args json
 	}
 	o.beginCall(ctx)
 	defer o.endCall(ctx)
-	// The origin's session is of the session era: the sessionless era's own _meta keys
-	// are not its to read.
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: sessionEraMeta(meta), Name: r.tool, Arguments: args})
+	meta, forget := s.originMeta(ctx, req, cs, params.Meta)
+	defer forget()
+	up := &mcp.CallToolParams{Meta: meta, Name: r.tool, InputResponses: params.InputResponses, RequestState: params.RequestState}
+	if len(args) > 0 {
+		up.Arguments = args
+	}
+	res, err := cs.CallTool(ctx, up)
 	if err != nil {
 		audit(outcomeUpstreamError, "reason", upstreamReason(err))
 		return nil, toolError(fmt.Errorf("MCPServer %s: %w", key, err))

@@ -37,6 +37,10 @@ type upstreamClient struct {
 	// frontServer answers the requests relayed through this client (see front).
 	frontOnce   sync.Once
 	frontServer *mcp.Server
+	// paramHeaderTools are the tools registered on frontServer for their Mcp-Param
+	// headers, by name, with the schema they were registered with.
+	paramHeaderMu    sync.Mutex
+	paramHeaderTools map[string]string
 
 	mu       sync.Mutex
 	inflight int
@@ -257,13 +261,16 @@ func (u *upstreamClients) closeAll() {
 // progressRoute is where an upstream's progress notifications for one relayed request
 // go: the downstream session of the request, under the token its client chose.
 type progressRoute struct {
+	// ctx is the request's own context in go-sdk's server, which sends what is sent in
+	// it on that request's response stream: a sessionless client has no other.
+	ctx     context.Context
 	session *mcp.ServerSession
 	token   any
 }
 
 // relayProgress passes an upstream's progress notification to the request whose
 // gateway token it carries; one for no request in flight is dropped.
-func (u *upstreamClients) relayProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+func (u *upstreamClients) relayProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	token, ok := req.Params.ProgressToken.(string)
 	if !ok {
 		return
@@ -275,7 +282,7 @@ func (u *upstreamClients) relayProgress(ctx context.Context, req *mcp.ProgressNo
 	route, _ := v.(*progressRoute)
 	params := *req.Params
 	params.ProgressToken = route.token
-	if err := route.session.NotifyProgress(ctx, &params); err != nil {
+	if err := route.session.NotifyProgress(route.ctx, &params); err != nil {
 		u.g.log.V(1).Info("Could not relay a progress notification", "reason", err.Error())
 	}
 }

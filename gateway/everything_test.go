@@ -15,8 +15,11 @@ import (
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
-// npm server-everything, a second implementation of MCP, through the gateway in each of
-// its transports; stdio through the bridge, run with the command a server pod runs.
+// npm server-everything, a second implementation of MCP that speaks only the session era
+// (TypeScript SDK, 2025-11-25), through the gateway in each of its transports (stdio
+// through the bridge, run with the command a server pod runs), for a client of either
+// era: a sessionless client gets the server's elicitation as input_required, and its
+// answer reaches the server.
 func TestServerEverythingThroughTheGateway(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -28,60 +31,76 @@ func TestServerEverythingThroughTheGateway(t *testing.T) {
 		{"stdio through the bridge", startEverythingBridge, connector.ProtocolStreamableHTTP},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{upstreamURL: tc.url(t), protocol: tc.protocol})
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			defer cancel()
-			elicited := make(chan string, 1)
-			cs := h.connect(&mcp.ClientOptions{
-				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-					elicited <- req.Params.Message
-					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada", "check": true}}, nil
-				},
+		for _, sessionless := range []bool{false, true} {
+			era := sessionEra + " client"
+			if sessionless {
+				era = sessionlessVersion + " client"
+			}
+			t.Run(tc.name+"/"+era, func(t *testing.T) {
+				serverEverythingThroughTheGateway(t, tc.url(t), tc.protocol, sessionless)
 			})
+		}
+	}
+}
 
-			if got, err := callText(t, cs, "echo", map[string]any{"message": "through the gateway"}); err != nil || !strings.Contains(got, "through the gateway") {
-				t.Errorf("echo = %q, %v", got, err)
-			}
-			resources, err := cs.ListResources(ctx, nil)
-			if err != nil || len(resources.Resources) == 0 {
-				t.Fatalf("resources/list: %v, %v", resources, err)
-			}
-			read, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: resources.Resources[0].URI})
-			if err != nil || len(read.Contents) == 0 {
-				t.Errorf("resources/read %s: %v, %v", resources.Resources[0].URI, read, err)
-			}
-			prompt, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "simple-prompt"})
-			if err != nil || len(prompt.Messages) == 0 {
-				t.Errorf("prompts/get simple-prompt: %v, %v", prompt, err)
-			}
+func serverEverythingThroughTheGateway(t *testing.T, url string, protocol connector.Protocol, sessionless bool) {
+	h := newHarness(t, harnessOptions{upstreamURL: url, protocol: protocol})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	elicited := make(chan string, 1)
+	opts := &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			elicited <- req.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada", "check": true}}, nil
+		},
+	}
+	var cs *mcp.ClientSession
+	if sessionless {
+		cs = connectSessionlessTo(t, h.url(), opts)
+	} else {
+		cs = h.connect(opts)
+	}
 
-			tools, err := cs.ListTools(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.ContainsFunc(tools.Tools, func(tool *mcp.Tool) bool { return tool.Name == "trigger-elicitation-request" }) {
-				t.Fatalf("the server offers no elicitation tool: the client's capabilities did not reach it")
-			}
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "trigger-elicitation-request"})
-			if err != nil {
-				t.Fatalf("elicitation round trip: %v", err)
-			}
-			select {
-			case <-elicited:
-			default:
-				t.Error("the server's elicitation request never reached the client")
-			}
-			var text strings.Builder
-			for _, c := range res.Content {
-				if tc, ok := c.(*mcp.TextContent); ok {
-					text.WriteString(tc.Text)
-				}
-			}
-			if !strings.Contains(text.String(), "Ada") {
-				t.Errorf("the tool's result does not carry the client's answer: %q", text.String())
-			}
-		})
+	if got, err := callText(t, cs, "echo", map[string]any{"message": "through the gateway"}); err != nil || !strings.Contains(got, "through the gateway") {
+		t.Errorf("echo = %q, %v", got, err)
+	}
+	resources, err := cs.ListResources(ctx, nil)
+	if err != nil || len(resources.Resources) == 0 {
+		t.Fatalf("resources/list: %v, %v", resources, err)
+	}
+	read, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: resources.Resources[0].URI})
+	if err != nil || len(read.Contents) == 0 {
+		t.Errorf("resources/read %s: %v, %v", resources.Resources[0].URI, read, err)
+	}
+	prompt, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "simple-prompt"})
+	if err != nil || len(prompt.Messages) == 0 {
+		t.Errorf("prompts/get simple-prompt: %v, %v", prompt, err)
+	}
+
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(tools.Tools, func(tool *mcp.Tool) bool { return tool.Name == "trigger-elicitation-request" }) {
+		t.Fatalf("the server offers no elicitation tool: the client's capabilities did not reach it")
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "trigger-elicitation-request"})
+	if err != nil {
+		t.Fatalf("elicitation round trip: %v", err)
+	}
+	select {
+	case <-elicited:
+	default:
+		t.Error("the server's elicitation request never reached the client")
+	}
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	if !strings.Contains(text.String(), "Ada") {
+		t.Errorf("the tool's result does not carry the client's answer: %q", text.String())
 	}
 }
 

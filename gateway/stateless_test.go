@@ -289,3 +289,21 @@ func TestASessionlessClientUsesAToolset(t *testing.T) {
 		t.Errorf("call_tool(notes_echo) = %q, %v; want hi", text, err)
 	}
 }
+
+// A client of the session era uses a server that speaks only the sessionless era (go-sdk's
+// stateless server) through the gateway: its session is the gateway's to keep.
+func TestASessionClientUsesASessionlessServer(t *testing.T) {
+	h := newHarness(t, harnessOptions{statelessUpstream: true})
+	cs := h.connect(nil)
+	if got := cs.InitializeResult().ProtocolVersion; got != sessionEra {
+		t.Fatalf("the client settled on %q, want %s", got, sessionEra)
+	}
+	for i := range 3 {
+		if got, err := callText(t, cs, "echo", map[string]any{"text": "hello"}); err != nil || got != "hello" {
+			t.Fatalf("call %d of echo answered %q, %v; want hello", i, got, err)
+		}
+	}
+	if n := h.gw.Sessions(); n != 1 {
+		t.Errorf("the gateway holds %d sessions, want the client's 1", n)
+	}
+}

@@ -26,36 +26,49 @@ import (
 
 // BenchmarkToolsCall measures a tools/call round trip to go-sdk's conformance server
 // called directly, through the gateway, through a bare reverse proxy, and through
-// ToolHive's `thv proxy` (the peer the gateway's target is set against; left out when thv
-// is not built, see hack/test-servers.sh --thv), at 1 and at 64 concurrent sessions. The
-// bare proxy (net/http/httputil, in this process like the gateway, parsing nothing) is
-// the floor of any relay that adds an HTTP hop: what the hop alone costs on this
-// machine. Besides ns/op it reports the median and 90th percentile of one call's latency, which is what the target
-// (gateway median within 1.3x of direct, and below thv's) is about:
+// ToolHive's `thv proxy` (the peer the gateway's targets are set against; left out when
+// thv is not built, see hack/test-servers.sh --thv), at 1 and at 64 concurrent clients,
+// in both protocol eras: a 2026-07-28 client against the server in sessionless mode
+// (every call a request of its own), and a 2025-11-25 client against it with sessions.
+// The bare proxy (net/http/httputil, in this process like the gateway, parsing nothing)
+// is the floor of any relay that adds an HTTP hop: what the hop alone costs on this
+// machine. Besides ns/op it reports the median, 90th and 99th percentile of one call's
+// latency, which is what the targets (a 2026-07-28 call within 1.2x of the bare proxy,
+// and every call below thv) are about:
 //
 //	go test -run '^$' -bench ToolsCall -benchtime 2000x -count 3 ./gateway/
 func BenchmarkToolsCall(b *testing.B) {
-	upstream := testenv.StartConformanceServer(b)
-	h := newHarness(b, harnessOptions{upstreamURL: upstream, gateway: func(o *gateway.Options) {
-		// The manager's audit log: zap's JSON encoder, here into nothing.
-		o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
-		// Every round opens its sessions anew, as one caller.
-		withoutSessionQuotas(o)
-	}})
-	targets := []struct{ name, url string }{
-		{"direct", upstream}, {"gateway", h.url()}, {"bare-proxy", startBareProxy(b, upstream)},
-	}
-	if _, err := testenv.Thv(); err == nil {
-		targets = append(targets, struct{ name, url string }{"thv", testenv.StartThvProxy(b, upstream)})
-	} else {
-		b.Logf("thv left out: %v", err)
-	}
-	for _, sessions := range []int{1, 64} {
-		for _, target := range targets {
-			b.Run(fmt.Sprintf("sessions=%d/%s", sessions, target.name), func(b *testing.B) {
-				benchmarkToolsCall(b, target.url, sessions, &mcp.CallToolParams{Name: "test_simple_text"})
-			})
-		}
+	for _, era := range []struct {
+		version string
+		start   func(testing.TB) string
+	}{
+		{sessionlessVersion, testenv.StartStatelessConformanceServer},
+		{sessionEra, testenv.StartConformanceServer},
+	} {
+		b.Run("era="+era.version, func(b *testing.B) {
+			upstream := era.start(b)
+			h := newHarness(b, harnessOptions{upstreamURL: upstream, gateway: func(o *gateway.Options) {
+				// The manager's audit log: zap's JSON encoder, here into nothing.
+				o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
+				// Every round opens its sessions anew, as one caller.
+				withoutSessionQuotas(o)
+			}})
+			targets := []struct{ name, url string }{
+				{"direct", upstream}, {"gateway", h.url()}, {"bare-proxy", startBareProxy(b, upstream)},
+			}
+			if _, err := testenv.Thv(); err == nil {
+				targets = append(targets, struct{ name, url string }{"thv", testenv.StartThvProxy(b, upstream)})
+			} else {
+				b.Logf("thv left out: %v", err)
+			}
+			for _, clients := range []int{1, 64} {
+				for _, target := range targets {
+					b.Run(fmt.Sprintf("clients=%d/%s", clients, target.name), func(b *testing.B) {
+						benchmarkToolsCall(b, target.url, era.version, clients, &mcp.CallToolParams{Name: "test_simple_text"})
+					})
+				}
+			}
+		})
 	}
 }
 
@@ -82,9 +95,9 @@ func startBareProxy(b *testing.B, target string) string {
 	return front.URL + u.Path
 }
 
-// benchmarkToolsCall makes the call params names b.N times in all over n sessions, each
-// session calling in a loop of its own.
-func benchmarkToolsCall(b *testing.B, url string, n int, params *mcp.CallToolParams) {
+// benchmarkToolsCall makes the call params names b.N times in all over n clients of the
+// protocol version given, each calling in a loop of its own.
+func benchmarkToolsCall(b *testing.B, url, version string, n int, params *mcp.CallToolParams) {
 	ctx := context.Background()
 	transport := &http.Transport{MaxIdleConnsPerHost: n + 4}
 	defer transport.CloseIdleConnections()
@@ -93,7 +106,7 @@ func benchmarkToolsCall(b *testing.B, url string, n int, params *mcp.CallToolPar
 		client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-bench", Version: "v0"}, nil)
 		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 			Endpoint: url, HTTPClient: &http.Client{Transport: transport}, DisableStandaloneSSE: true,
-		}, nil)
+		}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			b.Fatalf("connecting to %s: %v", url, err)
 		}
@@ -136,6 +149,7 @@ func benchmarkToolsCall(b *testing.B, url string, n int, params *mcp.CallToolPar
 	slices.Sort(all)
 	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "µs-p50")
 	b.ReportMetric(float64(all[len(all)*9/10].Microseconds()), "µs-p90")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "µs-p99")
 }
 
 // BenchmarkToolsetCall measures a tools/call round trip through a toolset endpoint
@@ -155,11 +169,16 @@ func BenchmarkToolsetCall(b *testing.B) {
 		{"servers", h.front.URL + catalog.GatewayPath(namespace, "notes"), &mcp.CallToolParams{Name: "echo", Arguments: args}},
 		{"toolset", h.url(), &mcp.CallToolParams{Name: "notes_echo", Arguments: args}},
 	}
-	for _, sessions := range []int{1, 64} {
-		for _, target := range targets {
-			b.Run(fmt.Sprintf("sessions=%d/%s", sessions, target.name), func(b *testing.B) {
-				benchmarkToolsCall(b, target.url, sessions, target.params)
-			})
+	for _, version := range []string{sessionlessVersion, sessionEra} {
+		for _, clients := range []int{1, 64} {
+			for _, target := range targets {
+				b.Run(fmt.Sprintf("era=%s/clients=%d/%s", version, clients, target.name), func(b *testing.B) {
+					// go-sdk writes the protocol's _meta into the params it sends: each
+					// run gets its own.
+					params := *target.params
+					benchmarkToolsCall(b, target.url, version, clients, &params)
+				})
+			}
 		}
 	}
 }

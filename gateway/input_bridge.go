@@ -126,18 +126,29 @@ func takesInput(req mcp.Request) bool {
 	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
 }
 
+// bridgeTarget is where a bridged call goes: a session-era client session whose
+// elicitations its bridge routes, for a caller's use of a server or a toolset (key) and
+// the tool as the caller names it.
+type bridgeTarget struct {
+	key    connector.Key
+	caller string // catalog.Identity.Key
+	tool   string
+	bridge *inputBridge
+	cs     *mcp.ClientSession
+}
+
 // callBridged starts a tools/call on a session-era client for a client that answers
 // elicitations, and waits for its result or its first question.
-func (g *Gateway) callBridged(ctx context.Context, sr *statelessRequest, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+func (g *Gateway) callBridged(ctx context.Context, t bridgeTarget, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	bc := &bridgedCall{key: sr.key, caller: sr.caller.Key, tool: params.Name,
+	bc := &bridgedCall{key: t.key, caller: t.caller, tool: t.tool,
 		questions: make(chan *question), outcome: make(chan callOutcome, 1), cancel: cancel}
-	bridge := sr.client.inputs
+	bridge := t.bridge
 	bridge.mu.Lock()
 	bridge.calls[bc] = struct{}{}
 	bridge.mu.Unlock()
 	go func() {
-		res, err := sr.client.cs.CallTool(callCtx, params)
+		res, err := t.cs.CallTool(callCtx, params)
 		bridge.mu.Lock()
 		delete(bridge.calls, bc)
 		bridge.mu.Unlock()
@@ -149,9 +160,9 @@ func (g *Gateway) callBridged(ctx context.Context, sr *statelessRequest, params 
 
 // resumeBridged answers the question a requestState names with the client's answer and
 // waits on for the call's result or its next question.
-func (g *Gateway) resumeBridged(ctx context.Context, sr *statelessRequest, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+func (g *Gateway) resumeBridged(ctx context.Context, t bridgeTarget, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	oq := g.openQuestions.take(params.RequestState)
-	if oq == nil || oq.call.caller != sr.caller.Key || oq.call.key != sr.key || oq.call.tool != params.Name {
+	if oq == nil || oq.call.caller != t.caller || oq.call.key != t.key || oq.call.tool != t.tool {
 		if oq != nil {
 			// Not this caller's to answer: the question stays with its caller.
 			g.openQuestions.put(params.RequestState, oq)

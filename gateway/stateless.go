@@ -218,11 +218,12 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	up.Meta = meta
 	var res *mcp.CallToolResult
 	var err error
+	target := bridgeTarget{key: sr.key, caller: sr.caller.Key, tool: params.Name, bridge: sr.client.inputs, cs: sr.client.cs}
 	switch {
 	case strings.HasPrefix(params.RequestState, inputStatePrefix):
-		res, err = g.resumeBridged(ctx, sr, params)
+		res, err = g.resumeBridged(ctx, target, params)
 	case sr.client.key.caller != "" && takesInput(req):
-		res, err = g.callBridged(ctx, sr, up)
+		res, err = g.callBridged(ctx, target, up)
 	default:
 		res, err = sr.client.cs.CallTool(ctx, up)
 	}

@@ -21,8 +21,15 @@ import (
 )
 
 // npm server-everything twice behind one toolset: over Streamable HTTP, and in stdio
-// mode through the bridge. One client session calls both and answers an elicitation.
+// mode through the bridge. One client of either era calls both and answers an
+// elicitation (a sessionless client as input_required).
 func TestServerEverythingThroughAToolset(t *testing.T) {
+	for _, version := range []string{sessionEra, sessionlessVersion} {
+		t.Run(version+" client", func(t *testing.T) { serverEverythingThroughAToolset(t, version) })
+	}
+}
+
+func serverEverythingThroughAToolset(t *testing.T, version string) {
 	pool, err := connector.NewPool(connector.Options{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +73,15 @@ func TestServerEverythingThroughAToolset(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada", "check": true}}, nil
 		},
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: front.URL + catalog.ToolsetGatewayPath(namespace, "everything"), MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: front.URL + catalog.ToolsetGatewayPath(namespace, "everything"), MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("the client settled on %s, want %s", got, version)
+	}
 
 	names := toolNames(t, cs)
 	for _, want := range []string{"h_echo", "s_echo", "h_trigger-elicitation-request"} {

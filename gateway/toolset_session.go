@@ -123,6 +123,9 @@ type origin struct {
 	mu    sync.Mutex
 	tools []*mcp.Tool // nil until listed, or after list_changed
 	calls []context.Context
+	// inputs holds the calls whose elicitations reach a sessionless client as
+	// input_required.
+	inputs *inputBridge
 	// breach says why the origin served tools that are not its server's pinned ones;
 	// its calls are refused for the rest of the upstream session.
 	breach pinBreach
@@ -405,7 +408,7 @@ func (s *toolsetSession) origin(name string) *origin {
 	defer s.mu.Unlock()
 	o := s.origins[name]
 	if o == nil {
-		o = &origin{name: name}
+		o = &origin{name: name, inputs: &inputBridge{calls: map[*bridgedCall]struct{}{}}}
 		s.origins[name] = o
 	}
 	return o
@@ -460,7 +463,8 @@ func (s *toolsetSession) originClientOptions(o *origin) *mcp.ClientOptions {
 	}
 	opts.ProgressNotificationHandler = s.g.upstreamClients.relayProgress
 	if s.sessionless {
-		opts.ElicitationHandler, opts.CreateMessageHandler = nil, nil //nolint:staticcheck // sampling: see above
+		// Elicitations reach the client as input_required; sampling has no way there.
+		opts.ElicitationHandler, opts.CreateMessageHandler = o.inputs.elicit, nil //nolint:staticcheck // sampling: see above
 		// An origin's input_required result is the client's to answer: it passes through.
 		opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	}
@@ -660,7 +664,19 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 	if len(args) > 0 {
 		up.Arguments = args
 	}
-	res, err := cs.CallTool(ctx, up)
+	var res *mcp.CallToolResult
+	sessionEraOrigin := cs.InitializeResult() == nil || cs.InitializeResult().ProtocolVersion < sessionlessVersion
+	target := bridgeTarget{key: s.key, caller: s.caller.Key, tool: name, bridge: o.inputs, cs: cs}
+	switch {
+	case s.sessionless && strings.HasPrefix(params.RequestState, inputStatePrefix):
+		res, err = s.g.resumeBridged(ctx, target, params)
+	case s.sessionless && sessionEraOrigin && req != nil && takesInput(req):
+		// The origin asks its questions on its session: they reach the sessionless
+		// client as input_required (see input_bridge.go).
+		res, err = s.g.callBridged(ctx, target, up)
+	default:
+		res, err = cs.CallTool(ctx, up)
+	}
 	if err != nil {
 		audit(outcomeUpstreamError, "reason", upstreamReason(err))
 		return nil, toolError(fmt.Errorf("MCPServer %s: %w", key, err))

@@ -30,7 +30,10 @@ SERVER_FILESYSTEM_VERSION="${SERVER_FILESYSTEM_VERSION:-2026.8.31}"
 CONFORMANCE_VERSION="${CONFORMANCE_VERSION:-0.1.16}"
 CONFORMANCE_2026_VERSION="${CONFORMANCE_2026_VERSION:-0.2.0-alpha.12}"
 CONFORMANCE_NODE_VERSION="${CONFORMANCE_NODE_VERSION:-22}"
-THV_VERSION="${THV_VERSION:-v0.45.0}"
+THV_VERSION="${THV_VERSION:-v0.47.0}"
+# ToolHive from v0.47.0 needs Go 1.27: the module proxy serves that toolchain. Our own
+# module stays on the Go it names.
+THV_GOTOOLCHAIN="${THV_GOTOOLCHAIN:-go1.27.3}"
 CACHE_ROOT="${SWITCHBOARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchboard}"
 
 log() { printf 'test-servers: %s\n' "$*" >&2; }
@@ -103,7 +106,7 @@ thv() {
     trap "rm -rf '${work}'" EXIT
     # Built outside any module so our go.mod neither constrains nor records it; installed
     # into the work folder and moved, so an interrupted build leaves no binary behind.
-    (cd "${work}" && GOFLAGS=-mod=mod GOBIN="${work}/bin" \
+    (cd "${work}" && GOFLAGS=-mod=mod GOBIN="${work}/bin" GOTOOLCHAIN="${THV_GOTOOLCHAIN}" \
       go install "github.com/stacklok/toolhive/cmd/thv@${THV_VERSION}") >&2
     mkdir -p "${dir}"
     mv "${work}/bin/thv" "${dir}/thv"

@@ -10,10 +10,14 @@ import (
 	"net/netip"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	uberzap "go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -426,7 +430,7 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		IdleTimeout:             opts.gatewayIdleTimeout,
 		Registerer:              metrics.Registry,
 		Logger:                  ctrl.Log.WithName("gateway"),
-		Audit:                   ctrl.Log.WithName("gateway").WithName("audit"),
+		Audit:                   auditLogger(opts.zap).WithName("gateway").WithName("audit"),
 	}
 	if mode != catalog.AuthNone {
 		reviewCfg := rest.CopyConfig(mgr.GetConfig())
@@ -562,4 +566,16 @@ func startManager(ctx context.Context, cfg *rest.Config, opts managerOptions) er
 	}
 	ctrl.Log.WithName("manager").Info("Starting manager", "pid", os.Getpid())
 	return mgr.Start(ctx)
+}
+
+// auditLogger returns the logger of the gateway's audit log, configured by the same
+// --zap-* flags as the manager's, but never sampled: zap keeps only every 100th repeat
+// of a message beyond 100 a second unless debug levels are on, and the audit log is one
+// line per tool call. Only its Info lines are written, so enabling the debug levels
+// that turn sampling off shows nothing more.
+func auditLogger(opts zap.Options) logr.Logger {
+	level := uberzap.NewAtomicLevelAt(zapcore.Level(-2))
+	opts.Level = &level
+	opts.ZapOpts = slices.Clone(opts.ZapOpts)
+	return zap.New(zap.UseFlagOptions(&opts))
 }

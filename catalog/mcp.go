@@ -82,13 +82,11 @@ func (s *Server) mcpHandler() http.Handler {
 		Instructions: "Find MCP servers and tools in this Kubernetes cluster. Use search_tools to find " +
 			"tools for a task, then get_server for the endpoint and details of the server that offers one. " +
 			"You only see namespaces you may list MCPServers in.",
-		// The catalogue's tools never change while it runs, so it does not invite
-		// clients to hold a subscriptions/listen stream open for list changes (nor could
-		// a stateless replica promise them). Logging stays as go-sdk's default has it.
-		Capabilities: &mcp.ServerCapabilities{
-			Logging: &mcp.LoggingCapabilities{},
-			Tools:   &mcp.ToolCapabilities{ListChanged: false},
-		},
+		// Tools only. The catalogue's tools never change while it runs, so it does not
+		// invite clients to hold a subscriptions/listen stream open for list changes (nor
+		// could a stateless replica promise them), and it never sends log messages, so it
+		// does not offer logging (go-sdk's default, deprecated as of 2026-07-28).
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
 		SetCacheable: s.mcpCacheable,
 	})
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)}

@@ -227,8 +227,8 @@ func TestMCPStatelessEra(t *testing.T) {
 	if discovered.CacheScope != "private" || discovered.TTLMs != catalog.MCPCacheTTLMs {
 		t.Errorf("server/discover caching hints: ttlMs %d, cacheScope %q", discovered.TTLMs, discovered.CacheScope)
 	}
-	if tools := discovered.Capabilities.Tools; tools == nil || tools.ListChanged {
-		t.Errorf("server/discover tools capability %+v, want tools without listChanged", tools)
+	if caps, _ := json.Marshal(discovered.Capabilities); string(caps) != `{"tools":{}}` {
+		t.Errorf("server/discover capabilities %s, want tools only, without listChanged", caps)
 	}
 	for _, ex := range exchanges {
 		if ex.method == "initialize" || ex.method == "notifications/initialized" || ex.method == "subscriptions/listen" {

@@ -522,3 +522,33 @@ func TestMCPCacheScopeWithoutAuth(t *testing.T) {
 		t.Errorf("tools/list caching hints without authentication: ttlMs %d, cacheScope %q", listed.TTLMs, listed.CacheScope)
 	}
 }
+
+// BenchmarkMCPSearchTools measures one search_tools call through the catalogue's /mcp
+// over loopback, per protocol era, with the caller's authentication cached:
+//
+//	go test -run '^$' -bench BenchmarkMCPSearchTools ./catalog/
+func BenchmarkMCPSearchTools(b *testing.B) {
+	c := startCatalog(b, catalog.AuthTokenReview, func(o *catalog.Options) { o.AuthCacheTTL = 10 * time.Minute })
+	ns := newNamespace(b)
+	for i := range 20 {
+		createServer(b, ns, serverSpec{name: "server-" + string(rune('a'+i)), tools: []mcpv1alpha1.ToolInfo{
+			tool("search_issues", "Search issues", "Search the issues of a project"),
+			tool("create_ticket", "Create a ticket", "Open a ticket in the tracker"),
+		}})
+	}
+	token := newCaller(b, ns, "bench-agent", true)
+	c.waitServers(b, token, ns, 20)
+	for _, version := range []string{statelessEra, sessionEra} {
+		b.Run(version, func(b *testing.B) {
+			session := mcpSessionAt(b, c, token, version)
+			ctx := context.Background()
+			args := map[string]any{"query": "search issues", "namespace": ns, "limit": 10}
+			for b.Loop() {
+				res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: args})
+				if err != nil || res.IsError {
+					b.Fatalf("search_tools: %v %+v", err, res)
+				}
+			}
+		})
+	}
+}

@@ -19,6 +19,13 @@
 //     same for every token of one ServiceAccount;
 //   - authorization with SubjectAccessReview (list mcpservers, per namespace), on an API
 //     client of its own, cached with a short TTL in a bounded LRU cache;
+//   - the MCP endpoint's protocol eras, both served by one stateless go-sdk server: session
+//     era clients (2025-11-25 and older) initialize and are never given a session ID;
+//     2026-07-28 clients discover and send self-contained requests. Every request of
+//     either era is authenticated on its own, and its body is read once, bounded and
+//     judged by internal/mcpmsg before go-sdk reads exactly those bytes. server/discover
+//     and tools/list carry caching hints: private (public only without authentication)
+//     and fresh for five minutes; the tools capability does not offer list changes;
 //   - the HTTP server: routing, pagination, ETags, JSON errors, request bounds, per
 //     request deadlines and Prometheus metrics. It also carries the gateway
 //     ([Options].Gateway) under /mcp/namespaces/, and so has no server-wide read or

@@ -9,3 +9,6 @@ func WithRequestTimeouts(read, write time.Duration) func(*Options) {
 		o.requestReadTimeout, o.requestWriteTimeout = read, write
 	}
 }
+
+// MCPCacheTTLMs is the ttlMs the catalogue's MCP endpoint puts on its list answers.
+const MCPCacheTTLMs = int(mcpCacheTTL / time.Millisecond)

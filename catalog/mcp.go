@@ -1,14 +1,24 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 )
+
+// mcpCacheTTL is the freshness the MCP endpoint gives its cacheable answers
+// (server/discover and tools/list, as ttlMs). Both are fixed for a given catalogue
+// binary, so a client may keep them this long; what the tools return is never cached
+// (tools/call results carry no caching hints).
+const mcpCacheTTL = 5 * time.Minute
 
 // SearchToolsInput is the input of the search_tools MCP tool.
 type SearchToolsInput struct {
@@ -53,8 +63,16 @@ type GetServerInput struct {
 type callerKey struct{}
 
 // mcpHandler serves the catalogue over MCP (Streamable HTTP, stateless, so any replica
-// can answer any request). Callers are authenticated like REST callers; their identity
-// reaches the tool handlers as the request's auth.TokenInfo.
+// can answer any request). It speaks both protocol eras through go-sdk: session-era
+// clients (2025-11-25 and older) initialize as before and are never given a session ID,
+// and 2026-07-28 clients send server/discover and then self-contained requests, whose
+// Mcp-Method and Mcp-Name headers go-sdk checks against the body (-32020) and whose
+// version it checks against the ones it speaks (-32022).
+//
+// Every request, of either era, is authenticated like a REST request, then its body is
+// read once, bounded, and judged by mcpmsg: a body another reader could read as a
+// different call is refused before go-sdk reads it. The caller's identity reaches the
+// tool handlers as the request's auth.TokenInfo.
 func (s *Server) mcpHandler() http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{
 		Name:    "switchboard-catalog",
@@ -64,6 +82,12 @@ func (s *Server) mcpHandler() http.Handler {
 		Instructions: "Find MCP servers and tools in this Kubernetes cluster. Use search_tools to find " +
 			"tools for a task, then get_server for the endpoint and details of the server that offers one. " +
 			"You only see namespaces you may list MCPServers in.",
+		// Tools only. The catalogue's tools never change while it runs, so it does not
+		// invite clients to hold a subscriptions/listen stream open for list changes (nor
+		// could a stateless replica promise them), and it never sends log messages, so it
+		// does not offer logging (go-sdk's default, deprecated as of 2026-07-28).
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
+		SetCacheable: s.mcpCacheable,
 	})
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)}
 	mcp.AddTool(srv, &mcp.Tool{
@@ -111,8 +135,32 @@ func (s *Server) mcpHandler() http.Handler {
 			writeError(w, aerr)
 			return
 		}
+		if r.Method == http.MethodPost {
+			if !mcphttp.CheckPOST(w, r) {
+				return
+			}
+			body, _, ok := mcphttp.ReadMessages(w, r, maxBodyBytes, s.opts.requestReadTimeout)
+			if !ok {
+				return
+			}
+			// go-sdk reads exactly the bytes that were judged.
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// mcpCacheable sets the caching hints of the endpoint's cacheable answers
+// (server/discover, tools/list): fresh for mcpCacheTTL, and private, since they answer
+// an authenticated caller and a shared cache must not hand them to anyone who has not
+// authenticated (as HTTP caches treat responses to requests with Authorization). Only
+// without authentication, when every caller gets the same answer, are they public.
+func (s *Server) mcpCacheable(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+	c.TTLMs = int(mcpCacheTTL / time.Millisecond)
+	c.CacheScope = "private"
+	if s.opts.Auth == AuthNone {
+		c.CacheScope = "public"
+	}
 }
 
 // verifyAuthenticated hands the caller the HTTP layer authenticated to go-sdk, which puts

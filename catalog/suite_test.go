@@ -382,8 +382,16 @@ func (b bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(req)
 }
 
-// mcpSession connects a go-sdk client to the catalogue's MCP endpoint.
+// mcpSession connects a go-sdk client to the catalogue's MCP endpoint, at the newest
+// protocol version both speak.
 func mcpSession(tb testing.TB, c *running, token string) *mcp.ClientSession {
+	tb.Helper()
+	return mcpSessionAt(tb, c, token, "")
+}
+
+// mcpSessionAt is mcpSession for a client that asks for protocol version (the newest
+// when empty), and fails unless the catalogue settles on it.
+func mcpSessionAt(tb testing.TB, c *running, token, version string) *mcp.ClientSession {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -392,11 +400,14 @@ func mcpSession(tb testing.TB, c *running, token string) *mcp.ClientSession {
 		Endpoint:             c.base + "/mcp",
 		HTTPClient:           &http.Client{Transport: bearerTransport{token: token}, Timeout: 10 * time.Second},
 		DisableStandaloneSSE: true,
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		tb.Fatalf("connecting to the catalogue over MCP: %v", err)
 	}
 	tb.Cleanup(func() { _ = session.Close() })
+	if got := session.InitializeResult().ProtocolVersion; version != "" && got != version {
+		tb.Fatalf("the catalogue settled on protocol version %q, want %q", got, version)
+	}
 	return session
 }
 

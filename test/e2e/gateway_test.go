@@ -117,8 +117,15 @@ func connectGateway(ctx context.Context, endpoint, token string, elicit func(con
 		Endpoint:   endpoint,
 		HTTPClient: &http.Client{Transport: bearerTransport{token: token}},
 		MaxRetries: -1,
-	}, nil)
+	}, sessionEraClient)
 }
+
+// sessionEraClient makes the end-to-end agent speak the session era (2025-11-25): its
+// steps are about sessions, whose end ends their upstream session and its stdio
+// process. go-sdk clients speak the sessionless era first, whose upstream sessions the
+// gateway keeps until they idle out; TestAnyReplicaServesASessionlessClient covers that
+// era end to end.
+var sessionEraClient = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 
 // useServer does through the gateway what an agent does with a server: a tool call, a
 // resource read, a prompt and an elicitation round trip, each

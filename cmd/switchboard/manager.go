@@ -68,6 +68,9 @@ type managerOptions struct {
 	leaderElect      bool
 	leaderElectionNS string
 	zap              zap.Options
+	// auditLog is the gateway's audit log, never sampled (see auditLogger); unset, the
+	// manager's own logger.
+	auditLog logr.Logger
 
 	maxConcurrentReconciles int
 	maxConcurrentConnects   int
@@ -430,7 +433,7 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		IdleTimeout:             opts.gatewayIdleTimeout,
 		Registerer:              metrics.Registry,
 		Logger:                  ctrl.Log.WithName("gateway"),
-		Audit:                   auditLogger(opts.zap).WithName("gateway").WithName("audit"),
+		Audit:                   opts.auditRoot().WithName("gateway").WithName("audit"),
 	}
 	if mode != catalog.AuthNone {
 		reviewCfg := rest.CopyConfig(mgr.GetConfig())
@@ -502,6 +505,7 @@ func runManager(args []string) int {
 		return 2
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
+	opts.auditLog = auditLogger(opts.zap)
 	log := ctrl.Log.WithName("manager")
 	if limit, ok := memoryLimitFromContainer(os.Getenv); ok {
 		debug.SetMemoryLimit(limit)
@@ -566,6 +570,15 @@ func startManager(ctx context.Context, cfg *rest.Config, opts managerOptions) er
 	}
 	ctrl.Log.WithName("manager").Info("Starting manager", "pid", os.Getpid())
 	return mgr.Start(ctx)
+}
+
+// auditRoot is the logger the gateway's audit log is named under: auditLog when set,
+// otherwise the manager's own (switchboard dev's, which is never sampled).
+func (o *managerOptions) auditRoot() logr.Logger {
+	if o.auditLog.GetSink() != nil {
+		return o.auditLog
+	}
+	return ctrl.Log
 }
 
 // auditLogger returns the logger of the gateway's audit log, configured by the same

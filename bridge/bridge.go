@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,6 +26,11 @@ var ErrEvicted = errors.New("session evicted: the bridge was at its session limi
 // slotWait bounds how long a new session waits for an ending session's subprocess to be
 // reaped and give its slot back, on top of the grace period that subprocess has.
 const slotWait = 5 * time.Second
+
+// busyWait is how long a new session waits, when every session has a request in flight,
+// for one of them to finish before it is refused: a client's next request often comes
+// the moment its last one is answered, before the bridge has counted that one finished.
+const busyWait = time.Second
 
 // endedMemory is how many ended sessions the bridge remembers, to tell a client that
 // comes back why its session is gone.
@@ -49,10 +55,14 @@ type Bridge struct {
 	changed  chan struct{}       // closed and replaced when a slot is freed or a session starts
 	seq      uint64
 	closing  bool
+	// busyWaiters counts new sessions waiting for a request to end (see busyWait).
+	busyWaiters atomic.Int32
 
-	spares  *spares        // nil without Options.WarmProcesses, and in Shared mode
-	shared  *sharedProcess // the one process of Shared mode; nil in PerSession mode
-	metrics *metrics
+	spares *spares        // nil without Options.WarmProcesses, and in Shared mode
+	shared *sharedProcess // the one process of Shared mode; nil in PerSession mode
+	// stateless serves the sessionless era's requests, from a process of its own.
+	stateless *statelessFront
+	metrics   *metrics
 
 	wg        sync.WaitGroup // one per session until its subprocess is reaped
 	closeOnce sync.Once
@@ -83,6 +93,7 @@ func New(opts Options) (*Bridge, error) {
 		changed:  make(chan struct{}),
 	}
 	b.metrics = newMetrics(b)
+	b.stateless = newStatelessFront(b)
 	switch {
 	case opts.SessionMode == Shared:
 		b.shared = newSharedProcess(opts, b.log)
@@ -163,6 +174,7 @@ func (b *Bridge) newSession(ctx context.Context) (*session, error) {
 func (b *Bridge) reserveSlot(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.GracePeriod+slotWait)
 	defer cancel()
+	busyUntil := time.Now().Add(busyWait)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for {
@@ -179,6 +191,10 @@ func (b *Bridge) reserveSlot(ctx context.Context) (uint64, error) {
 		// subprocess is reaped; without any, one live session has to go.
 		if b.slots == len(b.sessions) {
 			victim := b.evictableLocked()
+			if victim == nil && time.Now().Before(busyUntil) {
+				b.waitForARequestLocked(time.Until(busyUntil))
+				continue
+			}
 			if victim == nil {
 				b.metrics.refused.Inc()
 				return 0, fmt.Errorf("%w: each of the %d sessions has a request in flight", ErrTooManySessions, b.opts.MaxSessions)
@@ -220,6 +236,33 @@ func (b *Bridge) evictableLocked() *session {
 			return victim
 		}
 		// It began a request since: look again.
+	}
+}
+
+// waitForARequestLocked waits at most d for a session's request to end, with b.mu held
+// on entry and on return.
+func (b *Bridge) waitForARequestLocked(d time.Duration) {
+	changed := b.changed
+	b.busyWaiters.Add(1)
+	b.mu.Unlock()
+	timer := time.NewTimer(d)
+	select {
+	case <-changed:
+	case <-timer.C:
+	}
+	timer.Stop()
+	b.busyWaiters.Add(-1)
+	b.mu.Lock()
+}
+
+// requestEnded marks a session's request finished, and wakes a new session waiting for
+// one to finish (see busyWait).
+func (b *Bridge) requestEnded(s *session) {
+	s.endRequest()
+	if b.busyWaiters.Load() > 0 {
+		b.mu.Lock()
+		b.broadcastLocked()
+		b.mu.Unlock()
 	}
 }
 
@@ -288,6 +331,7 @@ func (b *Bridge) Close() error {
 		if b.spares != nil {
 			b.spares.close()
 		}
+		b.stateless.close()
 		if b.shared != nil {
 			b.wg.Wait() // the sessions first, so that none sees the process go
 			if err := b.shared.close(); err != nil {

@@ -82,3 +82,30 @@ func TestConformanceThroughTheBridgeMatchesTheServerDirectly(t *testing.T) {
 		}
 	}
 }
+
+// The 2026-07-28 edition of the suite judges the bridge's sessionless front: every
+// scenario that passes against go-sdk's conformance server over Streamable HTTP in
+// stateless mode passes with the same server over stdio behind the bridge, in both
+// session modes (sessionless requests have a process of their own in either).
+func TestConformance2026ThroughTheBridgeMatchesTheServerDirectly(t *testing.T) {
+	direct := testenv.RunConformanceServerSuite2026(t, testenv.StartStatelessConformanceServer(t))
+	direct.Name = "direct"
+	if len(direct.Passed()) == 0 {
+		t.Fatalf("nothing passed directly: the comparison would be empty\n%s", direct.Output)
+	}
+	stdioServer := testenv.BuildGoBinary(t, testenv.GoSDKConformanceServer)
+	perSession := startBridge(t, bridge.Options{Command: []string{stdioServer}, GracePeriod: time.Second})
+	throughPerSession := testenv.RunConformanceServerSuite2026(t, perSession.url)
+	throughPerSession.Name = "bridge PerSession"
+	shared := startBridge(t, bridge.Options{Command: []string{stdioServer}, GracePeriod: time.Second, SessionMode: bridge.Shared})
+	throughShared := testenv.RunConformanceServerSuite2026(t, shared.url)
+	throughShared.Name = "bridge Shared"
+	t.Logf("conformance %s: %d of %d pass directly, %d through the bridge in PerSession mode, %d in Shared mode\n%s",
+		testenv.ConformanceRevision2026, len(direct.Passed()), len(direct.Scenarios), len(throughPerSession.Passed()),
+		len(throughShared.Passed()), direct.Table(throughPerSession, throughShared))
+	for _, through := range []testenv.ConformanceResults{throughPerSession, throughShared} {
+		for _, problem := range testenv.DiffConformance(direct, through) {
+			t.Errorf("%s: %s", through.Name, problem)
+		}
+	}
+}

@@ -26,9 +26,18 @@
 // the ones it must route: an initialize request starts a session, and a response settles
 // the request it answers (so that a dying subprocess fails exactly the calls it still owed).
 //
-// What relaying through go-sdk's transports implies, and clients should know:
-//   - sessions are stateful (Mcp-Session-Id); stateless SEP-2575 requests are refused with
-//     CodeUnsupportedProtocolVersion, so go-sdk clients fall back to initialize;
+// Requests of the sessionless era (MCP 2026-07-28 and later: no session, every request
+// naming its protocol version) are served apart, in both modes, by statelessFront: one
+// process of their own, started on the first such request, spoken to by a go-sdk client
+// session, many requests at once; go-sdk's stateless handler and a go-sdk server are the
+// front door, whose middleware relays each request (the era needs header checks and
+// server/discover answered by an MCP server, so this path does interpret messages). A
+// command that speaks only sessions gets no such process: its sessionless requests are
+// answered UnsupportedProtocolVersion with the versions it speaks, and clients fall back
+// to initialize. Bridging the eras is the gateway's work.
+//
+// What relaying sessions through go-sdk's transports implies, and clients should know:
+//   - sessions are stateful (Mcp-Session-Id);
 //   - notifications and requests from the subprocess (progress, logging, sampling) travel
 //     on the session's standalone SSE stream (the client's GET), since the bridge cannot
 //     tie them to the HTTP request they relate to, or on a subscriptions/listen stream
@@ -37,7 +46,7 @@
 //     a client that cannot open the GET (the gateway's upstream) still receives them;
 //   - a client request must use a method MCP defines: the transport refuses others.
 //
-// It must not: hand-roll JSON-RPC or Streamable HTTP framing, proxy through an mcp.Server
-// (which would re-interpret messages), know about Kubernetes objects, or log what could be
+// It must not: hand-roll JSON-RPC or Streamable HTTP framing, proxy sessions through an
+// mcp.Server (which would re-interpret messages), know about Kubernetes objects, or log what could be
 // a secret (session IDs are bearer tokens; the bridge logs a sequence number instead).
 package bridge

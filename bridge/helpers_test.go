@@ -109,10 +109,30 @@ func (r *running) stop(t testing.TB) {
 	}
 }
 
-// connect starts a go-sdk client session through the bridge.
+// sessionEra pins a go-sdk client to MCP 2025-11-25, the last version with sessions: a
+// go-sdk client speaks the sessionless era first to any server that does.
+var sessionEra = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
+// connect starts a go-sdk client session through the bridge, in the session era.
 func (r *running) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "bridge-test-client", Version: "v1"}, nil)
-	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.url, MaxRetries: -1}, nil)
+	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.url, MaxRetries: -1}, sessionEra)
+}
+
+// connectSessionless connects a go-sdk client through the bridge in the sessionless era
+// (2026-07-28): no session, every request on its own.
+func (r *running) connectSessionless(t testing.TB, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "bridge-test-client", Version: "v1"}, opts)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.url, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connecting through the bridge in the sessionless era: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
 }
 
 func (r *running) mustConnect(t testing.TB) *mcp.ClientSession {

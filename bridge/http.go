@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
 // maxHeaderBytes bounds a request's header block; a client that sends more gets 431. An
@@ -113,11 +114,15 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 			mcphttp.NotFound(w, why)
 			return
 		}
-		defer s.endRequest()
+		defer b.requestEnded(s)
 		s.transport.ServeHTTP(w, r)
 		return
 	}
 
+	if sessionless.IsRequest(r, msgs) {
+		b.stateless.serve(w, r, msgs)
+		return
+	}
 	req := mcphttp.InitializeRequest(w, body)
 	if req == nil {
 		return
@@ -144,7 +149,7 @@ func (b *Bridge) servePOST(w http.ResponseWriter, r *http.Request, bodyTimeout t
 		return
 	}
 	s.transport.ServeHTTP(w, r)
-	s.endRequest()
+	b.requestEnded(s)
 	if !s.isInitialized() {
 		// The client went away, or the subprocess refused initialize: nobody can use it.
 		s.end(errors.New("session was not initialized"))

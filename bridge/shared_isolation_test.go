@@ -52,7 +52,7 @@ func connectObserved(t *testing.T, r *running, name string) *observedClient {
 			o.changed <- struct{}{}
 		},
 	})
-	cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{Endpoint: r.url, MaxRetries: -1}, nil)
+	cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{Endpoint: r.url, MaxRetries: -1}, sessionEra)
 	if err != nil {
 		t.Fatalf("%s: connecting: %v", name, err)
 	}

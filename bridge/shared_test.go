@@ -1340,7 +1340,7 @@ func TestSharedServerEverythingKilledProcessFailsOnlyItsCallsInFlight(t *testing
 				}
 			},
 		})
-		cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{Endpoint: r.url, MaxRetries: -1}, nil)
+		cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{Endpoint: r.url, MaxRetries: -1}, sessionEra)
 		if err != nil {
 			t.Fatalf("client %d: %v", i, err)
 		}

@@ -47,19 +47,27 @@ func TestConformance2026ThroughTheGatewayMatchesTheServerDirectly(t *testing.T) 
 		Spec:       mcpv1alpha1.MCPToolsetSpec{Servers: []mcpv1alpha1.ToolsetServer{{Name: h.key.Name, Prefix: ptr.To("")}}},
 	})
 
+	// The same server over stdio, behind the bridge, as a server pod runs it.
+	bridged := newHarness(t, harnessOptions{upstreamURL: startBridge(t, testenv.BuildGoBinary(t, testenv.GoSDKConformanceServer))})
+
 	direct := testenv.RunConformanceServerSuite2026(t, upstream)
 	direct.Name = "direct"
 	servers := testenv.RunConformanceServerSuite2026(t, h.url())
 	servers.Name = "/servers/"
 	toolset := testenv.RunConformanceServerSuite2026(t, h.front.URL+catalog.ToolsetGatewayPath(namespace, "conformance"))
 	toolset.Name = "toolset, prefix \"\""
-	t.Logf("conformance %s: %d of %d pass directly, %d through /servers/, %d through a toolset\n%s", testenv.ConformanceRevision2026,
-		len(direct.Passed()), len(direct.Scenarios), len(servers.Passed()), len(toolset.Passed()), direct.Table(servers, toolset))
+	stdio := testenv.RunConformanceServerSuite2026(t, bridged.url())
+	stdio.Name = "stdio, bridge and /servers/"
+	t.Logf("conformance %s: %d of %d pass directly, %d through /servers/, %d through a toolset, %d over stdio through the bridge and /servers/\n%s",
+		testenv.ConformanceRevision2026, len(direct.Passed()), len(direct.Scenarios), len(servers.Passed()), len(toolset.Passed()),
+		len(stdio.Passed()), direct.Table(servers, toolset, stdio))
 	if len(direct.Passed()) == 0 {
 		t.Fatalf("nothing passed directly: the comparison would be empty\n%s", direct.Output)
 	}
-	for _, problem := range testenv.DiffConformance(direct, servers) {
-		t.Error(problem)
+	for _, through := range []testenv.ConformanceResults{servers, stdio} {
+		for _, problem := range testenv.DiffConformance(direct, through) {
+			t.Errorf("%s: %s", through.Name, problem)
+		}
 	}
 	toolsAndProtocol := direct
 	toolsAndProtocol.Scenarios = maps.Clone(direct.Scenarios)

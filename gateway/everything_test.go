@@ -111,7 +111,13 @@ func startEverythingBridge(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bridge.New(bridge.Options{Command: []string{"node", entry, "stdio"}, MaxSessions: 4, GracePeriod: time.Second})
+	return startBridge(t, "node", entry, "stdio")
+}
+
+// startBridge runs the bridge in front of a stdio server's command and returns its MCP
+// endpoint.
+func startBridge(t *testing.T, command ...string) string {
+	b, err := bridge.New(bridge.Options{Command: command, MaxSessions: 4, GracePeriod: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

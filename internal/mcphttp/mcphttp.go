@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -121,6 +122,29 @@ func RefuseSessionless(w http.ResponseWriter, msg jsonrpc.Message) {
 	}
 	WriteError(w, http.StatusBadRequest, req.ID, code,
 		"this server needs a session: send initialize first (stateless requests are not supported)")
+}
+
+// RefuseSessionlessEra answers a request of the sessionless era (MCP 2026-07-28 and
+// later) at an endpoint whose server speaks only sessions: UnsupportedProtocolVersion
+// (-32022) naming the versions it does speak, from which clients fall back to
+// initialize.
+func RefuseSessionlessEra(w http.ResponseWriter, id jsonrpc.ID, requested string) {
+	const message = "this server speaks only sessions: send initialize"
+	var sessionVersions []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < "2026-07-28" {
+			sessionVersions = append(sessionVersions, v)
+		}
+	}
+	data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: sessionVersions, Requested: requested})
+	msg, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: mcp.CodeUnsupportedProtocolVersion, Message: message, Data: data}})
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, id, mcp.CodeUnsupportedProtocolVersion, message)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(msg)
 }
 
 // NotFound answers 404 for a session that does not exist (any more). The body must not

@@ -33,13 +33,15 @@ import (
 // cost does not hide the bridges'.
 func BenchmarkBridgeToolsCall(b *testing.B) {
 	argv, env := testServerCommand(b)
-	benchmarkToolsCall(b, argv, env)
+	for _, version := range []string{sessionEra.ProtocolVersion, "2026-07-28"} {
+		b.Run("era="+version, func(b *testing.B) { benchmarkToolsCall(b, argv, env, version) })
+	}
 }
 
 // BenchmarkBridgeToolsCallServerEverything is the same comparison against the npm
 // reference server.
 func BenchmarkBridgeToolsCallServerEverything(b *testing.B) {
-	benchmarkToolsCall(b, serverEverything(b), os.Environ())
+	benchmarkToolsCall(b, serverEverything(b), os.Environ(), sessionEra.ProtocolVersion)
 }
 
 // BenchmarkBridgeToolsCallGoSDKConformanceServer measures what part of the bridge's cost
@@ -49,13 +51,26 @@ func BenchmarkBridgeToolsCallServerEverything(b *testing.B) {
 // path also has), and over stdio behind the bridge in both modes.
 func BenchmarkBridgeToolsCallGoSDKConformanceServer(b *testing.B) {
 	bin := testenv.BuildGoBinary(b, testenv.GoSDKConformanceServer)
-	httpURL := testenv.StartConformanceServer(b)
+	for _, era := range []struct {
+		version string
+		start   func(testing.TB) string
+	}{
+		{sessionEra.ProtocolVersion, testenv.StartConformanceServer},
+		{"2026-07-28", testenv.StartStatelessConformanceServer},
+	} {
+		b.Run("era="+era.version, func(b *testing.B) {
+			benchmarkGoSDKConformanceServer(b, bin, era.start(b), era.version)
+		})
+	}
+}
+
+func benchmarkGoSDKConformanceServer(b *testing.B, bin, httpURL, version string) {
 	paths := []*benchPath{
-		{name: "direct stdio", session: connectCommand(b, []string{bin}, os.Environ())},
-		{name: "direct Streamable HTTP", session: connectURL(b, httpURL, "")},
-		{name: "bridge PerSession", session: connectURL(b, testenv.StartBridgeBinary(b, []string{"--warm-processes", "0"}, []string{bin}, nil), "")},
-		{name: "bridge Shared", session: connectURL(b, testenv.StartBridgeBinary(b, []string{"--session-mode", "Shared"}, []string{bin}, nil), "")},
-		{name: "bare pipe", session: connectURL(b, startBarePipe(b, []string{bin}, os.Environ()), "")},
+		{name: "direct stdio", session: connectCommand(b, []string{bin}, os.Environ(), version)},
+		{name: "direct Streamable HTTP", session: connectURL(b, httpURL, version)},
+		{name: "bridge PerSession", session: connectURL(b, testenv.StartBridgeBinary(b, []string{"--warm-processes", "0"}, []string{bin}, nil), version)},
+		{name: "bridge Shared", session: connectURL(b, testenv.StartBridgeBinary(b, []string{"--session-mode", "Shared"}, []string{bin}, nil), version)},
+		{name: "bare pipe", session: connectURL(b, startBarePipe(b, []string{bin}, os.Environ()), version)},
 	}
 	ctx := context.Background()
 	call := func(cs *mcp.ClientSession) time.Duration {
@@ -86,13 +101,15 @@ type benchPath struct {
 	total   time.Duration
 }
 
-func benchmarkToolsCall(b *testing.B, argv, env []string) {
+// benchmarkToolsCall compares the paths of BenchmarkBridgeToolsCall with clients asking
+// for version.
+func benchmarkToolsCall(b *testing.B, argv, env []string, version string) {
 	ctx := context.Background()
-	direct := connectCommand(b, argv, env)
-	bridged := connectURL(b, testenv.StartBridgeBinary(b, []string{"--warm-processes", "0"}, argv, env), "")
-	shared := connectURL(b, testenv.StartBridgeBinary(b, []string{"--session-mode", "Shared"}, argv, env), "")
-	// The same protocol version as the bridge's session: with 2026-07-28 and later,
-	// supergateway starts a process per request rather than one per session.
+	direct := connectCommand(b, argv, env, version)
+	bridged := connectURL(b, testenv.StartBridgeBinary(b, []string{"--warm-processes", "0"}, argv, env), version)
+	shared := connectURL(b, testenv.StartBridgeBinary(b, []string{"--session-mode", "Shared"}, argv, env), version)
+	// The same protocol version as the bridge's: with 2026-07-28 and later, supergateway
+	// starts a process per request rather than one per session.
 	peer := startSupergateway(b, argv, env, bridged.InitializeResult().ProtocolVersion)
 	paths := []*benchPath{
 		{name: "direct stdio", session: direct},
@@ -274,8 +291,9 @@ func BenchmarkBridgeSharedConcurrentClients(b *testing.B) {
 	shared := make([]*mcp.ClientSession, clients)
 	direct := make([]*mcp.ClientSession, clients)
 	for i := range clients {
-		shared[i] = connectURL(b, url, "")
-		direct[i] = connectCommand(b, argv, env)
+		// Sessions: Shared mode is about sessions sharing one process.
+		shared[i] = connectURL(b, url, sessionEra.ProtocolVersion)
+		direct[i] = connectCommand(b, argv, env, sessionEra.ProtocolVersion)
 	}
 	tools := []struct {
 		name string
@@ -335,13 +353,14 @@ func BenchmarkBridgeSharedConcurrentClients(b *testing.B) {
 }
 
 // connectCommand starts a go-sdk client session over stdio with a process of argv of its
-// own; it is closed when the benchmark ends.
-func connectCommand(b *testing.B, argv, env []string) *mcp.ClientSession {
+// own, asking for protocolVersion (empty: the client's latest); it is closed when the
+// benchmark ends.
+func connectCommand(b *testing.B, argv, env []string, protocolVersion string) *mcp.ClientSession {
 	b.Helper()
 	cmd := exec.CommandContext(context.Background(), argv[0], argv[1:]...)
 	cmd.Env = env
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
-	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,3 +34,7 @@ func ShortenSharedWriteTimeout(t testing.TB, d time.Duration) {
 	sharedWriteTimeout = d
 	t.Cleanup(func() { sharedWriteTimeout = old })
 }
+
+// OpenListens returns how many subscriptions/listen streams of sessionless clients the
+// bridge holds open.
+func (b *Bridge) OpenListens() int { return len(b.stateless.listens) }

@@ -18,8 +18,12 @@ import (
 )
 
 // maxStatelessInFlight bounds the sessionless requests the bridge serves at once; one
-// more is refused with 503 and Retry-After. subscriptions/listen streams count too.
-const maxStatelessInFlight = 256
+// more is refused with 503 and Retry-After. subscriptions/listen streams count too, and
+// at most maxStatelessListens of them, so that open streams cannot take every place.
+const (
+	maxStatelessInFlight = 256
+	maxStatelessListens  = 64
+)
 
 // statelessStartTimeout bounds how long the stateless process has to start and answer
 // server/discover.
@@ -51,6 +55,7 @@ type statelessFront struct {
 	log      logr.Logger
 	handler  http.Handler
 	inflight chan struct{} // one token per request being served
+	listens  chan struct{} // one token per subscriptions/listen stream open
 	progress sessionless.Progress
 
 	mu           sync.Mutex
@@ -75,7 +80,7 @@ type statelessProcess struct {
 type statelessRequestKey struct{}
 
 func newStatelessFront(b *Bridge) *statelessFront {
-	f := &statelessFront{b: b, log: b.log.WithName("stateless"), inflight: make(chan struct{}, maxStatelessInFlight)}
+	f := &statelessFront{b: b, log: b.log.WithName("stateless"), inflight: make(chan struct{}, maxStatelessInFlight), listens: make(chan struct{}, maxStatelessListens)}
 	f.handler = sessionless.NewHandler(func(r *http.Request) *mcp.Server {
 		if sp, ok := r.Context().Value(statelessRequestKey{}).(*statelessProcess); ok {
 			return sp.front
@@ -104,6 +109,17 @@ func (f *statelessFront) serve(w http.ResponseWriter, r *http.Request, body *mcp
 		mcphttp.WriteError(w, http.StatusServiceUnavailable, id, jsonrpc.CodeInternalError,
 			fmt.Sprintf("the bridge is serving %d sessionless requests already; retry", maxStatelessInFlight))
 		return
+	}
+	if isListenCall(body) {
+		select {
+		case f.listens <- struct{}{}:
+			defer func() { <-f.listens }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			mcphttp.WriteError(w, http.StatusServiceUnavailable, id, jsonrpc.CodeInternalError,
+				fmt.Sprintf("the bridge holds %d subscriptions/listen streams already; retry", maxStatelessListens))
+			return
+		}
 	}
 	sp, err := f.process(r.Context())
 	switch {

@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -103,21 +104,7 @@ func TestTheSessionlessProcessIsRestartedAfterItExits(t *testing.T) {
 func TestASessionsOnlyServerSendsSessionlessClientsToSessions(t *testing.T) {
 	r := startBridge(t, bridge.Options{Command: serverEverything(t), GracePeriod: time.Second})
 
-	req, err := http.NewRequestWithContext(testCtx(t), http.MethodPost, r.url,
-		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "server/discover")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
+	status, body := postSessionless(t, r.url, "server/discover", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
 	var answer struct {
 		Error struct {
 			Code int `json:"code"`
@@ -126,9 +113,9 @@ func TestASessionsOnlyServerSendsSessionlessClientsToSessions(t *testing.T) {
 			} `json:"data"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(body, &answer); err != nil || answer.Error.Code != mcp.CodeUnsupportedProtocolVersion ||
+	if err := json.Unmarshal([]byte(body), &answer); err != nil || answer.Error.Code != mcp.CodeUnsupportedProtocolVersion ||
 		!strings.Contains(strings.Join(answer.Error.Data.Supported, ","), "2025-11-25") {
-		t.Fatalf("server/discover answered %d %s; want error -32022 listing 2025-11-25", resp.StatusCode, body)
+		t.Fatalf("server/discover answered %d %s; want error -32022 listing 2025-11-25", status, body)
 	}
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "bridge-test-client", Version: "v1"}, nil)
@@ -144,4 +131,48 @@ func TestASessionsOnlyServerSendsSessionlessClientsToSessions(t *testing.T) {
 	if got := mustCallText(t, cs, "echo", map[string]any{"message": "fell back"}); !strings.Contains(got, "fell back") {
 		t.Errorf("echo = %q", got)
 	}
+}
+
+// Open subscriptions/listen streams take at most 64 of the bridge's places for sessionless
+// requests: the 65th is refused with a reason, and calls still get through.
+func TestListenStreamsCannotTakeEverySessionlessPlace(t *testing.T) {
+	argv, env := testServerCommand(t)
+	r := startBridge(t, bridge.Options{Command: argv, Env: env, GracePeriod: time.Second})
+	listening := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}}
+	for range 64 {
+		r.connectSessionless(t, listening)
+	}
+	if n := r.OpenListens(); n != 64 {
+		t.Fatalf("%d listen streams open after 64 listening clients connected, want 64", n)
+	}
+	status, body := postSessionless(t, r.url, "subscriptions/listen",
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "subscriptions/listen streams") {
+		t.Errorf("a 65th subscriptions/listen answered %d %s; want 503 with the reason", status, body)
+	}
+	caller := r.connectSessionless(t, nil)
+	if got := mustCallText(t, caller, "echo", map[string]any{"message": "still served"}); got != "still served" {
+		t.Errorf("echo = %q", got)
+	}
+}
+
+// postSessionless POSTs one sessionless request of method to url and returns the answer's
+// status and body.
+func postSessionless(t *testing.T, url, method, message string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t), http.MethodPost, url, strings.NewReader(message))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }

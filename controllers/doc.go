@@ -1,4 +1,5 @@
-// Package controllers holds Switchboard's reconcilers: MCPServer and MCPEgressPolicy.
+// Package controllers holds Switchboard's reconcilers: MCPServer, MCPEgressPolicy, MCPToolset
+// and MCPIdentityProvider.
 // They turn specs into connector sessions and workloads, and what the connector observes
 // into status conditions and Events.
 //

@@ -172,3 +172,21 @@ const (
 	// ExposedToolNamePattern.
 	ReasonInvalidToolName = "InvalidToolName"
 )
+
+// Condition reasons of an MCPIdentityProvider, besides ReasonSucceeded, ReasonProgressing
+// and ReasonSecretNotFound.
+const (
+	// ReasonDiscoveryFailed means the issuer's discovery document or key set could not
+	// be fetched or did not fit the spec (another issuer, no keys, an untrusted
+	// certificate). The message names the issuer and what failed; the controller retries
+	// with backoff.
+	ReasonDiscoveryFailed = "DiscoveryFailed"
+
+	// ReasonInvalidClaimValidationRule means a claimValidationRules expression does not
+	// compile or does not evaluate to a bool; the message names the rule by index.
+	ReasonInvalidClaimValidationRule = "InvalidClaimValidationRule"
+
+	// ReasonInvalidCertificateAuthority means the certificateAuthority Secret key holds
+	// no PEM certificate.
+	ReasonInvalidCertificateAuthority = "InvalidCertificateAuthority"
+)

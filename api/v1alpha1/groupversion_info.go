@@ -22,6 +22,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&MCPServer{}, &MCPServerList{},
 		&MCPEgressPolicy{}, &MCPEgressPolicyList{},
 		&MCPToolset{}, &MCPToolsetList{},
+		&MCPIdentityProvider{}, &MCPIdentityProviderList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -49,9 +50,21 @@ func objectFromYAML(t *testing.T, namespace, kind, name, specYAML string) *unstr
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	obj.SetGroupVersionKind(mcpv1alpha1.GroupVersion.WithKind(kind))
-	obj.SetNamespace(namespace)
+	if kind != identityProvider {
+		obj.SetNamespace(namespace)
+	}
 	obj.SetName(name)
 	return obj
+}
+
+// identityProvider is the one cluster-scoped kind: its objects have no namespace, so
+// test cases prefix their names with the test's namespace to stay apart.
+const identityProvider = "MCPIdentityProvider"
+
+// idpSpec is a valid MCPIdentityProvider spec with the issuer and username mapping given
+// as YAML, and extra appended.
+func idpSpec(issuer, username, extra string) string {
+	return "issuer:\n" + issuer + "\nclaimMappings:\n  username: " + username + "\n" + extra
 }
 
 // manyHeaders returns a headers list of n distinct, valid headers as YAML.
@@ -214,6 +227,32 @@ func TestSchemaRejectsInvalidManifests(t *testing.T) {
 		{"maxHops negative", policy, "redirects: {maxHops: -1}", []string{"spec.redirects.maxHops", "greater than or equal to 0"}, ""},
 		{"unknown redirect policy", policy, "redirects: {policy: Follow}", []string{"spec.redirects.policy", "Unsupported value", "SameOrigin"}, ""},
 
+		// MCPIdentityProvider.
+		{"provider without a username prefix", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email}", ""), []string{"spec.claimMappings.username.prefix", "Required value"}, ""},
+		{"provider with an empty username prefix", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: ''}", ""), []string{"spec.claimMappings.username.prefix", "at least 1 chars long"}, ""},
+		{"provider with a system: username prefix", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'system:'}", ""), []string{"spec.claimMappings.username.prefix", `prefix must not start with "system:"`}, ""},
+		{"provider with a System:serviceaccount: prefix", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: sub, prefix: 'System:serviceaccount:'}", ""), []string{"spec.claimMappings.username.prefix", `prefix must not start with "system:"`}, ""},
+		{"provider with a system: groups prefix", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'oidc:'}", "  groups: {claim: groups, prefix: 'system:'}"), []string{"spec.claimMappings.groups.prefix", `prefix must not start with "system:"`}, ""},
+		{"provider with groups but no groups prefix", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'oidc:'}", "  groups: {claim: groups}"), []string{"spec.claimMappings.groups.prefix", "Required value"}, ""},
+		{"provider without a username claim", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{prefix: 'oidc:'}", ""), []string{"spec.claimMappings.username.claim", "Required value"}, ""},
+		{"provider with a plain http issuer without the flag", identityProvider, idpSpec("  url: http://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.url", "url must use https; set allowInsecureHTTP: true"}, ""},
+		{"provider with a plain http loopback issuer without the flag", identityProvider, idpSpec("  url: http://127.0.0.1:9998\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.url", "url must use https; set allowInsecureHTTP: true"}, ""},
+		{"provider with a plain http remote issuer and the flag", identityProvider, idpSpec("  url: http://login.example.com\n  audiences: [https://mcp.example.com]\n  allowInsecureHTTP: true", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.url", "a plain http issuer url must name a loopback host"}, ""},
+		{"provider with a plain http issuer on a loopback look-alike", identityProvider, idpSpec("  url: http://127.0.0.1.example.com\n  audiences: [https://mcp.example.com]\n  allowInsecureHTTP: true", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.url", "a plain http issuer url must name a loopback host"}, ""},
+		{"provider with a localhost user-information trick", identityProvider, idpSpec("  url: http://localhost@evil.example.com\n  audiences: [https://mcp.example.com]\n  allowInsecureHTTP: true", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.url", "no user information"}, ""},
+		{"provider with an issuer of another scheme", identityProvider, idpSpec("  url: ftp://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.url", "absolute https:// URL"}, ""},
+		{"provider with an issuer query", identityProvider, idpSpec("  url: https://login.example.com/?tenant=hunter2\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.url", "no user information, query or fragment"}, "hunter2"},
+		{"provider without audiences", identityProvider, idpSpec("  url: https://login.example.com", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.audiences", "Required value"}, ""},
+		{"provider with an empty audience list", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: []", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.audiences", "at least 1 items"}, ""},
+		{"provider with an empty audience", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: ['']", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.audiences[0]", "at least 1 chars long"}, ""},
+		{"provider with 17 audiences", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: "+manyGlobs(17), "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.audiences", "must have at most 16 items"}, ""},
+		{"provider with a prefix over 64 characters", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: '"+strings.Repeat("p", 65)+"'}", ""), []string{"spec.claimMappings.username.prefix", "Too long"}, ""},
+		{"provider with an empty rule expression", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'oidc:'}", "claimValidationRules: [{expression: '', message: m}]"), []string{"spec.claimValidationRules[0].expression", "at least 1 chars long"}, ""},
+		{"provider with a blank rule expression", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'oidc:'}", "claimValidationRules: [{expression: '   '}]"), []string{"spec.claimValidationRules[0].expression", "expression must not be blank"}, ""},
+		{"provider with a rule expression over 1 KiB", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'oidc:'}", "claimValidationRules: [{expression: '"+strings.Repeat("x", 1025)+"'}]"), []string{"spec.claimValidationRules[0].expression", "Too long"}, ""},
+		{"provider with introspection but no client secret", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]", "{claim: email, prefix: 'oidc:'}", "introspection: {clientID: gw}"), []string{"spec.introspection.clientSecret", "Required value"}, ""},
+		{"provider with a CA Secret name not a DNS name", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]\n  certificateAuthority: {secretKeyRef: {name: My_CA, key: ca.crt}}", "{claim: email, prefix: 'oidc:'}", ""), []string{"spec.issuer.certificateAuthority.secretKeyRef.name", "DNS subdomain"}, ""},
+
 		// MCPToolset.
 		{"toolset without servers", toolset, "description: nothing", []string{"spec.servers", "Required value"}, ""},
 		{"toolset with an empty server list", toolset, "servers: []", []string{"spec.servers", "at least 1 items"}, ""},
@@ -233,7 +272,7 @@ func TestSchemaRejectsInvalidManifests(t *testing.T) {
 
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := objectFromYAML(t, namespace, tc.kind, fmt.Sprintf("invalid-%d", i), tc.spec)
+			obj := objectFromYAML(t, namespace, tc.kind, fmt.Sprintf("%s-invalid-%d", namespace, i), tc.spec)
 			err := k8sClient.Create(context.Background(), obj)
 			if err == nil {
 				t.Fatalf("API server accepted an invalid %s:\n%s", tc.kind, tc.spec)
@@ -276,12 +315,17 @@ func TestSchemaAcceptsValidManifests(t *testing.T) {
 		{"client credentials with a key and a loopback token URL", "MCPServer", "http:\n  url: http://127.0.0.1:8080/mcp\n  allowInsecureHTTP: true\n  headers: [{name: X-Tenant, value: acme}]\n  auth:\n    oauth2:\n      clientCredentials:\n        clientID: my-client\n        privateKey: {secretKeyRef: {name: vendor-oauth, key: key.pem}}\n        tokenEndpointAuthMethod: private_key_jwt\n        tokenURL: http://127.0.0.1:9090/token"},
 		{"IPv6 block with except", "MCPEgressPolicy", "egress:\n  - to: [{ipBlock: {cidr: '2001:db8::/32', except: ['2001:db8:1::/48']}}]\n    ports: [{port: 1}, {port: 65535}]"},
 		{"isolating policy", "MCPEgressPolicy", "serverSelector: {}\nredirects: {policy: Deny, maxHops: 0}"},
+		{"provider of the issue", identityProvider, idpSpec("  url: https://login.example.com\n  audiences: [https://mcp.example.com]\n  certificateAuthority: {secretKeyRef: {name: login-ca, key: ca.crt}}\n  allowInsecureHTTP: false", "{claim: email, prefix: 'oidc:'}", "  groups: {claim: groups, prefix: 'oidc:'}\nclaimValidationRules:\n  - {expression: 'claims.email_verified == true', message: email must be verified}\nadvertise: true\nintrospection:\n  clientID: switchboard-gateway\n  clientSecret: {secretKeyRef: {name: login-introspection, key: client-secret}}")},
+		{"provider on loopback 127.0.0.1 over plain http", identityProvider, idpSpec("  url: http://127.0.0.1:9998\n  audiences: [gateway]\n  allowInsecureHTTP: true", "{claim: sub, prefix: 'dev:'}", "")},
+		{"provider on loopback [::1] over plain http", identityProvider, idpSpec("  url: 'http://[::1]:9998/realms/dev'\n  audiences: [gateway]\n  allowInsecureHTTP: true", "{claim: sub, prefix: 'dev:'}", "")},
+		{"provider on localhost over plain http", identityProvider, idpSpec("  url: HTTP://LocalHost/\n  audiences: [gateway]\n  allowInsecureHTTP: true", "{claim: sub, prefix: 'dev:'}", "")},
+		{"provider over https with the flag set", identityProvider, idpSpec("  url: https://login.example.com/tenants/acme\n  audiences: "+manyGlobs(16)+"\n  allowInsecureHTTP: true", "{claim: sub, prefix: 'a-system:'}", "")},
 		{"toolset of the issue", "MCPToolset", "servers:\n  - {name: github, prefix: gh_}\n  - selector: {matchLabels: {team: support}}\ntools:\n  allow: ['gh_search_*', 'tickets_*']\n  deny: ['*_delete*']\n  overrides:\n    - {name: gh_search_issues, rename: search_issues, description: Search GitHub issues of the acme org.}\ndiscovery: Search"},
 		{"toolset with an empty prefix and 32 servers", "MCPToolset", "servers:" + manyServers(31) + "\n  - {name: plain, prefix: ''}"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := objectFromYAML(t, namespace, tc.kind, fmt.Sprintf("valid-%d", i), tc.spec)
+			obj := objectFromYAML(t, namespace, tc.kind, fmt.Sprintf("%s-valid-%d", namespace, i), tc.spec)
 			if err := k8sClient.Create(context.Background(), obj); err != nil {
 				t.Fatalf("API server rejected a valid %s: %v", tc.kind, err)
 			}
@@ -362,21 +406,25 @@ func TestSamplesAreAccepted(t *testing.T) {
 
 	kinds := map[string]int{}
 	for _, obj := range objects {
-		obj.SetNamespace(namespace)
+		if obj.GetKind() == identityProvider {
+			obj.SetName(namespace + "-" + obj.GetName())
+		} else {
+			obj.SetNamespace(namespace)
+		}
 		if err := k8sClient.Create(context.Background(), obj); err != nil {
 			t.Errorf("sample %s %s rejected: %v", obj.GetKind(), obj.GetName(), err)
 		}
 		kinds[obj.GetKind()]++
 	}
-	if kinds["MCPServer"] < 3 || kinds["MCPEgressPolicy"] < 1 || kinds["MCPToolset"] < 1 {
-		t.Errorf("samples hold %v; want at least 3 MCPServers (Streamable HTTP, SSE, stdio), 1 MCPEgressPolicy and 1 MCPToolset", kinds)
+	if kinds["MCPServer"] < 3 || kinds["MCPEgressPolicy"] < 1 || kinds["MCPToolset"] < 1 || kinds[identityProvider] < 1 {
+		t.Errorf("samples hold %v; want at least 3 MCPServers (Streamable HTTP, SSE, stdio), 1 MCPEgressPolicy, 1 MCPToolset and 1 MCPIdentityProvider", kinds)
 	}
 }
 
 // TestEveryFieldIsDocumented walks the schemas the API server serves (what `kubectl
 // explain` prints) and requires a description on every field.
 func TestEveryFieldIsDocumented(t *testing.T) {
-	for _, name := range []string{"mcpservers.mcp.switchboard.dev", "mcpegresspolicies.mcp.switchboard.dev", "mcptoolsets.mcp.switchboard.dev"} {
+	for _, name := range []string{"mcpservers.mcp.switchboard.dev", "mcpegresspolicies.mcp.switchboard.dev", "mcptoolsets.mcp.switchboard.dev", "mcpidentityproviders.mcp.switchboard.dev"} {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: name}, crd); err != nil {
 			t.Fatalf("reading CRD %s: %v", name, err)
@@ -410,5 +458,20 @@ func walkSchema(path string, schema *apiextensionsv1.JSONSchemaProps, undocument
 	}
 	if schema.Items != nil {
 		walkSchema(path+"[]", schema.Items.Schema, undocumented)
+	}
+}
+
+// TestIdentityProviderIsClusterScoped checks what `kubectl get mcpidp` and `kubectl get
+// mcp` rely on: the kind is cluster-scoped, with its short name and category.
+func TestIdentityProviderIsClusterScoped(t *testing.T) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: "mcpidentityproviders.mcp.switchboard.dev"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if crd.Spec.Scope != apiextensionsv1.ClusterScoped {
+		t.Errorf("scope is %s, want Cluster", crd.Spec.Scope)
+	}
+	if names := crd.Spec.Names; !slices.Contains(names.ShortNames, "mcpidp") || !slices.Contains(names.Categories, "mcp") {
+		t.Errorf("short names %v and categories %v, want mcpidp and mcp", names.ShortNames, names.Categories)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -82,6 +83,14 @@ type managerOptions struct {
 	stdioRuntime      string
 	bridgeImage       string
 	operatorNamespace string
+
+	// clusterResourceNamespace holds the Secrets of cluster-scoped objects; empty means
+	// operatorNamespace (see resourceNamespace).
+	clusterResourceNamespace string
+	// identityProviders verifies the tokens of MCPIdentityProviders; the
+	// MCPIdentityProvider controller applies every provider to it. Nil registers no
+	// such controller and caches nothing for it.
+	identityProviders controllers.IdentityProviders
 
 	catalogAddr        string
 	catalogAuth        string
@@ -154,6 +163,8 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Image holding the switchboard binary, copied into stdio server pods by their init container; defaults to $SWITCHBOARD_IMAGE.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"),
 		"Namespace the manager runs in, whose pods may reach stdio server bridges; defaults to $POD_NAMESPACE.")
+	fs.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", "",
+		"Namespace holding the Secrets that cluster-scoped objects (MCPIdentityProviders) reference, as cert-manager's for ClusterIssuers; defaults to --operator-namespace. With --watch-namespaces, the manager also watches Secrets there and needs get, list and watch on them.")
 	fs.StringVar(&o.catalogAddr, "catalog-bind-address", catalog.DefaultBindAddress,
 		"Address the catalogue (REST under /api/v1, MCP at /mcp) listens on; 0 disables it.")
 	fs.StringVar(&o.catalogAuth, "catalog-auth", string(catalog.AuthTokenReview),
@@ -264,11 +275,21 @@ func (o *managerOptions) newStdioRuntime(mgr ctrl.Manager) (controllers.StdioRun
 	}
 }
 
+// resourceNamespace is the namespace of the Secrets of cluster-scoped objects:
+// --cluster-resource-namespace, or else the manager's own.
+func (o *managerOptions) resourceNamespace() string {
+	if o.clusterResourceNamespace != "" {
+		return o.clusterResourceNamespace
+	}
+	return o.operatorNamespace
+}
+
 // cacheOptions returns the manager's cache options: the stdio workload kinds limited to
 // the operator's own objects and, with --watch-namespaces, every kind limited to those
-// namespaces. Cached objects keep no managedFields: nothing reads them from the cache,
-// and for a server-side applied object they are a copy of the spec's field set, per
-// object, for as long as the object lives.
+// namespaces, except Secrets (metadata only), which are also watched in the cluster
+// resource namespace when MCPIdentityProviders are reconciled. Cached objects keep no
+// managedFields: nothing reads them from the cache, and for a server-side applied object
+// they are a copy of the spec's field set, per object, for as long as the object lives.
 func (o *managerOptions) cacheOptions() cache.Options {
 	opts := cache.Options{
 		ByObject:         controllers.CacheByObject(),
@@ -278,6 +299,14 @@ func (o *managerOptions) cacheOptions() cache.Options {
 		opts.DefaultNamespaces = make(map[string]cache.Config, len(o.watchNamespaces))
 		for _, ns := range o.watchNamespaces {
 			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+		if ns := o.resourceNamespace(); o.identityProviders != nil && ns != "" && !slices.Contains(o.watchNamespaces, ns) {
+			secrets := make(map[string]cache.Config, len(o.watchNamespaces)+1)
+			for watched := range opts.DefaultNamespaces {
+				secrets[watched] = cache.Config{}
+			}
+			secrets[ns] = cache.Config{}
+			opts.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: secrets}
 		}
 	}
 	return opts
@@ -335,6 +364,16 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 		servers,
 		&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()},
 		&controllers.MCPToolsetReconciler{Client: mgr.GetClient()},
+	}
+	if opts.identityProviders != nil {
+		setups = append(setups, &controllers.MCPIdentityProviderReconciler{
+			Client:       mgr.GetClient(),
+			SecretReader: mgr.GetAPIReader(),
+			Namespace:    opts.resourceNamespace(),
+			Providers:    opts.identityProviders,
+			Recorder:     mgr.GetEventRecorder("switchboard"),
+			Elected:      mgr.Elected(),
+		})
 	}
 	if servers.Shards == nil {
 		// After servers, whose setup registers the Secret index it shares. With
@@ -506,6 +545,10 @@ func runManager(args []string) int {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
 	opts.auditLog = auditLogger(opts.zap)
+	// MCPIdentityProviders are reconciled once token verification exists to apply them
+	// to: the verifier comes with identity.Providers, and until then this stays nil and
+	// the manager registers no MCPIdentityProvider controller.
+	opts.identityProviders = nil
 	log := ctrl.Log.WithName("manager")
 	if limit, ok := memoryLimitFromContainer(os.Getenv); ok {
 		debug.SetMemoryLimit(limit)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -122,5 +123,53 @@ func TestWatchNamespacesLimitsTheCache(t *testing.T) {
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("with %v the cache holds MCPServers in %v, want %v", tt.args, got, tt.want)
 		}
+	}
+}
+
+// noProviders is an IdentityProviders that holds nothing, for option tests.
+type noProviders struct{}
+
+func (noProviders) Apply(context.Context, identity.ProviderConfig) error { return nil }
+func (noProviders) Forget(string)                                        {}
+
+// TestWatchNamespacesStillWatchSecretsOfClusterResources: with --watch-namespaces, the
+// Secrets of MCPIdentityProviders (in the cluster resource namespace) are still watched,
+// and only there besides the watched namespaces; nothing more is watched without the
+// MCPIdentityProvider controller.
+func TestWatchNamespacesStillWatchSecretsOfClusterResources(t *testing.T) {
+	tests := []struct {
+		name      string
+		args      []string
+		providers bool
+		want      []string // namespaces of the Secret cache; nil: the default namespaces
+	}{
+		{name: "without providers", args: []string{"--watch-namespaces=team-a", "--operator-namespace=ops"}},
+		{name: "manager's own namespace", args: []string{"--watch-namespaces=team-a", "--operator-namespace=ops"}, providers: true, want: []string{"ops", "team-a"}},
+		{name: "flag wins", args: []string{"--watch-namespaces=team-a", "--operator-namespace=ops", "--cluster-resource-namespace=idp"}, providers: true, want: []string{"idp", "team-a"}},
+		{name: "already watched", args: []string{"--watch-namespaces=team-a,ops", "--operator-namespace=ops"}, providers: true},
+		{name: "every namespace watched", args: []string{"--operator-namespace=ops"}, providers: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts, err := parseManagerFlags(tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.providers {
+				opts.identityProviders = noProviders{}
+			}
+			var got []string
+			for obj, byObject := range opts.cacheOptions().ByObject {
+				if _, ok := obj.(*corev1.Secret); ok {
+					for ns := range byObject.Namespaces {
+						got = append(got, ns)
+					}
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Secret cache namespaces = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

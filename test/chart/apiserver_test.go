@@ -67,7 +67,14 @@ func TestChartAppliesAndGrantsExactlyWhatTheManagerNeeds(t *testing.T) {
 		{nsSA, mcp("list", "mcpservers", "", ""), false},
 		{nsSA, mcp("list", "mcpservers", "", "team-c"), false},
 		{nsSA, authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "team-c"}, false},
-		{nsSA, authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: namespace}, false},
+		// The release namespace is the cluster resource namespace: the Secrets of
+		// MCPIdentityProviders (cluster-scoped, so granted cluster-wide) live there. Read
+		// only.
+		{nsSA, authorizationv1.ResourceAttributes{Verb: "watch", Resource: "secrets", Namespace: namespace}, true},
+		{nsSA, authorizationv1.ResourceAttributes{Verb: "update", Resource: "secrets", Namespace: namespace}, false},
+		{nsSA, mcp("list", "mcpidentityproviders", "", ""), true},
+		{nsSA, mcp("patch", "mcpidentityproviders", "status", ""), true},
+		{nsSA, mcp("delete", "mcpidentityproviders", "", ""), false},
 		{nsSA, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Verb: "update", Resource: "leases", Namespace: "team-a"}, false},
 		// Cluster-wide: every namespace, still nothing beyond the generated rules.
 		{clusterSA, mcp("list", "mcpservers", "", ""), true},

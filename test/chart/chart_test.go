@@ -49,7 +49,7 @@ func TestChartLints(t *testing.T) {
 func TestDefaultsRenderTheWholeOperator(t *testing.T) {
 	r := render(t)
 	want := map[string]int{
-		"CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 2,
+		"CustomResourceDefinition": 4, "ServiceAccount": 1, "ClusterRole": 2,
 		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
 		"PodDisruptionBudget": 1, "NetworkPolicy": 1, "ServiceMonitor": 0,
 		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
@@ -156,6 +156,23 @@ func rulesOf(t *testing.T, obj *unstructured.Unstructured) []rbacv1.PolicyRule {
 	return role.Rules
 }
 
+// perResource splits every rule into one rule per resource.
+func perResource(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, r := range rules {
+		if len(r.Resources) == 0 {
+			out = append(out, r)
+			continue
+		}
+		for _, res := range r.Resources {
+			one := *r.DeepCopy()
+			one.Resources = []string{res}
+			out = append(out, one)
+		}
+	}
+	return out
+}
+
 // ruleSet returns the rules as sorted JSON strings, to compare rule lists regardless of
 // order.
 func ruleSet(t *testing.T, rules []rbacv1.PolicyRule) []string {
@@ -239,8 +256,23 @@ func TestNamespacedRBACCoversOnlyTheListedNamespaces(t *testing.T) {
 		roleRules = rules
 		checkBinding(t, r, "RoleBinding", ns, fullname+"-manager", "Role")
 	}
-	if n := len(r.all("Role")); n != 3 {
-		t.Errorf("rendered %d Roles, want one per namespace plus leader election", n)
+	if n := len(r.all("Role")); n != 4 {
+		t.Errorf("rendered %d Roles, want one per namespace plus leader election plus the release namespace's Secrets", n)
+	}
+
+	// MCPIdentityProviders' Secrets live in the manager's own namespace: it may read
+	// Secrets there, and nothing else beyond the listed namespaces.
+	secrets := r.get("Role", namespace, fullname+"-cluster-resource-secrets")
+	if secrets == nil {
+		t.Fatal("no Role to read the Secrets of MCPIdentityProviders in the release namespace")
+	}
+	wantSecrets := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}}
+	if got := rulesOf(t, secrets); !reflect.DeepEqual(got, wantSecrets) {
+		t.Errorf("release namespace Role grants %v, want %v", got, wantSecrets)
+	}
+	checkBinding(t, r, "RoleBinding", namespace, fullname+"-cluster-resource-secrets", "Role")
+	if inList := render(t, "--set", "rbac.scope=Namespaced", "--set", "rbac.namespaces={team-a,"+namespace+"}"); inList.get("Role", namespace, fullname+"-cluster-resource-secrets") != nil {
+		t.Errorf("a release namespace among rbac.namespaces gets a second Role on its Secrets")
 	}
 
 	// The cluster-wide part holds only what cannot be namespaced: the catalogue's
@@ -264,19 +296,24 @@ func TestNamespacedRBACCoversOnlyTheListedNamespaces(t *testing.T) {
 			continue
 		}
 		for _, res := range rule.Resources {
-			if res != "tokenreviews" && res != "subjectaccessreviews" {
+			switch res {
+			case "tokenreviews", "subjectaccessreviews":
+				if !slices.Equal(rule.Verbs, []string{"create"}) {
+					t.Errorf("namespaced install grants %v on %s cluster-wide, want create only", rule.Verbs, res)
+				}
+			case "mcpidentityproviders", "mcpidentityproviders/status":
+				// Cluster-scoped kinds: a Role could not grant them.
+			default:
 				t.Errorf("namespaced install grants %v on %s cluster-wide", rule.Verbs, res)
 			}
-		}
-		if !slices.Equal(rule.Verbs, []string{"create"}) {
-			t.Errorf("namespaced install grants %v cluster-wide, want create only", rule.Verbs)
 		}
 	}
 	checkBinding(t, r, "ClusterRoleBinding", "", fullname+"-manager", "ClusterRole")
 
-	// Together they are exactly the generated rules.
+	// Together they are exactly the generated rules, resource by resource (a generated
+	// rule may hold both cluster-scoped and namespaced resources).
 	union := append(append([]rbacv1.PolicyRule{}, roleRules...), clusterRules...)
-	if got, want := ruleSet(t, union), ruleSet(t, generated); !slices.Equal(got, want) {
+	if got, want := ruleSet(t, perResource(union)), ruleSet(t, perResource(generated)); !slices.Equal(got, want) {
 		t.Errorf("Role plus ClusterRole rules differ from config/rbac/role.yaml:\n got %v\nwant %v", got, want)
 	}
 

@@ -60,22 +60,28 @@ app.kubernetes.io/component: manager
 {{/*
 Rules of the manager, read from files/rbac/role.yaml, the ClusterRole controller-gen
 generates (config/rbac/role.yaml, copied by `make manifests`), split into rules on
-cluster-scoped resources (the catalogue's TokenReviews and SubjectAccessReviews, and the
-non-resource URLs of the ServiceAccount issuer's discovery, which have no resources) and
-rules on namespaced ones. Call with (list . "cluster") or (list . "namespaced").
+cluster-scoped resources (the catalogue's TokenReviews and SubjectAccessReviews, the
+MCPIdentityProviders, and the non-resource URLs of the ServiceAccount issuer's discovery,
+which have no resources) and rules on namespaced ones. controller-gen merges resources
+with the same verbs into one rule, so a rule is split resource by resource. Call with
+(list . "cluster") or (list . "namespaced").
 */}}
 {{- define "switchboard.managerRules" -}}
 {{- $root := index . 0 }}
 {{- $want := index . 1 }}
-{{- $clusterScoped := list "tokenreviews" "subjectaccessreviews" }}
+{{- $clusterScoped := list "tokenreviews" "subjectaccessreviews" "mcpidentityproviders" "mcpidentityproviders/status" }}
 {{- $rules := list }}
 {{- range ($root.Files.Get "files/rbac/role.yaml" | fromYaml).rules }}
-{{- $cluster := true }}
+{{- if not .resources }}
+{{- if eq $want "cluster" }}{{ $rules = append $rules . }}{{ end }}
+{{- else }}
+{{- $picked := list }}
 {{- range .resources }}
-{{- if not (has . $clusterScoped) }}{{ $cluster = false }}{{ end }}
+{{- if eq (has . $clusterScoped) (eq $want "cluster") }}{{ $picked = append $picked . }}{{ end }}
 {{- end }}
-{{- if or (and $cluster (eq $want "cluster")) (and (not $cluster) (eq $want "namespaced")) }}
-{{- $rules = append $rules . }}
+{{- if $picked }}
+{{- $rules = append $rules (set (deepCopy .) "resources" $picked) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- toYaml $rules }}

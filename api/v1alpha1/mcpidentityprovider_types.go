@@ -1,0 +1,236 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MCPIdentityProviderSpec says which OpenID issuer's tokens the gateway and the catalogue
+// accept, and how a token maps to the Kubernetes user and groups that RBAC decides on. The
+// shape follows the JWT authenticators of Kubernetes' AuthenticationConfiguration
+// (apiserver.config.k8s.io).
+type MCPIdentityProviderSpec struct {
+	// issuer is the OpenID issuer whose tokens are accepted.
+	// +required
+	Issuer IdentityIssuer `json:"issuer"`
+
+	// claimMappings say how a token's claims become the Kubernetes username and groups
+	// asked about in SubjectAccessReviews.
+	// +required
+	ClaimMappings ClaimMappings `json:"claimMappings"`
+
+	// claimValidationRules are CEL expressions over `claims` (a map of the token's
+	// claims) that must all evaluate to true for a token to be accepted, at most 16.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ClaimValidationRules []ClaimValidationRule `json:"claimValidationRules,omitempty"`
+
+	// advertise lists the issuer as an authorization server in the OAuth protected
+	// resource metadata (RFC 9728) of every gateway endpoint, so MCP clients know where
+	// to log in.
+	// +optional
+	Advertise bool `json:"advertise,omitempty"`
+
+	// introspection, when set, also accepts opaque access tokens the issuer's
+	// introspection endpoint (RFC 7662) says are active, asked with these client
+	// credentials.
+	// +optional
+	Introspection *TokenIntrospection `json:"introspection,omitempty"`
+}
+
+// IdentityIssuer is an OpenID issuer and what its tokens must be issued for. The url rules
+// sit on the struct so that a rejection never echoes the url (its query could hold a
+// secret).
+// +kubebuilder:validation:XValidation:rule="self.url.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(self.url)",fieldPath=".url",message="url must be an absolute https:// URL (http:// only with allowInsecureHTTP) with a host and no user information, query or fragment"
+// +kubebuilder:validation:XValidation:rule="self.url.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP && self.url.lowerAscii().startsWith('http://'))",fieldPath=".url",message="url must use https; set allowInsecureHTTP: true to allow plain http to a loopback issuer"
+// +kubebuilder:validation:XValidation:rule="!self.url.lowerAscii().startsWith('http://') || self.url.lowerAscii().matches('^http://(127\\\\.0\\\\.0\\\\.1|\\\\[::1\\\\]|localhost)(:[0-9]+)?(/[^?#]*)?$')",fieldPath=".url",message="a plain http issuer url must name a loopback host: 127.0.0.1, [::1] or localhost"
+type IdentityIssuer struct {
+	// url is the issuer URL, exactly as tokens name it in iss and as its discovery
+	// document (url + /.well-known/openid-configuration) names it in issuer. It must use
+	// https, unless allowInsecureHTTP is set and the host is a loopback address.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+
+	// audiences are the audiences a token must name at least one of in aud, typically
+	// the gateway's public URL. 1 to 16, unique.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=2048
+	Audiences []string `json:"audiences"`
+
+	// certificateAuthority, when set, is the only certificate authority trusted for the
+	// issuer's endpoints (discovery, key set, introspection) instead of the system roots.
+	// Its Secret lives in the manager's cluster resource namespace
+	// (--cluster-resource-namespace, by default the manager's own).
+	// +optional
+	CertificateAuthority *ClusterSecretKeySource `json:"certificateAuthority,omitempty"`
+
+	// allowInsecureHTTP permits a plain http:// issuer url, and then only to a loopback
+	// host (127.0.0.1, [::1] or localhost). For development and tests only.
+	// +optional
+	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
+}
+
+// ClusterSecretKeySource reads a value from a Secret in the manager's cluster resource
+// namespace (--cluster-resource-namespace), as cert-manager does for ClusterIssuers.
+type ClusterSecretKeySource struct {
+	// secretKeyRef selects a key of a Secret in the manager's cluster resource namespace.
+	// +required
+	SecretKeyRef ClusterSecretKeyReference `json:"secretKeyRef"`
+}
+
+// ClusterSecretKeyReference selects one key of a Secret in the manager's cluster
+// resource namespace (--cluster-resource-namespace, by default the manager's own).
+type ClusterSecretKeyReference struct {
+	// name is the name of the Secret in the manager's cluster resource namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="secret name must be a DNS subdomain: lower-case letters, digits, '-' and '.'"
+	Name string `json:"name"`
+
+	// key is the key within the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="secret key must consist of letters, digits, '-', '_' and '.'"
+	Key string `json:"key"`
+}
+
+// ClaimMappings map a token's claims to a Kubernetes user and groups.
+type ClaimMappings struct {
+	// username maps one claim, with a required prefix, to the Kubernetes username.
+	// +required
+	Username UsernameClaimMapping `json:"username"`
+
+	// groups maps one claim (a string or a list of strings) to Kubernetes groups, each
+	// with the prefix. Without it a token maps to no groups.
+	// +optional
+	Groups *GroupsClaimMapping `json:"groups,omitempty"`
+}
+
+// UsernameClaimMapping maps a claim to the username; the prefix keeps an issuer's users
+// apart from Kubernetes' own and from other issuers'.
+type UsernameClaimMapping struct {
+	// claim is the name of the claim whose string value is the username, such as email
+	// or sub.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Claim string `json:"claim"`
+
+	// prefix is put before the claim's value to form the username, such as "oidc:". It
+	// is required (an issuer must never be able to name a Kubernetes user such as a
+	// ServiceAccount) and must not start with "system:".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="!self.lowerAscii().startsWith('system:')",message="prefix must not start with \"system:\": that namespace belongs to Kubernetes' own users and groups"
+	Prefix string `json:"prefix"`
+}
+
+// GroupsClaimMapping maps a claim to groups.
+type GroupsClaimMapping struct {
+	// claim is the name of the claim that holds the groups, such as groups.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Claim string `json:"claim"`
+
+	// prefix is put before every group, such as "oidc:". It is required and must not
+	// start with "system:".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="!self.lowerAscii().startsWith('system:')",message="prefix must not start with \"system:\": that namespace belongs to Kubernetes' own users and groups"
+	Prefix string `json:"prefix"`
+}
+
+// ClaimValidationRule is one CEL expression a token's claims must satisfy.
+type ClaimValidationRule struct {
+	// expression is a CEL expression over `claims` that must evaluate to true, such as
+	// "claims.email_verified == true". An expression that does not compile makes the
+	// provider Stalled with reason InvalidClaimValidationRule.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.trim().size() > 0",message="expression must not be blank"
+	Expression string `json:"expression"`
+
+	// message is what a refused caller is told when the expression is false.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Message string `json:"message,omitempty"`
+}
+
+// TokenIntrospection are the client credentials the gateway asks the issuer's
+// introspection endpoint (RFC 7662) with.
+type TokenIntrospection struct {
+	// clientID is the OAuth client the gateway authenticates as at the introspection
+	// endpoint.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	ClientID string `json:"clientID"`
+
+	// clientSecret reads the client's secret from a Secret in the manager's cluster
+	// resource namespace.
+	// +required
+	ClientSecret ClusterSecretKeySource `json:"clientSecret"`
+}
+
+// MCPIdentityProviderStatus is what the operator observed of the provider.
+type MCPIdentityProviderStatus struct {
+	// observedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions describe the provider's state. Ready is True once the issuer's discovery
+	// document and key set were fetched; Reconciling and Stalled are present only while
+	// True.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MCPIdentityProvider is an OpenID issuer whose tokens the gateway and the catalogue
+// accept, with how a token maps to the Kubernetes user and groups RBAC decides on.
+// Cluster-scoped: platform admins write it.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=mcpidp,categories=mcp
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Issuer",type=string,JSONPath=`.spec.issuer.url`
+// +kubebuilder:printcolumn:name="Advertised",type=boolean,JSONPath=`.spec.advertise`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Audiences",type=string,JSONPath=`.spec.issuer.audiences`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+type MCPIdentityProvider struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says which issuer's tokens are accepted and how they map to Kubernetes
+	// identities.
+	// +required
+	Spec MCPIdentityProviderSpec `json:"spec"`
+
+	// status is what the operator observed.
+	// +optional
+	Status MCPIdentityProviderStatus `json:"status,omitempty"`
+}
+
+// MCPIdentityProviderList is a list of MCPIdentityProviders.
+// +kubebuilder:object:root=true
+type MCPIdentityProviderList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MCPIdentityProvider `json:"items"`
+}

@@ -1,0 +1,105 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/connector"
+)
+
+// providerObservation is what one reconcile saw of an MCPIdentityProvider: the first
+// thing that kept it from being applied, or that it was applied. Exactly one of the
+// fields that say so is set once the reconcile has looked.
+type providerObservation struct {
+	// invalidRule says which claim validation rule does not compile, and why.
+	invalidRule string
+	// missingSecret says which Secret or key the spec references but is not there.
+	missingSecret error
+	// invalidCA says why the certificateAuthority Secret key is unusable.
+	invalidCA string
+	// discoveryFailure is Apply's error message, with every secret value redacted: the
+	// discovery document or key set could not be had. discoveryPermanent says no retry
+	// heals it.
+	discoveryFailure   string
+	discoveryPermanent bool
+	// applied is true once Apply succeeded with this generation's config.
+	applied bool
+}
+
+// isPermanent reports whether err says of itself that no retry heals it.
+func isPermanent(err error) bool {
+	var perm permanentError
+	return errors.As(err, &perm) && perm.Permanent()
+}
+
+// permanentError is what an IdentityProviders implementation may return from Apply for
+// a failure no retry heals (the issuer's discovery document names another issuer, say):
+// the provider is then Stalled instead of Reconciling. Whether a failure heals is
+// decided where the error is made.
+type permanentError interface {
+	Permanent() bool
+}
+
+// failure returns the first thing in obs that keeps the provider from being Ready, and
+// whether it heals by itself (Reconciling) or waits for a person (Stalled); nil when the
+// provider was applied.
+func (o *providerObservation) failure() *notReady {
+	switch {
+	case o.invalidRule != "":
+		return &notReady{mcpv1alpha1.ReasonInvalidClaimValidationRule, o.invalidRule, progressStalled}
+	case o.missingSecret != nil:
+		return &notReady{mcpv1alpha1.ReasonSecretNotFound, capitalize(o.missingSecret.Error()), progressStalled}
+	case o.invalidCA != "":
+		return &notReady{mcpv1alpha1.ReasonInvalidCertificateAuthority, o.invalidCA, progressStalled}
+	case o.discoveryFailure != "":
+		p := progressReconciling
+		if o.discoveryPermanent {
+			p = progressStalled
+		}
+		return &notReady{mcpv1alpha1.ReasonDiscoveryFailed, capitalize(o.discoveryFailure), p}
+	case !o.applied:
+		return &notReady{mcpv1alpha1.ReasonProgressing, "Fetching the issuer's discovery document and key set", progressReconciling}
+	}
+	return nil
+}
+
+// computeProviderStatus sets observedGeneration, Ready, Reconciling and Stalled of an
+// MCPIdentityProvider from what the reconcile observed. It is a pure function; each
+// condition is set, or removed, on every call. Messages are cut to 1 KiB.
+func computeProviderStatus(obj *mcpv1alpha1.MCPIdentityProvider, obs *providerObservation) {
+	obj.Status.ObservedGeneration = obj.Generation
+	set := func(condType string, c *conditionState) {
+		if c == nil {
+			meta.RemoveStatusCondition(&obj.Status.Conditions, condType)
+			return
+		}
+		meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
+			Type:               condType,
+			Status:             c.status,
+			Reason:             c.reason,
+			Message:            connector.TruncateUTF8(c.message, maxMessageLength),
+			ObservedGeneration: obj.Generation,
+		})
+	}
+	failed := obs.failure()
+	if failed == nil {
+		set(mcpv1alpha1.ConditionReady, &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
+			fmt.Sprintf("Discovery document and key set of %s fetched; tokens it issues are accepted", obj.Spec.Issuer.URL)})
+		set(mcpv1alpha1.ConditionReconciling, nil)
+		set(mcpv1alpha1.ConditionStalled, nil)
+		return
+	}
+	set(mcpv1alpha1.ConditionReady, &conditionState{metav1.ConditionFalse, failed.reason, failed.message})
+	reconciling, stalled := (*conditionState)(nil), (*conditionState)(nil)
+	if failed.progress == progressStalled {
+		stalled = &conditionState{metav1.ConditionTrue, failed.reason, failed.message}
+	} else {
+		reconciling = &conditionState{metav1.ConditionTrue, failed.reason, failed.message}
+	}
+	set(mcpv1alpha1.ConditionReconciling, reconciling)
+	set(mcpv1alpha1.ConditionStalled, stalled)
+}

@@ -45,6 +45,14 @@ type Caller struct {
 	Key string
 }
 
+// clone returns a copy of c that shares nothing with it: remembered callers are handed
+// out as copies.
+func (c *Caller) clone() *Caller {
+	cc := *c
+	cc.Groups = slices.Clone(c.Groups)
+	return &cc
+}
+
 // UserInfo returns the caller as a Kubernetes user, for SubjectAccessReviews.
 func (c *Caller) UserInfo() authenticationv1.UserInfo {
 	return authenticationv1.UserInfo{Username: c.Username, Groups: slices.Clone(c.Groups)}
@@ -94,11 +102,14 @@ func decodeClaims(data []byte) (map[string]any, error) {
 
 // claimsEnv is the CEL environment validation rules compile in: one variable, claims,
 // a map from claim name to any JSON value, with optional types and the strings and lists
-// extensions, as Kubernetes' AuthenticationConfiguration offers.
+// extensions, as Kubernetes' AuthenticationConfiguration offers, and numbers compared
+// across types.
 var claimsEnv = func() *cel.Env {
 	env, err := cel.NewEnv(
 		cel.Variable("claims", cel.MapType(cel.StringType, cel.DynType)),
 		cel.OptionalTypes(),
+		// JSON numbers arrive as doubles: claims.exp > 0 compares a double with an int.
+		cel.CrossTypeNumericComparisons(true),
 		ext.Strings(),
 		ext.Lists(),
 	)

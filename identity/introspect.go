@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -48,15 +47,11 @@ func newIntrospector(opts Options) *introspector {
 // the token is active; the token goes to no other issuer. Answers are remembered per
 // set of applied providers: any Apply or Forget starts afresh.
 func (ps *Providers) authenticateOpaque(ctx context.Context, token string) (*Caller, error) {
-	ps.mu.RLock()
-	epoch := ps.epoch
-	ps.mu.RUnlock()
+	key := ps.cacheKey(token)
 	provs := ps.sortedIntrospecting()
 	if len(provs) == 0 {
 		return nil, refuse("", ReasonUnknownIssuer, "the token is not a JWT, and no identity provider introspects opaque tokens")
 	}
-	digest := tokenDigest(token)
-	key := fmt.Sprintf("%d/%s", epoch, hex.EncodeToString(digest[:]))
 	in := ps.introspections
 	if v, ok := in.cache.Get(key); ok {
 		return v.(*introspected).result()
@@ -87,7 +82,7 @@ func (a *introspected) result() (*Caller, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
-	return a.caller, nil
+	return a.caller.clone(), nil
 }
 
 // ask asks each provider in turn and returns the answer and how long to remember it (0:

@@ -247,11 +247,11 @@ func (t *keySetTransport) fetch(req *http.Request) ([]byte, error) {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", redactURL(req.URL), resp.Status)
+		return nil, fmt.Errorf("the issuer answered %s%s", resp.Status, redirectHint(resp.StatusCode))
 	}
 	body, err := readBounded(resp.Body, maxKeySetBytes)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", redactURL(req.URL), err)
+		return nil, err
 	}
 	return body, nil
 }
@@ -268,6 +268,14 @@ func keySetResponse(req *http.Request, body []byte) *http.Response {
 		ContentLength: int64(len(body)),
 		Request:       req,
 	}
+}
+
+// redirectHint explains a redirect the issuer client did not follow.
+func redirectHint(status int) string {
+	if status >= 300 && status < 400 {
+		return " (redirects are not followed: configure the URL it points to)"
+	}
+	return ""
 }
 
 // redactURL returns u without user information, query string or fragment: query

@@ -21,7 +21,7 @@ import (
 // an introspection endpoint that knows the opaque tokens the test gives it. It counts
 // the requests it serves.
 type testOP struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
 	mu        sync.Mutex
@@ -29,16 +29,26 @@ type testOP struct {
 	published []string                     // kids in the key set
 	opaque    map[string]map[string]any    // introspection answers by token
 	keysDown  bool                         // the key set answers 503
+	wrapped   http.Handler                 // serves instead of the OP's own handler when set
 
 	jwksFetches    int
 	introspections int
 
 	clientID, clientSecret string
+
+	mux *http.ServeMux // the OP's own handler
+}
+
+// wrap has the OP serve wrap(its own handler) from now on.
+func (op *testOP) wrap(wrap func(own http.Handler) http.Handler) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	op.wrapped = wrap(op.mux)
 }
 
 // newTestOP starts an OP over TLS (tls) or plain http on loopback, with one published
 // key "k1".
-func newTestOP(t *testing.T, tls bool) *testOP {
+func newTestOP(t testing.TB, tls bool) *testOP {
 	t.Helper()
 	op := &testOP{
 		t:            t,
@@ -86,7 +96,16 @@ func newTestOP(t *testing.T, tls bool) *testOP {
 		}
 		writeJSON(w, answer)
 	})
-	op.srv = httptest.NewUnstartedServer(mux)
+	op.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op.mu.Lock()
+		h := op.wrapped
+		op.mu.Unlock()
+		if h == nil {
+			h = mux
+		}
+		h.ServeHTTP(w, r)
+	}))
+	op.mux = mux
 	// Refused handshakes (tests of an untrusted certificate) are expected.
 	op.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	if tls {
@@ -155,7 +174,7 @@ func (op *testOP) sign(kid string, claims map[string]any) string {
 	return signWith(op.t, key, kid, claims)
 }
 
-func signWith(t *testing.T, key *ecdsa.PrivateKey, kid string, claims map[string]any) string {
+func signWith(t testing.TB, key *ecdsa.PrivateKey, kid string, claims map[string]any) string {
 	t.Helper()
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: kid}},
 		(&jose.SignerOptions{}).WithType("JWT"))

@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"k8s.io/apimachinery/pkg/util/cache"
 )
 
 // Options tune Providers. The zero value of a field takes its default.
@@ -42,6 +44,12 @@ type Options struct {
 	// MaxConcurrentIntrospections bounds the introspection requests in flight to all
 	// issuers together. Default 16.
 	MaxConcurrentIntrospections int
+	// VerifiedJWTTTL bounds how long a verified JWT is remembered (by digest, never past
+	// its exp), so that a caller presenting one token per request costs one signature
+	// check per TTL rather than one per request. Default 10s.
+	VerifiedJWTTTL time.Duration
+	// VerifiedJWTCacheSize bounds the verified JWTs remembered. Default 10000.
+	VerifiedJWTCacheSize int
 }
 
 func (o Options) withDefaults() Options {
@@ -54,8 +62,12 @@ func (o Options) withDefaults() Options {
 	def(&o.KeySetMinRefresh, 10*time.Second)
 	def(&o.IntrospectionTTL, time.Minute)
 	def(&o.IntrospectionNegativeTTL, 10*time.Second)
+	def(&o.VerifiedJWTTTL, 10*time.Second)
 	if o.IntrospectionCacheSize <= 0 {
 		o.IntrospectionCacheSize = 10000
+	}
+	if o.VerifiedJWTCacheSize <= 0 {
+		o.VerifiedJWTCacheSize = 10000
 	}
 	if o.MaxConcurrentIntrospections <= 0 {
 		o.MaxConcurrentIntrospections = 16
@@ -85,10 +97,11 @@ type Providers struct {
 	mu       sync.RWMutex
 	byName   map[string]*provider
 	byIssuer map[string]*provider
-	// epoch counts Apply and Forget calls: introspection answers are remembered per
-	// epoch, so none outlives a change of the providers that gave it.
+	// epoch counts Apply and Forget calls: verified JWTs and introspection answers are
+	// remembered per epoch, so none outlives a change of the providers that judged it.
 	epoch uint64
 
+	verified       *cache.LRUExpireCache // epoch/token digest -> *Caller
 	introspections *introspector
 }
 
@@ -99,6 +112,7 @@ func NewProviders(opts Options) *Providers {
 		opts:           opts,
 		byName:         make(map[string]*provider),
 		byIssuer:       make(map[string]*provider),
+		verified:       cache.NewLRUExpireCache(opts.VerifiedJWTCacheSize),
 		introspections: newIntrospector(opts),
 	}
 }
@@ -235,6 +249,10 @@ func parseUnverified(token string) (map[string]any, error) {
 }
 
 func (ps *Providers) authenticateJWT(ctx context.Context, token string) (*Caller, error) {
+	key := ps.cacheKey(token)
+	if v, ok := ps.verified.Get(key); ok {
+		return v.(*Caller).clone(), nil
+	}
 	claims, err := parseUnverified(token)
 	if err != nil {
 		return nil, refuse("", ReasonMalformed, "the token is not a well-formed JWT")
@@ -246,11 +264,29 @@ func (ps *Providers) authenticateJWT(ctx context.Context, token string) (*Caller
 	if p == nil {
 		return nil, refuse("", ReasonUnknownIssuer, "no identity provider has the token's issuer")
 	}
-	return p.verifyJWT(ctx, token, claims)
+	caller, exp, err := p.verifyJWT(ctx, token, claims)
+	if err != nil {
+		return nil, err
+	}
+	if ttl := min(ps.opts.VerifiedJWTTTL, time.Until(exp)); ttl > 0 {
+		ps.verified.Add(key, caller.clone(), ttl)
+	}
+	return caller, nil
 }
 
-// verifyJWT verifies token, whose claims were decoded once already, with p alone.
-func (p *provider) verifyJWT(ctx context.Context, token string, claims map[string]any) (*Caller, error) {
+// cacheKey is the key token's verdict is remembered under: the current epoch and the
+// token's digest, never the token.
+func (ps *Providers) cacheKey(token string) string {
+	ps.mu.RLock()
+	epoch := ps.epoch
+	ps.mu.RUnlock()
+	digest := tokenDigest(token)
+	return fmt.Sprintf("%d/%s", epoch, hex.EncodeToString(digest[:]))
+}
+
+// verifyJWT verifies token, whose claims were decoded once already, with p alone, and
+// returns the caller and the token's expiry.
+func (p *provider) verifyJWT(ctx context.Context, token string, claims map[string]any) (*Caller, time.Time, error) {
 	name := p.cfg.Name
 	note := &keySetNote{}
 	idt, err := p.verifier.Verify(context.WithValue(ctx, keySetNoteKey{}, note), token)
@@ -258,21 +294,25 @@ func (p *provider) verifyJWT(ctx context.Context, token string, claims map[strin
 		var expired *oidc.TokenExpiredError
 		switch {
 		case note.unavailable:
-			return nil, unavailable(name, "the issuer's key set could not be fetched to check the token's signature")
+			return nil, time.Time{}, unavailable(name, "the issuer's key set could not be fetched to check the token's signature")
 		case note.badSignature:
-			return nil, refuse(name, ReasonBadSignature, "the token is not signed by a key the issuer publishes")
+			return nil, time.Time{}, refuse(name, ReasonBadSignature, "the token is not signed by a key the issuer publishes")
 		case errors.As(err, &expired):
-			return nil, refuse(name, ReasonExpired, "the token has expired")
+			return nil, time.Time{}, refuse(name, ReasonExpired, "the token has expired")
 		case claims["nbf"] != nil:
-			return nil, refuse(name, ReasonNotYetValid, "the token is not valid yet (nbf)")
+			return nil, time.Time{}, refuse(name, ReasonNotYetValid, "the token is not valid yet (nbf)")
 		default:
-			return nil, refuse(name, ReasonMalformed, "the token is not a valid JWT of this issuer")
+			return nil, time.Time{}, refuse(name, ReasonMalformed, "the token is not a valid JWT of this issuer")
 		}
 	}
 	if !slices.ContainsFunc(idt.Audience, func(a string) bool { return slices.Contains(p.cfg.Audiences, a) }) {
-		return nil, refuse(name, ReasonWrongAudience, "the token is not for this audience (aud names none of the provider's audiences)")
+		return nil, time.Time{}, refuse(name, ReasonWrongAudience, "the token is not for this audience (aud names none of the provider's audiences)")
 	}
-	return p.mapCaller(ctx, claims)
+	caller, err := p.mapCaller(ctx, claims)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return caller, idt.Expiry, nil
 }
 
 // keySetNote records, for one verification, whether the key set failed it and how.
@@ -493,7 +533,7 @@ func fetchDiscovery(ctx context.Context, client *http.Client, issuer string) (*d
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return nil, applyErr(ReasonDiscoveryFailed, true, "fetching the discovery document %s: the issuer answered %s", where, resp.Status)
+		return nil, applyErr(ReasonDiscoveryFailed, true, "fetching the discovery document %s: the issuer answered %s%s", where, resp.Status, redirectHint(resp.StatusCode))
 	}
 	body, err := readBounded(resp.Body, maxDiscoveryBytes)
 	if err != nil {

@@ -111,6 +111,27 @@ func TestAcceptedJWTMapsPrefixedUsernameAndGroups(t *testing.T) {
 	}
 }
 
+func TestValidationRulesThatHold(t *testing.T) {
+	op := newTestOP(t, true)
+	cfg := op.config("corp")
+	cfg.ValidationRules = []ValidationRule{
+		{Expression: "claims.email_verified == true"},
+		{Expression: "claims.iat > 0 && claims.exp > claims.iat"},
+		{Expression: `claims.groups.exists(g, g == "mcp-users")`},
+		{Expression: `claims.email.endsWith("@example.com")`},
+		{Expression: `!has(claims.hd) || claims.hd == "example.com"`},
+	}
+	ps := applied(t, Options{}, cfg)
+	if _, err := ps.Authenticate(context.Background(), op.sign("k1", op.claims(audience))); err != nil {
+		t.Fatalf("a token every rule holds for: %v", err)
+	}
+	c := op.claims(audience)
+	c["groups"] = []string{"search"}
+	if msg := refused(t, ps, op.sign("k1", c), ReasonRuleFailed); !strings.Contains(msg, "rule 2") {
+		t.Errorf("a rule without a message: %q does not name the rule", msg)
+	}
+}
+
 func TestJWTRefusals(t *testing.T) {
 	op := newTestOP(t, true)
 	rules := op.config("corp")
@@ -222,6 +243,22 @@ func TestForgottenProviderAdmitsNoOne(t *testing.T) {
 	if got := ps.Advertised(); len(got) != 0 {
 		t.Errorf("Advertised after Forget: %q", got)
 	}
+}
+
+func TestVerifiedJWTsAreNotRememberedPastExp(t *testing.T) {
+	op := newTestOP(t, true)
+	ps := applied(t, Options{VerifiedJWTTTL: time.Hour}, op.config("corp"))
+	c := op.claims(audience)
+	c["exp"] = time.Now().Add(2 * time.Second).Unix()
+	token := op.sign("k1", c)
+	if _, err := ps.Authenticate(context.Background(), token); err != nil {
+		t.Fatalf("Authenticate: %v", err)
+	}
+	NewWithT(t).Eventually(func() error {
+		_, err := ps.Authenticate(context.Background(), token)
+		return err
+	}).WithTimeout(5*time.Second).Should(MatchError(ErrUnauthenticated), "a remembered token outlived its exp")
+	refused(t, ps, token, ReasonExpired)
 }
 
 func TestFailedApplyAdmitsNoOne(t *testing.T) {

@@ -21,7 +21,7 @@
 //     configure it, in name order until one says active: active, for one of the
 //     audiences (aud, or client_id when the answer has no aud), not expired; answers are
 //     remembered by token digest, bounded, never past exp; requests in flight are
-//     bounded.
+//     bounded. A token shaped as a Kubernetes bootstrap token is never sent out.
 //   - The claims routed, mapped and checked by rules are decoded once, strictly:
 //     duplicate keys, and keys that differ from a registered claim only in case, are
 //     refused, so go-oidc's own (case-insensitive) reading of iss, aud and exp agrees

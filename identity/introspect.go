@@ -47,6 +47,9 @@ func newIntrospector(opts Options) *introspector {
 // the token is active; the token goes to no other issuer. Answers are remembered per
 // set of applied providers: any Apply or Forget starts afresh.
 func (ps *Providers) authenticateOpaque(ctx context.Context, token string) (*Caller, error) {
+	if kubernetesBootstrapToken.MatchString(token) {
+		return nil, refuse("", ReasonUnknownIssuer, "the token has the shape of a Kubernetes bootstrap token, which is never sent to an identity provider")
+	}
 	key := ps.cacheKey(token)
 	provs := ps.sortedIntrospecting()
 	if len(provs) == 0 {

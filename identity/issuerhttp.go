@@ -208,7 +208,6 @@ type keySetTransport struct {
 	mu      sync.Mutex
 	fetched time.Time
 	body    []byte
-	fetches int // for tests
 }
 
 // keySetFetchError is a failed fetch of the key set.
@@ -232,7 +231,6 @@ func (t *keySetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, &keySetFetchError{err: err}
 	}
-	t.fetches++
 	t.fetched = time.Now()
 	t.body = body
 	return keySetResponse(req, body), nil

@@ -155,4 +155,14 @@ func TestHandles(t *testing.T) {
 	if !ps.Handles("opaque") {
 		t.Error("an opaque token is not handled while a provider introspects")
 	}
+	// A Kubernetes bootstrap token never goes to an identity provider.
+	const bootstrap = "abcdef.0123456789abcdef"
+	if ps.Handles(bootstrap) {
+		t.Error("a Kubernetes bootstrap token is handled")
+	}
+	_, before := other.counts()
+	refused(t, ps, bootstrap, ReasonUnknownIssuer)
+	if _, after := other.counts(); after != before {
+		t.Error("a Kubernetes bootstrap token was sent to the introspection endpoint")
+	}
 }

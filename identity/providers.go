@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -198,6 +199,9 @@ func (ps *Providers) Handles(token string) bool {
 	ps.mu.RLock()
 	defer ps.mu.RUnlock()
 	if !looksLikeJWT(token) {
+		if kubernetesBootstrapToken.MatchString(token) {
+			return false
+		}
 		for _, p := range ps.byName {
 			if p.cfg.Introspection != nil {
 				return true
@@ -232,6 +236,11 @@ func (ps *Providers) Authenticate(ctx context.Context, token string) (*Caller, e
 	}
 	return ps.authenticateOpaque(ctx, token)
 }
+
+// kubernetesBootstrapToken is the shape of a Kubernetes bootstrap token (id.secret).
+// Such a token is the cluster's, not an issuer's: it is never sent to an introspection
+// endpoint, where it would leak to the identity provider.
+var kubernetesBootstrapToken = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 
 // looksLikeJWT reports whether token has the shape of a compact JWS: three parts.
 func looksLikeJWT(token string) bool {

@@ -1,7 +1,3 @@
-// Package identity says who a caller of the gateway and the catalogue is and what it may
-// use. This package is being built up: Kubernetes tokens are still authenticated by
-// catalog.Authenticator (to move here), and MCPIdentityProvider's OpenID issuers are
-// verified here.
 package identity
 
 // ProviderConfig is one MCPIdentityProvider as the identity package needs it: the spec

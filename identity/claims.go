@@ -1,0 +1,226 @@
+package identity
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/ext"
+	authenticationv1 "k8s.io/api/authentication/v1"
+)
+
+// reservedPrefix starts the usernames and groups Kubernetes keeps for itself.
+const reservedPrefix = "system:"
+
+// Bounds on claim validation rules, as a CEL program may loop over a token's claims.
+const (
+	// ruleCostLimit bounds the work one rule may do on one token (CEL's cost units).
+	ruleCostLimit = 1_000_000
+	// maxGroups bounds how many groups one token may map to.
+	maxGroups = 1024
+)
+
+// Caller is who a provider's token says the caller is, mapped by the provider's claim
+// mappings.
+type Caller struct {
+	// Username is the Kubernetes username SubjectAccessReviews ask about: the username
+	// prefix and the username claim's value.
+	Username string
+	// Groups are the Kubernetes groups SubjectAccessReviews ask about: the groups prefix
+	// and each value of the groups claim, sorted.
+	Groups []string
+	// Provider is the MCPIdentityProvider whose issuer vouched for the token.
+	Provider string
+	// Key identifies the caller for caches, rate limits and session ownership: a digest
+	// of Username and Groups, the same for every token of one identity. It is computed
+	// as catalog's identity key is for a UserInfo with this username and groups and no
+	// UID, so the gateway's caches treat one Kubernetes identity alike however it
+	// authenticated.
+	Key string
+}
+
+// clone returns a copy of c that shares nothing with it: remembered callers are handed
+// out as copies.
+func (c *Caller) clone() *Caller {
+	cc := *c
+	cc.Groups = slices.Clone(c.Groups)
+	return &cc
+}
+
+// UserInfo returns the caller as a Kubernetes user, for SubjectAccessReviews.
+func (c *Caller) UserInfo() authenticationv1.UserInfo {
+	return authenticationv1.UserInfo{Username: c.Username, Groups: slices.Clone(c.Groups)}
+}
+
+// callerKey digests username and groups: sha256 over "username\0uid\0" and "g:group\0"
+// for each group in sorted order (catalog's identityKey with no UID).
+func callerKey(username string, groups []string) string {
+	h := sha256.New()
+	write := func(s string) {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	write(username)
+	write("") // no UID
+	for _, g := range groups {
+		write("g:" + g)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// registeredClaims are the claims go-oidc reads from a JWT with encoding/json, which
+// matches keys regardless of case; a key that differs from one of them only in case is
+// refused so that every reader of the token reads the same claim.
+var registeredClaims = []string{"iss", "sub", "aud", "exp", "iat", "nbf", "nonce", "at_hash", "_claim_names", "_claim_sources"}
+
+// decodeClaims decodes a JSON object of claims (a JWT's payload or an introspection
+// answer) once and strictly: duplicate keys are refused, keys are exact, and a key that
+// equals a registered claim's name but for case is refused.
+func decodeClaims(data []byte) (map[string]any, error) {
+	var claims map[string]any
+	if err := jsonv2.Unmarshal(data, &claims); err != nil {
+		return nil, fmt.Errorf("claims are not a JSON object without duplicate keys")
+	}
+	if claims == nil {
+		return nil, fmt.Errorf("claims are not a JSON object")
+	}
+	for k := range claims {
+		for _, r := range registeredClaims {
+			if k != r && strings.EqualFold(k, r) {
+				return nil, fmt.Errorf("claims hold %q and differ from the registered claim %q only in case", k, r)
+			}
+		}
+	}
+	return claims, nil
+}
+
+// claimsEnv is the CEL environment validation rules compile in: one variable, claims,
+// a map from claim name to any JSON value, with optional types and the strings and lists
+// extensions, as Kubernetes' AuthenticationConfiguration offers, and numbers compared
+// across types.
+var claimsEnv = func() *cel.Env {
+	env, err := cel.NewEnv(
+		cel.Variable("claims", cel.MapType(cel.StringType, cel.DynType)),
+		cel.OptionalTypes(),
+		// JSON numbers arrive as doubles: claims.exp > 0 compares a double with an int.
+		cel.CrossTypeNumericComparisons(true),
+		ext.Strings(),
+		ext.Lists(),
+	)
+	if err != nil {
+		panic(fmt.Sprintf("identity: building the CEL environment: %v", err))
+	}
+	return env
+}()
+
+// compiledRule is one claim validation rule, compiled.
+type compiledRule struct {
+	program cel.Program
+	message string
+}
+
+// compileRules compiles rules; a rule that does not compile, or does not evaluate to a
+// bool, is an error naming its index.
+func compileRules(rules []ValidationRule) ([]compiledRule, error) {
+	out := make([]compiledRule, 0, len(rules))
+	for i, r := range rules {
+		ast, iss := claimsEnv.Compile(r.Expression)
+		if iss.Err() != nil {
+			return nil, fmt.Errorf("claim validation rule %d does not compile: %w", i, iss.Err())
+		}
+		if t := ast.OutputType(); !t.IsExactType(types.BoolType) && !t.IsExactType(types.DynType) {
+			return nil, fmt.Errorf("claim validation rule %d evaluates to %s, not bool", i, t)
+		}
+		prg, err := claimsEnv.Program(ast, cel.CostLimit(ruleCostLimit), cel.InterruptCheckFrequency(100))
+		if err != nil {
+			return nil, fmt.Errorf("claim validation rule %d: %w", i, err)
+		}
+		msg := r.Message
+		if msg == "" {
+			msg = fmt.Sprintf("claim validation rule %d does not hold", i)
+		}
+		out = append(out, compiledRule{program: prg, message: msg})
+	}
+	return out, nil
+}
+
+// mapCaller maps verified claims to a Caller with p's claim mappings, then checks p's
+// validation rules. Its refusals name the mapped username at most.
+func (p *provider) mapCaller(ctx context.Context, claims map[string]any) (*Caller, error) {
+	name := p.cfg.Name
+	raw, ok := claims[p.cfg.UsernameClaim]
+	value, isString := raw.(string)
+	switch {
+	case !ok:
+		return nil, refuse(name, ReasonInvalidClaims, "the token has no %s claim for the username", p.cfg.UsernameClaim)
+	case !isString || value == "":
+		return nil, refuse(name, ReasonInvalidClaims, "the token's %s claim is not a non-empty string", p.cfg.UsernameClaim)
+	}
+	// As Kubernetes does: an email is a username only once verified, when the issuer says.
+	if p.cfg.UsernameClaim == "email" {
+		if v, ok := claims["email_verified"]; ok && v != true {
+			return nil, refuse(name, ReasonInvalidClaims, "the token's email is not verified (email_verified is not true)")
+		}
+	}
+	username := p.cfg.UsernamePrefix + value
+	if strings.HasPrefix(username, reservedPrefix) {
+		return nil, refuse(name, ReasonReservedName, "the mapped username %q starts with %q, which Kubernetes reserves", username, reservedPrefix)
+	}
+	groups, err := p.mapGroups(claims)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range p.rules {
+		out, _, err := r.program.ContextEval(ctx, map[string]any{"claims": claims})
+		if err != nil || out != types.True {
+			return nil, refuse(name, ReasonRuleFailed, "%s", r.message)
+		}
+	}
+	return &Caller{Username: username, Groups: groups, Provider: name, Key: callerKey(username, groups)}, nil
+}
+
+// mapGroups maps the groups claim (a string or a list of strings; absent is none).
+func (p *provider) mapGroups(claims map[string]any) ([]string, error) {
+	name := p.cfg.Name
+	if p.cfg.GroupsClaim == "" {
+		return nil, nil
+	}
+	var values []string
+	switch v := claims[p.cfg.GroupsClaim].(type) {
+	case nil:
+	case string:
+		values = []string{v}
+	case []any:
+		if len(v) > maxGroups {
+			return nil, refuse(name, ReasonInvalidClaims, "the token's %s claim holds more than %d groups", p.cfg.GroupsClaim, maxGroups)
+		}
+		for _, g := range v {
+			s, ok := g.(string)
+			if !ok {
+				return nil, refuse(name, ReasonInvalidClaims, "the token's %s claim is not a list of strings", p.cfg.GroupsClaim)
+			}
+			values = append(values, s)
+		}
+	default:
+		return nil, refuse(name, ReasonInvalidClaims, "the token's %s claim is not a string or a list of strings", p.cfg.GroupsClaim)
+	}
+	groups := make([]string, 0, len(values))
+	for _, v := range values {
+		if v == "" {
+			continue
+		}
+		g := p.cfg.GroupsPrefix + v
+		if strings.HasPrefix(g, reservedPrefix) {
+			return nil, refuse(name, ReasonReservedName, "a mapped group starts with %q, which Kubernetes reserves", reservedPrefix)
+		}
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	return slices.Compact(groups), nil
+}

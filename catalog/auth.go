@@ -26,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/identity"
 )
 
 // The catalogue authenticates callers with TokenReview and authorizes them with
@@ -293,6 +294,7 @@ type Authenticator struct {
 	knownTTL  time.Duration
 	timeout   time.Duration
 	observe   func(AuthOutcome)
+	providers *identity.Providers // nil: Kubernetes tokens only
 
 	positive *cache.LRUExpireCache // tokenDigest -> *tokenEntry, kept for knownTTL
 	negative *cache.LRUExpireCache // tokenDigest -> struct{}, kept for negTTL
@@ -346,6 +348,13 @@ type AuthenticatorOptions struct {
 	// Logger logs whether ServiceAccount tokens can be verified locally (never a token);
 	// ctrl.Log.WithName("authenticator") when it has no sink.
 	Logger logr.Logger
+
+	// IdentityProviders, when set, authenticate the tokens of MCPIdentityProviders'
+	// issuers: a JWT whose issuer is one of theirs is judged by its provider alone, never
+	// by TokenReview; an opaque token TokenReview does not accept is asked of the
+	// providers that introspect (the cluster's own review first, so that a cluster
+	// credential never reaches an identity provider).
+	IdentityProviders *identity.Providers
 }
 
 // AuthOutcome says how an authentication was decided.
@@ -496,6 +505,7 @@ func NewAuthenticator(unknown, known authenticationv1client.TokenReviewInterface
 		knownTTL:  max(opts.KnownTTL, opts.TTL),
 		timeout:   opts.Timeout,
 		observe:   opts.Observe,
+		providers: opts.IdentityProviders,
 		positive:  cache.NewLRUExpireCache(opts.CacheSize),
 		negative:  cache.NewLRUExpireCache(opts.NegativeCacheSize),
 		inFlight:  make(map[tokenDigest]*reviewCall),
@@ -591,6 +601,35 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identi
 		a.observe(AuthMalformed)
 		return nil, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
 	}
+	if a.providers == nil || !a.providers.Handles(token) {
+		return a.authenticateKubernetes(ctx, token, expiry)
+	}
+	if expiry.IsZero() {
+		// An opaque token: the cluster's, or an introspecting issuer's.
+		id, err := a.authenticateKubernetes(ctx, token, expiry)
+		if !errors.Is(err, ErrUnauthenticated) {
+			return id, err
+		}
+	}
+	return a.authenticateProvider(ctx, token)
+}
+
+// authenticateProvider authenticates a token of an MCPIdentityProvider's issuer.
+func (a *Authenticator) authenticateProvider(ctx context.Context, token string) (*Identity, error) {
+	caller, err := a.providers.Authenticate(ctx, token)
+	switch {
+	case errors.Is(err, identity.ErrIssuerUnavailable):
+		// The message names the provider and why, never the token.
+		return nil, fmt.Errorf("authenticating the bearer token: %w", err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+	}
+	return NewIdentity(authenticationv1.UserInfo{Username: caller.Username, Groups: caller.Groups}), nil
+}
+
+// authenticateKubernetes authenticates a token of the cluster: a cache, or a TokenReview
+// in the lane the token belongs in.
+func (a *Authenticator) authenticateKubernetes(ctx context.Context, token string, expiry time.Time) (*Identity, error) {
 	key := tokenDigest(sha256.Sum256([]byte(token)))
 	known := false
 	if v, ok := a.positive.Get(key); ok {

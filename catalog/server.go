@@ -22,6 +22,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/identity"
 )
 
 // DefaultBindAddress is the address the catalogue listens on unless told otherwise.
@@ -79,6 +80,10 @@ type Options struct {
 	// server's ServiceAccount issuer keys: opaque tokens and JWTs of other issuers. See
 	// [AuthenticatorOptions].ServiceAccountTokensOnly.
 	ServiceAccountTokensOnly bool
+
+	// IdentityProviders, when set, authenticate tokens of MCPIdentityProviders' issuers
+	// besides Kubernetes tokens; see [AuthenticatorOptions].IdentityProviders.
+	IdentityProviders *identity.Providers
 
 	// AccessCacheSize bounds the cached SubjectAccessReview results; 16384 when zero.
 	AccessCacheSize int
@@ -238,6 +243,7 @@ func newServer(opts Options, unknown, known authenticationv1client.TokenReviewIn
 
 			ServiceAccountKeys:       opts.serviceAccountKeys,
 			ServiceAccountTokensOnly: opts.ServiceAccountTokensOnly,
+			IdentityProviders:        opts.IdentityProviders,
 			Logger:                   opts.Logger,
 		}),
 		access:      access,

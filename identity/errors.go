@@ -130,3 +130,7 @@ func (e *ApplyError) Error() string { return e.msg }
 func applyErr(reason Reason, transient bool, format string, args ...any) *ApplyError {
 	return &ApplyError{Reason: reason, Transient: transient, msg: fmt.Sprintf(format, args...)}
 }
+
+// Permanent reports whether the configuration must change before Apply can succeed: the
+// MCPIdentityProvider controller then reports the provider Stalled, not Reconciling.
+func (e *ApplyError) Permanent() bool { return !e.Transient }

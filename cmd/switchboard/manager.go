@@ -41,6 +41,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/controllers"
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/sharding"
 )
 
@@ -87,10 +88,10 @@ type managerOptions struct {
 	// clusterResourceNamespace holds the Secrets of cluster-scoped objects; empty means
 	// operatorNamespace (see resourceNamespace).
 	clusterResourceNamespace string
-	// identityProviders verifies the tokens of MCPIdentityProviders; the
-	// MCPIdentityProvider controller applies every provider to it. Nil registers no
-	// such controller and caches nothing for it.
-	identityProviders controllers.IdentityProviders
+	// identityProviders verifies the tokens of MCPIdentityProviders for the catalogue and
+	// the gateway; the MCPIdentityProvider controller applies every provider to it. Nil
+	// registers no such controller and caches nothing for it.
+	identityProviders *identity.Providers
 
 	catalogAddr        string
 	catalogAuth        string
@@ -458,6 +459,7 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		Logger:      ctrl.Log.WithName("catalog"),
 
 		ServiceAccountTokensOnly: opts.catalogSATokenOnly,
+		IdentityProviders:        opts.identityProviders,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the catalogue: %w", err)
@@ -545,10 +547,7 @@ func runManager(args []string) int {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
 	opts.auditLog = auditLogger(opts.zap)
-	// MCPIdentityProviders are reconciled once token verification exists to apply them
-	// to: the verifier comes with identity.Providers, and until then this stays nil and
-	// the manager registers no MCPIdentityProvider controller.
-	opts.identityProviders = nil
+	opts.identityProviders = identity.NewProviders(identity.Options{})
 	log := ctrl.Log.WithName("manager")
 	if limit, ok := memoryLimitFromContainer(os.Getenv); ok {
 		debug.SetMemoryLimit(limit)

@@ -126,12 +126,6 @@ func TestWatchNamespacesLimitsTheCache(t *testing.T) {
 	}
 }
 
-// noProviders is an IdentityProviders that holds nothing, for option tests.
-type noProviders struct{}
-
-func (noProviders) Apply(context.Context, identity.ProviderConfig) error { return nil }
-func (noProviders) Forget(string)                                        {}
-
 // TestWatchNamespacesStillWatchSecretsOfClusterResources: with --watch-namespaces, the
 // Secrets of MCPIdentityProviders (in the cluster resource namespace) are still watched,
 // and only there besides the watched namespaces; nothing more is watched without the
@@ -156,7 +150,7 @@ func TestWatchNamespacesStillWatchSecretsOfClusterResources(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.providers {
-				opts.identityProviders = noProviders{}
+				opts.identityProviders = identity.NewProviders(identity.Options{})
 			}
 			var got []string
 			for obj, byObject := range opts.cacheOptions().ByObject {

@@ -303,16 +303,36 @@ func (p *Pool) Remove(key Key) {
 // Snapshot returns what the pool knows about key, and false when it holds no session
 // for it.
 func (p *Pool) Snapshot(key Key) (Snapshot, bool) {
-	p.mu.Lock()
-	var current *session
-	if e := p.servers[key]; e != nil {
-		current = e.current
-	}
-	p.mu.Unlock()
+	current := p.current(key)
 	if current == nil {
 		return Snapshot{}, false
 	}
 	return current.snapshot(), true
+}
+
+// Protocol returns the transport and the negotiated protocol version of key's session,
+// as its Snapshot has them, and false when the pool holds no session for key. It copies
+// nothing else, for callers that ask on every request (the gateway's sessionless front
+// door).
+func (p *Pool) Protocol(key Key) (Transport, string, bool) {
+	current := p.current(key)
+	if current == nil {
+		return "", "", false
+	}
+	current.mu.Lock()
+	defer current.mu.Unlock()
+	return current.snap.Transport, current.snap.ProtocolVersion, true
+}
+
+// current returns the session built from the newest config the pool has set up for key,
+// or nil.
+func (p *Pool) current(key Key) *session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.servers[key]; e != nil {
+		return e.current
+	}
+	return nil
 }
 
 // Settled returns a channel that is closed once the session built from the newest

@@ -203,10 +203,9 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 		params = &mcp.CallToolParamsRaw{}
 	}
 	c := &call{method: "tools/call", tool: params.Name, start: start}
-	audit := g.audit.WithValues("caller", sr.caller.User.Username, "namespace", sr.key.Namespace, "server", sr.key.Name)
 	if why := g.statelessRefusal(sr, params.Name); why != "" {
 		g.metrics.call(sr.key, c.method, outcomeDenied, time.Since(start))
-		auditStatelessCall(audit, c, outcomeDenied, "reason", why)
+		g.auditStatelessCall(sr, c, outcomeDenied, "reason", why)
 		return nil, &jsonrpc.Error{Code: codeRefused, Message: why}
 	}
 	up := &mcp.CallToolParams{Name: params.Name, InputResponses: params.InputResponses, RequestState: params.RequestState}
@@ -236,10 +235,10 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	}
 	g.metrics.call(sr.key, c.method, outcome, time.Since(start))
 	if err != nil {
-		auditStatelessCall(audit, c, outcome, "reason", err.Error())
+		g.auditStatelessCall(sr, c, outcome, "reason", err.Error())
 		return nil, upstreamError(sr.key, err)
 	}
-	auditStatelessCall(audit, c, outcome)
+	g.auditStatelessCall(sr, c, outcome)
 	return res, nil
 }
 
@@ -315,11 +314,14 @@ func upstreamError(key connector.Key, err error) error {
 	return &jsonrpc.Error{Code: codeUnavailable, Message: fmt.Sprintf("MCPServer %s: %v", key, err)}
 }
 
-// auditStatelessCall writes the audit line of one sessionless tools/call.
-func auditStatelessCall(audit interface{ Info(string, ...any) }, c *call, outcome string, extra ...any) {
-	kv := append([]any{"tool", clip(c.tool), "outcome", outcome,
+// auditStatelessCall writes the audit line of one sessionless tools/call. Who called
+// which server goes into the line itself rather than into a logger derived per call with
+// WithValues, which would copy the audit logger's state on every request.
+func (g *Gateway) auditStatelessCall(sr *statelessRequest, c *call, outcome string, extra ...any) {
+	kv := append([]any{"caller", sr.caller.User.Username, "namespace", sr.key.Namespace, "server", sr.key.Name,
+		"tool", clip(c.tool), "outcome", outcome,
 		"duration", time.Since(c.start).Round(time.Microsecond).String(), "era", sessionlessVersion}, extra...)
-	audit.Info("Tool call", kv...)
+	g.audit.Info("Tool call", kv...)
 }
 
 // upstreamMeta returns the _meta to send the server in place of the client's: the

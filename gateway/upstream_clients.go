@@ -66,8 +66,8 @@ func newUpstreamClients(g *Gateway) *upstreamClients {
 // sessionless reports whether the server speaks the sessionless era (2026-07-28 and
 // later) over Streamable HTTP, so that one client may serve every caller.
 func (u *upstreamClients) sessionless(key connector.Key) bool {
-	snap, ok := u.g.opts.Pool.Snapshot(key)
-	return ok && snap.Transport == connector.TransportStreamableHTTP && snap.ProtocolVersion >= sessionlessVersion
+	transport, version, ok := u.g.opts.Pool.Protocol(key)
+	return ok && transport == connector.TransportStreamableHTTP && version >= sessionlessVersion
 }
 
 // acquire returns a connected client for the caller's requests to the server; the caller

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -256,14 +257,10 @@ func foldName(name string) string {
 	}
 	if ascii {
 		// An ASCII letter's smallest fold is its upper case (the Kelvin sign K and the
-		// long s, which fold to k and s, are larger).
-		b := []byte(name)
-		for i, c := range b {
-			if 'a' <= c && c <= 'z' {
-				b[i] = c - 'a' + 'A'
-			}
-		}
-		return string(b)
+		// long s, which fold to k and s, are larger). strings.ToUpper maps an ASCII
+		// string's a-z to A-Z and nothing else, copying it once, or not at all when it
+		// has no lower case.
+		return strings.ToUpper(name)
 	}
 	out := make([]rune, 0, len(name))
 	for _, r := range name {
@@ -328,7 +325,8 @@ func objectMembers(raw []byte, what string, decisive []string) (map[string]jsont
 		}
 		name := nameTok.String()
 		for _, d := range decisive {
-			if name != d && foldName(name) == foldName(d) {
+			// strings.EqualFold is foldName's equivalence, without building either fold.
+			if name != d && strings.EqualFold(name, d) {
 				return nil, fmt.Errorf("%w: %s has a member %q: it must be spelled %q", ErrInvalid, what, clip(name), d)
 			}
 		}

@@ -170,6 +170,9 @@ func TestCheckBodyRefusesALoneMisspelledDecisiveMember(t *testing.T) {
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"NAME":"echo"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"progresstoken":"t"}}}`,
+		// Unicode case folding, not ASCII's: the long s and the Kelvin sign fold to s and k.
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"progre\u017fsToken":"t"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"progressTo\u212Aen":"t"}}}`,
 	} {
 		if _, err := CheckBody([]byte(body)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("CheckBody(%s) = %v, want an invalid message", body, err)

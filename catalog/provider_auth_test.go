@@ -200,10 +200,21 @@ func TestAuthenticatorOpaqueTokensReviewedBeforeIntrospection(t *testing.T) {
 		t.Errorf("reviews %d, introspections %d; want 2 and 1: reviewed first, then introspected", calls, op.introspected())
 	}
 
+	// An issuer's opaque token that looks like a JWE (zitadel's do): malformed for the
+	// API server, so introspected without a review.
+	jweLike := "eyJhbGciOiJkaXIifQ.a.b.c.d"
+	op.active[jweLike] = op.active["opaque-of-the-issuer"]
+	if id, err := a.Authenticate(context.Background(), jweLike); err != nil || id.User.Username != "oidc:bob@example.com" {
+		t.Fatalf("Authenticate(five-segment opaque token) = %v, %v", id, err)
+	}
+	if calls, _ := reviews.counts(); calls != 2 || op.introspected() != 2 {
+		t.Errorf("reviews %d, introspections %d; want 2 and 2: a malformed JWT is never reviewed", calls, op.introspected())
+	}
+
 	if _, err := a.Authenticate(context.Background(), "opaque-of-no-one"); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("Authenticate(unknown opaque token) = %v, want ErrUnauthenticated", err)
 	}
-	if calls, _ := reviews.counts(); calls != 3 || op.introspected() != 2 {
-		t.Errorf("reviews %d, introspections %d; want 3 and 2", calls, op.introspected())
+	if calls, _ := reviews.counts(); calls != 3 || op.introspected() != 3 {
+		t.Errorf("reviews %d, introspections %d; want 3 and 3", calls, op.introspected())
 	}
 }

@@ -203,6 +203,7 @@ type loginFront struct {
 	url     string
 	reviews *refusingReviews
 	rbac    *rbac
+	log     *logLines // the gateway's own log
 }
 
 func newLoginFront(t *testing.T, providers *identity.Providers) *loginFront {
@@ -221,11 +222,12 @@ func newLoginFront(t *testing.T, providers *identity.Providers) *loginFront {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &loginFront{url: public, reviews: &refusingReviews{}, rbac: &rbac{server: "notes"}}
+	f := &loginFront{url: public, reviews: &refusingReviews{}, rbac: &rbac{server: "notes"}, log: &logLines{}}
 	f.h = newHarness(t, harnessOptions{gateway: func(o *gateway.Options) {
 		o.Authenticator = catalog.NewAuthenticator(f.reviews, nil, catalog.AuthenticatorOptions{IdentityProviders: providers})
 		o.Access = f.rbac.clientset().AuthorizationV1().SubjectAccessReviews()
 		o.ResourceMetadata = md
+		o.Logger = f.log.logger()
 	}})
 	billing := readyServer(connector.Key{Namespace: namespace, Name: "billing"})
 	f.h.gw.Update(billing)

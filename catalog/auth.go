@@ -598,6 +598,12 @@ func bearerToken(r *http.Request) (string, bool) {
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identity, error) {
 	expiry, err := CheckTokenShape(token)
 	if err != nil {
+		if a.opaqueForProviders(token) {
+			// Not a token the API server would take (an issuer's opaque token that begins
+			// with "eyJ" and has dots, as zitadel's encrypted ones do), but one an
+			// introspecting provider may: no TokenReview, introspection only.
+			return a.authenticateProvider(ctx, token)
+		}
 		a.observe(AuthMalformed)
 		return nil, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
 	}
@@ -612,6 +618,22 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identi
 		}
 	}
 	return a.authenticateProvider(ctx, token)
+}
+
+// opaqueForProviders reports whether token, refused by CheckTokenShape, is still one to
+// ask the identity providers about: printable ASCII within the size bound, not three
+// segments (a JWT of that shape is malformed for everyone), and some provider
+// introspects opaque tokens.
+func (a *Authenticator) opaqueForProviders(token string) bool {
+	if a.providers == nil || token == "" || len(token) > maxTokenBytes || strings.Count(token, ".") == 2 {
+		return false
+	}
+	for i := range len(token) {
+		if c := token[i]; c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return a.providers.Handles(token)
 }
 
 // authenticateProvider authenticates a token of an MCPIdentityProvider's issuer.

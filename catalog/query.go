@@ -31,6 +31,8 @@ const (
 type apiError struct {
 	code int
 	msg  string
+	// challenge, for a 401, is the WWW-Authenticate value; the REST realm when empty.
+	challenge string
 }
 
 func (e *apiError) Error() string { return e.msg }

@@ -27,6 +27,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/api/v1/toolsets", m.instrument("toolsets", s.rest(s.serveToolsets, "namespace")))
 	mux.Handle("/api/v1/openapi.json", m.instrument("openapi", http.HandlerFunc(serveOpenAPI)))
 	mux.Handle("/mcp", m.instrument("mcp", s.mcpHandler()))
+	mux.Handle(ResourceMetadataPathPrefix+"/", m.instrument("resource_metadata", s.opts.ResourceMetadata))
 	mux.Handle("/", m.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "no such path; see /api/v1/openapi.json"))
 	})))
@@ -109,7 +110,12 @@ func (s *Server) admit(r *http.Request) (*caller, *apiError) {
 		return c, nil
 	case errors.Is(err, ErrUnauthenticated):
 		// The message says why (missing, malformed, rejected) and never echoes the token.
-		return nil, errorf(http.StatusUnauthorized, "%s", err.Error())
+		// The catalogue's /mcp points to its protected resource metadata.
+		e := errorf(http.StatusUnauthorized, "%s", err.Error())
+		if r.URL.Path == "/mcp" {
+			e.challenge = s.opts.ResourceMetadata.Challenge(r.URL.Path)
+		}
+		return nil, e
 	case errors.Is(err, ErrTooManyReviews):
 		return nil, errorf(http.StatusTooManyRequests, "%s", ErrTooManyReviews.Error())
 	default:
@@ -247,7 +253,11 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	switch e.code {
 	case http.StatusUnauthorized:
-		h.Set("WWW-Authenticate", `Bearer realm="switchboard-catalog"`)
+		if e.challenge != "" {
+			h.Set("WWW-Authenticate", e.challenge)
+		} else {
+			h.Set("WWW-Authenticate", `Bearer realm="switchboard-catalog"`)
+		}
 	case http.StatusTooManyRequests:
 		h.Set("Retry-After", strconv.Itoa(int(ReviewRetryAfter/time.Second)))
 	}

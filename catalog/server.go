@@ -85,6 +85,11 @@ type Options struct {
 	// besides Kubernetes tokens; see [AuthenticatorOptions].IdentityProviders.
 	IdentityProviders *identity.Providers
 
+	// ResourceMetadata publishes the protected resource metadata (RFC 9728) of /mcp and
+	// of the gateway's endpoints under ResourceMetadataPathPrefix, and names it in the
+	// challenge of /mcp's 401 answers. Nil publishes nothing (404).
+	ResourceMetadata *ResourceMetadata
+
 	// AccessCacheSize bounds the cached SubjectAccessReview results; 16384 when zero.
 	AccessCacheSize int
 

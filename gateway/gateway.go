@@ -71,6 +71,10 @@ type Options struct {
 	Access authorizationv1client.SubjectAccessReviewInterface
 	// AccessTTL is how long an access answer is cached. Zero means 10s.
 	AccessTTL time.Duration
+	// ResourceMetadata names each endpoint's protected resource metadata (RFC 9728) in
+	// the challenge of its 401 answers; the catalogue serves the documents. Nil gives a
+	// plain Bearer challenge.
+	ResourceMetadata *catalog.ResourceMetadata
 	// MaxSessions bounds the open sessions of this replica. Zero means 2048.
 	MaxSessions int
 	// MaxSessionsPerCaller bounds the open sessions of one caller (catalog.Identity.Key)
@@ -452,7 +456,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*catalog
 	caller, err := g.opts.Authenticator.AuthenticateRequest(r.Context(), r)
 	switch {
 	case errors.Is(err, catalog.ErrUnauthenticated):
-		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+		w.Header().Set("WWW-Authenticate", g.opts.ResourceMetadata.Challenge(r.URL.Path))
 		g.refuse(w, http.StatusUnauthorized, err.Error())
 		return nil, false
 	case errors.Is(err, catalog.ErrTooManyReviews):

@@ -97,6 +97,12 @@ type managerOptions struct {
 	catalogAuth        string
 	catalogSATokenOnly bool
 
+	// gatewayPublicURL is the base URL clients reach the catalogue's address at; empty
+	// publishes no protected resource metadata.
+	gatewayPublicURL string
+	// gatewayScopes are the scopes_supported of the protected resource metadata.
+	gatewayScopes []string
+
 	gatewayMaxSessions             int
 	gatewayMaxSessionsPerCaller    int
 	gatewayMaxSessionsPerNamespace int
@@ -172,6 +178,20 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"How catalogue callers are authenticated: tokenreview, or none (for switchboard dev only).")
 	fs.BoolVar(&o.catalogSATokenOnly, "catalog-service-account-tokens-only", false,
 		"Accept only ServiceAccount tokens of the cluster (checked against its issuer keys) at the catalogue and the gateway; other tokens get 401 without a TokenReview.")
+	fs.StringVar(&o.gatewayPublicURL, "gateway-public-url", "",
+		"Public base URL clients reach the catalogue and the gateway at (https://mcp.example.com). With it, /mcp and every gateway endpoint publish OAuth protected resource metadata (RFC 9728) under /.well-known/oauth-protected-resource<endpoint path>, naming the advertised MCPIdentityProviders, and their 401 answers point to it; without it no metadata is served.")
+	o.gatewayScopes = slices.Clone(catalog.DefaultResourceScopes)
+	fs.Func("gateway-scopes",
+		"Comma-separated scopes the protected resource metadata lists in scopes_supported, which MCP clients ask their identity provider for; default openid,email,profile. Access is decided by RBAC, not by scopes.",
+		func(v string) error {
+			o.gatewayScopes = nil
+			for _, sc := range strings.Split(v, ",") {
+				if sc = strings.TrimSpace(sc); sc != "" {
+					o.gatewayScopes = append(o.gatewayScopes, sc)
+				}
+			}
+			return nil
+		})
 	fs.IntVar(&o.gatewayMaxSessions, "gateway-max-sessions", gateway.DefaultMaxSessions,
 		"Gateway sessions this replica holds at most; a new session beyond it is answered 503.")
 	fs.IntVar(&o.gatewayMaxSessionsPerCaller, "gateway-max-sessions-per-caller", gateway.DefaultMaxSessionsPerCaller,
@@ -449,14 +469,19 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	if err != nil {
 		return fmt.Errorf("--catalog-auth: %w", err)
 	}
+	metadata, err := catalog.NewResourceMetadata(opts.gatewayPublicURL, opts.gatewayScopes, opts.identityProviders)
+	if err != nil {
+		return fmt.Errorf("--gateway-public-url: %w", err)
+	}
 	// The gateway shares the catalogue's Authenticator, which exists only once the
 	// catalogue does; requests reach the gateway only after both are built.
 	var gw *gateway.Gateway
 	cat, err := catalog.New(mgr, catalog.Options{
-		BindAddress: opts.catalogAddr,
-		Auth:        mode,
-		Gateway:     http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gw.Handler().ServeHTTP(w, r) }),
-		Logger:      ctrl.Log.WithName("catalog"),
+		ResourceMetadata: metadata,
+		BindAddress:      opts.catalogAddr,
+		Auth:             mode,
+		Gateway:          http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gw.Handler().ServeHTTP(w, r) }),
+		Logger:           ctrl.Log.WithName("catalog"),
 
 		ServiceAccountTokensOnly: opts.catalogSATokenOnly,
 		IdentityProviders:        opts.identityProviders,
@@ -466,6 +491,7 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	}
 	gatewayOpts := gateway.Options{
 		Pool:                    pool,
+		ResourceMetadata:        metadata,
 		MaxSessions:             opts.gatewayMaxSessions,
 		MaxSessionsPerCaller:    opts.gatewayMaxSessionsPerCaller,
 		MaxSessionsPerNamespace: opts.gatewayMaxSessionsPerNamespace,

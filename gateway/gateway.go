@@ -27,6 +27,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
 // Defaults of Options fields left zero.
@@ -522,7 +523,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if isSessionless(r, msgs) {
+	if sessionless.IsRequest(r, msgs) {
 		g.serveStateless(w, r, key, caller, srv, msgs)
 		return
 	}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,36 +17,11 @@ import (
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
-// sessionlessVersion is the first MCP version without sessions: every request stands
-// alone, naming its protocol version and the client's capabilities in _meta.
-const sessionlessVersion = "2026-07-28"
-
-// protocolVersionHeader is the HTTP header naming a request's MCP protocol version.
-const protocolVersionHeader = "MCP-Protocol-Version"
-
-// reservedMetaPrefix prefixes the _meta keys MCP itself defines.
-const reservedMetaPrefix = "io.modelcontextprotocol/"
-
-// isSessionless reports whether a POST belongs to the sessionless era: it names no
-// session and carries a protocol version of 2026-07-28 or later, in its header or in the
-// _meta of its message (a message with no header is then refused by the front door's
-// header checks, as the protocol requires).
-func isSessionless(r *http.Request, body *mcpmsg.Body) bool {
-	if r.Header.Get(mcphttp.SessionIDHeader) != "" {
-		return false
-	}
-	if r.Header.Get(protocolVersionHeader) >= sessionlessVersion {
-		return true
-	}
-	for _, m := range body.Messages {
-		if m.Method != "" && strings.Contains(string(m.Params), reservedMetaPrefix+"protocolVersion") {
-			return true
-		}
-	}
-	return false
-}
+// sessionlessVersion is the first MCP version without sessions (see internal/sessionless).
+const sessionlessVersion = sessionless.Version
 
 // statelessRequestKey carries a sessionless request's *statelessRequest from the front
 // door to the go-sdk server that serves it.
@@ -68,20 +42,12 @@ type statelessRequest struct {
 // Mcp-Method and Mcp-Name headers against the body and answers server/discover; its
 // receiving middleware relays every other request to the server.
 func (g *Gateway) newStatelessHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+	return sessionless.NewHandler(func(r *http.Request) *mcp.Server {
 		if sr, ok := r.Context().Value(statelessRequestKey{}).(*statelessRequest); ok {
 			return sr.client.front(g)
 		}
 		return nil
-	}, &mcp.StreamableHTTPOptions{
-		Stateless:           true,
-		MaxRequestBodyBytes: int64(g.opts.MaxMessageBytes),
-		// The front door answers rebinding itself (mcphttp.HostAllowed), before it
-		// authenticates.
-		DisableLocalhostProtection: true,
-		// A client that goes away cancels its call upstream.
-		PropagateRequestCancellation: true,
-	})
+	}, g.opts.MaxMessageBytes)
 }
 
 // serveStateless relays one sessionless request of an authorized caller. Nothing it
@@ -120,20 +86,7 @@ func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, key con
 // instructions are the server's own, as the client session learned them.
 func (c *upstreamClient) front(g *Gateway) *mcp.Server {
 	c.frontOnce.Do(func() {
-		opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}}
-		impl := &mcp.Implementation{Name: c.key.server.String()}
-		if res := c.cs.InitializeResult(); res != nil {
-			if res.Capabilities != nil {
-				caps := *res.Capabilities
-				opts.Capabilities = &caps
-			}
-			opts.Instructions = res.Instructions
-			if res.ServerInfo != nil {
-				impl = res.ServerInfo
-			}
-		}
-		c.frontServer = mcp.NewServer(impl, opts)
-		c.frontServer.AddReceivingMiddleware(g.relayStateless)
+		c.frontServer = sessionless.NewFront(c.cs, c.key.server.String(), g.relayStateless)
 	})
 	return c.frontServer
 }
@@ -147,50 +100,36 @@ func (g *Gateway) relayStateless(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return next(ctx, method, req)
 		}
-		cs := sr.client.cs
-		switch method {
-		case "tools/call":
+		switch {
+		case method == "tools/call":
 			return g.relayToolCall(ctx, sr, req)
-		case "tools/list":
-			return relayCall(ctx, g, sr, method, req, func(ctx context.Context, p *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
-				res, err := cs.ListTools(ctx, p)
-				if err == nil {
-					err = g.judgeStatelessToolList(sr, res, p)
-				}
-				return res, err
-			})
-		case "resources/list":
-			return relayCall(ctx, g, sr, method, req, cs.ListResources)
-		case "resources/templates/list":
-			return relayCall(ctx, g, sr, method, req, cs.ListResourceTemplates)
-		case "resources/read":
-			return relayCall(ctx, g, sr, method, req, cs.ReadResource)
-		case "prompts/list":
-			return relayCall(ctx, g, sr, method, req, cs.ListPrompts)
-		case "prompts/get":
-			return relayCall(ctx, g, sr, method, req, cs.GetPrompt)
-		case "completion/complete":
-			return relayCall(ctx, g, sr, method, req, cs.Complete)
+		case sessionless.Relayed[method]:
+			return g.relayCall(ctx, sr, method, req)
 		}
 		return next(ctx, method, req)
 	}
 }
 
-// relayCall sends the client's request to the server with send, params copied from the
-// client's with the _meta upstreamMeta makes of them, and records the call's metrics.
-func relayCall[P any, PP interface {
-	*P
-	mcp.Params
-}, R mcp.Result](ctx context.Context, g *Gateway, sr *statelessRequest, method string, req mcp.Request, send func(context.Context, PP) (R, error)) (mcp.Result, error) {
+// relayCall relays a request other than tools/call to the server, with the _meta
+// upstreamMeta makes of the client's, judges a tools/list answer, and records the call's
+// metrics.
+func (g *Gateway) relayCall(ctx context.Context, sr *statelessRequest, method string, req mcp.Request) (mcp.Result, error) {
 	start := time.Now()
-	params := PP(new(P))
-	if in, ok := req.GetParams().(PP); ok && in != nil {
-		*params = *in
+	var forget func()
+	defer func() {
+		if forget != nil {
+			forget()
+		}
+	}()
+	res, err := sessionless.Call(ctx, sr.client.cs, method, req, func(in map[string]any) map[string]any {
+		var meta map[string]any
+		meta, forget = g.upstreamMeta(ctx, sr, req, in)
+		return meta
+	})
+	if list, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+		params, _ := req.GetParams().(*mcp.ListToolsParams)
+		err = g.judgeStatelessToolList(sr, list, params)
 	}
-	meta, forget := g.upstreamMeta(ctx, sr, req, params.GetMeta())
-	defer forget()
-	params.SetMeta(meta)
-	res, err := send(ctx, params)
 	return g.settleStateless(sr, method, start, res, err)
 }
 
@@ -272,7 +211,7 @@ func (g *Gateway) judgeStatelessToolList(sr *statelessRequest, res *mcp.ListTool
 		}
 	}
 	res.Tools = kept
-	sr.client.learnParamHeaders(g, res.Tools)
+	sr.client.paramHeaders.Learn(sr.client.front(g), res.Tools)
 	if srv.pinned == "" {
 		return nil
 	}
@@ -324,33 +263,11 @@ func (g *Gateway) auditStatelessCall(sr *statelessRequest, c *call, outcome stri
 	g.audit.Info("Tool call", kv...)
 }
 
-// upstreamMeta returns the _meta to send the server in place of the client's: the
-// protocol's own keys only where the server speaks the sessionless era too (its client
-// session adds the protocol version), and a progress token of the gateway's own in place
-// of the client's, under which the server's progress reaches this request until forget.
+// upstreamMeta returns the _meta to send the server in place of the client's (see
+// sessionless.Progress.Meta): the protocol's own keys only where the server speaks the
+// sessionless era too, and a progress token of the gateway's own.
 func (g *Gateway) upstreamMeta(ctx context.Context, sr *statelessRequest, req mcp.Request, in map[string]any) (meta map[string]any, forget func()) {
-	forget = func() {}
-	if len(in) == 0 {
-		return nil, forget
-	}
-	meta = make(map[string]any, len(in))
-	for k, v := range in {
-		if strings.HasPrefix(k, reservedMetaPrefix) && (sr.client.key.caller != "" || k == reservedMetaPrefix+"protocolVersion") {
-			continue
-		}
-		meta[k] = v
-	}
-	if token, ok := in["progressToken"]; ok && token != nil {
-		if session, ok := req.GetSession().(*mcp.ServerSession); ok {
-			ours := "switchboard-" + rand.Text()
-			meta["progressToken"] = ours
-			g.upstreamClients.progress.Store(ours, &progressRoute{ctx: ctx, session: session, token: token})
-			forget = func() { g.upstreamClients.progress.Delete(ours) }
-		} else {
-			delete(meta, "progressToken")
-		}
-	}
-	return meta, forget
+	return g.upstreamClients.progress.Meta(ctx, req, in, sr.client.key.caller == "")
 }
 
 // toolsetCaller names one caller's use of one toolset.
@@ -431,42 +348,4 @@ func (g *Gateway) sessionlessToolsetSession(key connector.Key, caller *catalog.I
 	g.sessionlessToolsets[tc] = s
 	g.mu.Unlock()
 	return s, nil
-}
-
-// learnParamHeaders registers, on the front server, the tools of a tools/list answer
-// whose input schema binds arguments to Mcp-Param headers (x-mcp-header), so that go-sdk
-// checks those headers of later calls against their body as it checks Mcp-Name. The
-// registration only serves that check: the front's middleware answers every call.
-func (c *upstreamClient) learnParamHeaders(g *Gateway, tools []*mcp.Tool) {
-	front := c.front(g)
-	for _, t := range tools {
-		schema, err := json.Marshal(t.InputSchema)
-		if err != nil || !strings.Contains(string(schema), `"x-mcp-header"`) {
-			continue
-		}
-		var object struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(schema, &object) != nil || object.Type != "object" {
-			continue
-		}
-		c.paramHeaderMu.Lock()
-		known := c.paramHeaderTools[t.Name] == string(schema)
-		if !known {
-			if c.paramHeaderTools == nil {
-				c.paramHeaderTools = map[string]string{}
-			}
-			c.paramHeaderTools[t.Name] = string(schema)
-		}
-		c.paramHeaderMu.Unlock()
-		if !known {
-			front.AddTool(&mcp.Tool{Name: t.Name, InputSchema: json.RawMessage(schema)}, answeredByTheMiddleware)
-		}
-	}
-}
-
-// answeredByTheMiddleware is the handler of the tools learnParamHeaders registers, which
-// relayStateless answers before go-sdk would call it.
-func answeredByTheMiddleware(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return nil, errors.New("the gateway relays this call")
 }

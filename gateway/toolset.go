@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
 // Reasons a toolset session ends besides those of a server session.
@@ -130,7 +131,7 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if isSessionless(r, msgs) {
+	if sessionless.IsRequest(r, msgs) {
 		g.serveToolsetStateless(w, r, key, caller, msgs)
 		return
 	}

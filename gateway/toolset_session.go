@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 	"github.com/switchboard-mcp/switchboard/internal/toolsets"
 )
 
@@ -423,21 +423,10 @@ func (s *toolsetSession) originMeta(ctx context.Context, req *mcp.CallToolReques
 	if len(in) == 0 {
 		return nil, forget
 	}
-	sessionless := cs.InitializeResult() != nil && cs.InitializeResult().ProtocolVersion >= sessionlessVersion
-	meta = make(mcp.Meta, len(in))
-	for k, v := range in {
-		if strings.HasPrefix(k, reservedMetaPrefix) && (!sessionless || k == reservedMetaPrefix+"protocolVersion") {
-			continue
-		}
-		meta[k] = v
+	if req == nil {
+		req = &mcp.CallToolRequest{}
 	}
-	if token, ok := in["progressToken"]; ok && token != nil && req != nil && req.Session != nil {
-		ours := "switchboard-" + rand.Text()
-		meta["progressToken"] = ours
-		s.g.upstreamClients.progress.Store(ours, &progressRoute{ctx: ctx, session: req.Session, token: token})
-		forget = func() { s.g.upstreamClients.progress.Delete(ours) }
-	}
-	return meta, forget
+	return s.g.upstreamClients.progress.Meta(ctx, req, in, sessionless.Speaks(cs))
 }
 
 // originClientOptions are the options of the go-sdk client of an origin. A session's

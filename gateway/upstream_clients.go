@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
 // upstreamClientKey names an upstream client: a server, and the caller for a server of
@@ -37,10 +38,8 @@ type upstreamClient struct {
 	// frontServer answers the requests relayed through this client (see front).
 	frontOnce   sync.Once
 	frontServer *mcp.Server
-	// paramHeaderTools are the tools registered on frontServer for their Mcp-Param
-	// headers, by name, with the schema they were registered with.
-	paramHeaderMu    sync.Mutex
-	paramHeaderTools map[string]string
+	// paramHeaders are the tools registered on frontServer for their Mcp-Param headers.
+	paramHeaders sessionless.ParamHeaders
 
 	mu       sync.Mutex
 	inflight int
@@ -55,8 +54,8 @@ type upstreamClients struct {
 	mu sync.Mutex
 	m  map[upstreamClientKey]*upstreamClient
 	// progress routes the upstream's progress notifications back to the request that
-	// asked for them (see relayProgress).
-	progress sync.Map // gateway progress token (string) -> *progressRoute
+	// asked for them.
+	progress sessionless.Progress
 }
 
 func newUpstreamClients(g *Gateway) *upstreamClients {
@@ -258,31 +257,10 @@ func (u *upstreamClients) closeAll() {
 	}
 }
 
-// progressRoute is where an upstream's progress notifications for one relayed request
-// go: the downstream session of the request, under the token its client chose.
-type progressRoute struct {
-	// ctx is the request's own context in go-sdk's server, which sends what is sent in
-	// it on that request's response stream: a sessionless client has no other.
-	ctx     context.Context
-	session *mcp.ServerSession
-	token   any
-}
-
 // relayProgress passes an upstream's progress notification to the request whose
 // gateway token it carries; one for no request in flight is dropped.
-func (u *upstreamClients) relayProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	token, ok := req.Params.ProgressToken.(string)
-	if !ok {
-		return
-	}
-	v, ok := u.progress.Load(token)
-	if !ok {
-		return
-	}
-	route, _ := v.(*progressRoute)
-	params := *req.Params
-	params.ProgressToken = route.token
-	if err := route.session.NotifyProgress(route.ctx, &params); err != nil {
+func (u *upstreamClients) relayProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+	if err := u.progress.Relay(ctx, req); err != nil {
 		u.g.log.V(1).Info("Could not relay a progress notification", "reason", err.Error())
 	}
 }

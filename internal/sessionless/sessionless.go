@@ -201,7 +201,7 @@ func (p *Progress) Meta(ctx context.Context, req mcp.Request, in map[string]any,
 		meta[k] = v
 	}
 	if token, ok := in["progressToken"]; ok && token != nil {
-		if session, ok := req.GetSession().(*mcp.ServerSession); ok {
+		if session, ok := req.GetSession().(*mcp.ServerSession); ok && session != nil {
 			ours := "switchboard-" + rand.Text()
 			meta["progressToken"] = ours
 			p.routes.Store(ours, &progressRoute{ctx: ctx, session: session, token: token})

@@ -1,28 +1,17 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
-	"net/url"
-	"os"
-	"os/exec"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -37,117 +26,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
-
-// zitadelRedirect is where the example OP sends the browser back with a code; nothing
-// listens there: the test reads the code from the redirect.
-const zitadelRedirect = "http://127.0.0.1:9/callback"
-
-// startZitadelOP runs zitadel/oidc's example OP (hack/zitadel-op.sh) and returns its
-// issuer URL.
-func startZitadelOP(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("SWITCHBOARD_ZITADEL_OP")
-	if bin == "" {
-		t.Skip(`SWITCHBOARD_ZITADEL_OP is not set: run with SWITCHBOARD_ZITADEL_OP="$(hack/zitadel-op.sh)"`)
-	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "PORT=0", "REDIRECT_URI="+zitadelRedirect)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the example OP's issuer: %v", err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	return strings.TrimSpace(line)
-}
-
-// browserLogin is an AuthorizationCodeFetcher that does what a person does in a browser:
-// opens the authorization URL, fills in the OP's login page as test-user and follows the
-// redirect back to the client, whose code and state it returns.
-func browserLogin(t *testing.T, issuer string) auth.AuthorizationCodeFetcher {
-	return func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-		jar, err := cookiejar.New(nil)
-		if err != nil {
-			return nil, err
-		}
-		browser := &http.Client{Jar: jar, Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-			if strings.HasPrefix(req.URL.String(), zitadelRedirect) {
-				return http.ErrUseLastResponse
-			}
-			return nil
-		}}
-		t.Logf("login: the client opens %s", redactQuery(args.URL))
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, args.URL, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := browser.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		page, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		m := regexp.MustCompile(`name="id" value="([^"]+)"`).FindSubmatch(page)
-		if resp.StatusCode != http.StatusOK || m == nil {
-			return nil, errors.New("the authorization request did not land on a login form")
-		}
-		t.Logf("login: the OP shows its login page (%s); test-user logs in", resp.Request.URL.Path)
-		form := url.Values{"id": {string(m[1])}, "username": {"test-user@127.0.0.1"}, "password": {"verysecure"}}
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, issuer+"login/username", strings.NewReader(form.Encode()))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		resp, err = browser.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		_ = resp.Body.Close()
-		back, err := url.Parse(resp.Header.Get("Location"))
-		if err != nil || back.Query().Get("code") == "" {
-			return nil, errors.New("the login did not redirect back to the client with a code")
-		}
-		t.Logf("login: the OP redirects back to the client with a code")
-		return &auth.AuthorizationResult{Code: back.Query().Get("code"), State: back.Query().Get("state"), Iss: back.Query().Get("iss")}, nil
-	}
-}
-
-// rootIssuerDiscovery works around go-sdk v1.8.0's discovery for an issuer whose path
-// is "/" (the example OP's http://127.0.0.1:PORT/, as Auth0's issuers are): it builds the
-// path-insertion URLs /.well-known/openid-configuration/ and //.well-known/...
-// (RFC 8414 §3.1 says to drop the terminating "/" first), which no OP serves, and then
-// falls back to guessed endpoints. Only those two paths are rewritten, to the one OpenID
-// Connect Discovery defines; every other request goes out unchanged.
-type rootIssuerDiscovery struct{}
-
-func (rootIssuerDiscovery) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch req.URL.Path {
-	case "/.well-known/openid-configuration/", "//.well-known/openid-configuration":
-		req = req.Clone(req.Context())
-		req.URL.Path = "/.well-known/openid-configuration"
-	}
-	return http.DefaultTransport.RoundTrip(req)
-}
-
-func redactQuery(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "?"
-	}
-	u.RawQuery = "…"
-	return u.String()
-}
 
 // refusingReviews is a TokenReview client that authenticates no token and counts.
 type refusingReviews struct {
@@ -237,27 +117,12 @@ func newLoginFront(t *testing.T, providers *identity.Providers) *loginFront {
 	return f
 }
 
-// client returns an MCP client transport for server whose OAuth handler logs in at the
+// transport returns an MCP client transport for server whose OAuth handler logs in at the
 // OP as client "web"; token, when set, turns the exchanged token into the one the
 // client presents.
 func (f *loginFront) transport(t *testing.T, issuer, server string, token func(*oauth2.Token) *oauth2.Token) *mcp.StreamableClientTransport {
 	t.Helper()
-	cfg := &auth.AuthorizationCodeHandlerConfig{
-		PreregisteredClient:      &oauthex.ClientCredentials{ClientID: "web", ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: "secret"}},
-		RedirectURL:              zitadelRedirect,
-		AuthorizationCodeFetcher: browserLogin(t, issuer),
-		AcceptUnadvertisedIss:    true,
-		Client:                   &http.Client{Transport: rootIssuerDiscovery{}, Timeout: 10 * time.Second},
-	}
-	if token != nil {
-		cfg.NewTokenSource = func(_ context.Context, _ *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
-			return oauth2.StaticTokenSource(token(tok)), nil
-		}
-	}
-	handler, err := auth.NewAuthorizationCodeHandler(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	handler := testenv.ZitadelOAuthHandler(t, issuer, token)
 	return &mcp.StreamableClientTransport{Endpoint: f.url + catalog.GatewayPath(namespace, server), OAuthHandler: handler}
 }
 
@@ -306,7 +171,7 @@ func (f *loginFront) useNotes(t *testing.T, issuer string, token func(*oauth2.To
 // and nothing else. First with the OP's opaque access token (introspection), then with
 // its ID token (a JWT) at a provider that does not introspect.
 func TestLoginFromAnMCPClient(t *testing.T) {
-	issuer := startZitadelOP(t)
+	issuer := testenv.StartZitadelOP(t)
 	base := identity.ProviderConfig{
 		Name:              "zitadel",
 		Generation:        1,

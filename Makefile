@@ -75,11 +75,12 @@ test: ## Run all tests (unit and envtest integration) with the race detector, th
 	$(GO) test -count=1 $(GO_TEST_FLAGS) -run 'TestAThousandSessionsOnAHungServerLeaveOtherServersAlone' ./gateway/
 
 .PHONY: test-e2e
-test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary, real MCP servers.
+test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary, real MCP servers, an OpenID provider.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
 	SWITCHBOARD_CONFORMANCE="$$(hack/test-servers.sh --conformance)" \
 	SWITCHBOARD_CONFORMANCE_2026="$$(hack/test-servers.sh --conformance-2026)" \
+	SWITCHBOARD_ZITADEL_OP="$$(hack/zitadel-op.sh)" \
 	$(GO) test -tags e2e -count=1 -v $(GO_TEST_FLAGS) ./test/e2e/
 
 .PHONY: verify

@@ -11,8 +11,11 @@
 // (StartConformanceServer), the conformance suite's server scenarios against any MCP
 // endpoint (RunConformanceServerSuite, with DiffConformance to compare a run through
 // Switchboard with a direct one), and ToolHive's thv proxy for benchmarks
-// (StartThvProxy, which skips when hack/test-servers.sh --thv has not built thv). Every
-// server listens on 127.0.0.1 and dies with the test.
+// (StartThvProxy, which skips when hack/test-servers.sh --thv has not built thv), and
+// zitadel/oidc's example OpenID provider for login tests (StartZitadelOP, which skips
+// without SWITCHBOARD_ZITADEL_OP; ZitadelLogin, or ZitadelOAuthHandler for go-sdk's MCP
+// client, drive its login page as a browser would). Every server listens on 127.0.0.1
+// and dies with the test.
 //
 // Test code only: nothing outside _test.go files and test programs may import it.
 package testenv

@@ -47,7 +47,7 @@ func StartZitadelOP(t testing.TB) string {
 	if bin == "" {
 		t.Skipf("%s is not set: run with %s=\"$(hack/zitadel-op.sh)\"", ZitadelOPEnv, ZitadelOPEnv)
 	}
-	cmd := exec.Command(bin) //nolint:noctx // killed at cleanup
+	cmd := exec.Command(bin) //nolint:noctx,gosec // the binary hack/zitadel-op.sh built, named by the test environment; killed at cleanup
 	cmd.Env = append(os.Environ(), "PORT=0", "REDIRECT_URI="+ZitadelRedirect)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = processGroupDyingWithParent()

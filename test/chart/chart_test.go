@@ -455,6 +455,7 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		"--set", "manager.extraArgs={--max-concurrent-reconciles=16}",
 		"--set", "manager.gateway.maxSessions=500", "--set", "manager.gateway.idleTimeout=2m",
 		"--set", "manager.gateway.maxSessionsPerCaller=8", "--set-json", "manager.gateway.sessionRatePerCaller=2.5",
+		"--set", "manager.gateway.publicURL=https://mcp.example.com", "--set", "manager.gateway.scopes={openid,email}",
 		"--set", "nodeSelector.pool=system", "--set", "tolerations[0].key=dedicated",
 		"--set", "tolerations[0].operator=Exists",
 		"--set", "resources.limits.memory=2Gi",
@@ -468,7 +469,8 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		"--denied-cidrs=10.96.0.0/12,10.244.0.0/16", "--max-concurrent-reconciles=16",
 		"--gateway-max-sessions=500", "--gateway-idle-timeout=2m",
 		"--gateway-max-sessions-per-caller=8", "--gateway-max-sessions-per-namespace=0",
-		"--gateway-session-rate-per-caller=2.5", "--gateway-session-burst-per-caller=32"} {
+		"--gateway-session-rate-per-caller=2.5", "--gateway-session-burst-per-caller=32",
+		"--gateway-public-url=https://mcp.example.com", "--gateway-scopes=openid,email"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("manager args %v lack %s", c.Args, want)
 		}
@@ -481,6 +483,12 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 	}
 	if got := c.Resources.Limits.Memory().String(); got != "2Gi" {
 		t.Errorf("memory limit %s, want 2Gi", got)
+	}
+
+	for _, arg := range managerContainer(t, render(t)).Args {
+		if strings.HasPrefix(arg, "--gateway-public-url") || strings.HasPrefix(arg, "--gateway-scopes") {
+			t.Errorf("the defaults pass %s; want the manager's own defaults", arg)
+		}
 	}
 
 	single := deployment(t, render(t, valueSets["single replica"]...))
@@ -677,6 +685,8 @@ func TestValuesSchemaRejectsInvalidValues(t *testing.T) {
 		{name: "unknown egress posture", args: []string{"--set", "manager.defaultEgress=open"}, want: []string{"/manager/defaultEgress", "public"}},
 		{name: "gateway session rate of zero", args: []string{"--set", "manager.gateway.sessionRatePerCaller=0"}, want: []string{"/manager/gateway/sessionRatePerCaller"}},
 		{name: "gateway idle timeout that is no duration", args: []string{"--set", "manager.gateway.idleTimeout=ten minutes"}, want: []string{"/manager/gateway/idleTimeout"}},
+		{name: "gateway public URL over plain http", args: []string{"--set", "manager.gateway.publicURL=http://mcp.example.com"}, want: []string{"/manager/gateway/publicURL"}},
+		{name: "gateway scope with a space", args: []string{"--set", "manager.gateway.scopes={openid email}"}, want: []string{"/manager/gateway/scopes/0"}},
 		{name: "string for a boolean", args: []string{"--set-string", "networkPolicy.enabled=yes"}, want: []string{"/networkPolicy/enabled", "boolean"}},
 		{name: "port out of range", args: []string{"--set", "ports.catalog=70000"}, want: []string{"/ports/catalog", "maximum"}},
 		{name: "extra arg that is not a flag", args: []string{"--set", "manager.extraArgs={leader-elect}"}, want: []string{"/manager/extraArgs/0"}},

@@ -138,7 +138,8 @@ func discover(ctx context.Context, cs *mcp.ClientSession, cfg Config, red redact
 // place, every decoded page (schemas as maps of generic values) would stay on the heap
 // beside the snapshot. Taken out, a page is garbage once converted. Its time-to-live is
 // zeroed too, so that go-sdk never answers a later list from the emptied entry but drops
-// it and asks the server.
+// it and asks the server. Only for a session nobody calls tools on: go-sdk's CallTool
+// reads the cached tool pages under its own lock (see Upstream.ListTools).
 func detach[T any](c *mcp.Cacheable, items *[]T) []T {
 	c.TTLMs = 0
 	out := *items

@@ -32,7 +32,11 @@ func (u *Upstream) ListTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp
 			if err != nil {
 				return nil, "", err
 			}
-			return detach(&res.Cacheable, &res.Tools), res.NextCursor, nil
+			// Left in go-sdk's cache, not detached: the caller calls tools on the same
+			// session while it lists, and go-sdk's CallTool reads the cached pages (for
+			// their Mcp-Param headers) under a lock this package cannot take. The copy
+			// is bounded like the list: one more page set per session.
+			return res.Tools, res.NextCursor, nil
 		},
 		func(t *mcp.Tool) *mcp.Tool {
 			// The whole definition is kept: it is charged as its JSON encoding.

@@ -283,17 +283,8 @@ func (f *statelessFront) relay(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok || !sessionless.Relayed[method] {
 			return next(ctx, method, req)
 		}
-		var forget func()
-		meta := func(in map[string]any) map[string]any {
-			var out map[string]any
-			out, forget = f.progress.Meta(ctx, req, in, true)
-			return out
-		}
-		defer func() {
-			if forget != nil {
-				forget()
-			}
-		}()
+		meta, done := f.progress.Rewriter(ctx, req, true)
+		defer done()
 		var res mcp.Result
 		var err error
 		if method == "tools/call" {

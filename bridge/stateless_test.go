@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/bridge"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
 // Sessionless clients (MCP 2026-07-28) of a server that speaks that era share one
@@ -175,4 +176,51 @@ func postSessionless(t *testing.T, url, method, message string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// A client names its own progress token, and two clients may name the same one: the
+// process sees a token of the bridge's own, random per request, so neither client
+// receives the other's progress, and no client can address another's request.
+func TestSessionlessProgressReachesOnlyItsOwnRequest(t *testing.T) {
+	r := startBridge(t, bridge.Options{Command: []string{testenv.BuildGoBinary(t, testenv.GoSDKConformanceServer)}, GracePeriod: time.Second})
+	const clients = 2
+	var mu sync.Mutex
+	received := make([]int, clients)
+	sessions := make([]*mcp.ClientSession, clients)
+	for i := range sessions {
+		sessions[i] = r.connectSessionless(t, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, n *mcp.ProgressNotificationClientRequest) {
+				mu.Lock()
+				defer mu.Unlock()
+				if n.Params.ProgressToken != "shared-token" {
+					t.Errorf("client %d received progress under token %v, not its own", i, n.Params.ProgressToken)
+				}
+				received[i]++
+			},
+		})
+	}
+	var wg sync.WaitGroup
+	for i, cs := range sessions {
+		wg.Go(func() {
+			params := &mcp.CallToolParams{Name: "test_tool_with_progress", Arguments: map[string]any{}}
+			params.SetProgressToken("shared-token")
+			res, err := cs.CallTool(testCtx(t), params)
+			if err != nil {
+				t.Errorf("client %d: %v", i, err)
+				return
+			}
+			// The tool answers with the token it was given.
+			if text := res.Content[0].(*mcp.TextContent).Text; !strings.HasPrefix(text, "switchboard-") {
+				t.Errorf("client %d: the process saw progress token %q, want one of the bridge's own", i, text)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for i, n := range received {
+		if n != 3 {
+			t.Errorf("client %d received %d progress notifications, want its own 3", i, n)
+		}
+	}
 }

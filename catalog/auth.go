@@ -625,13 +625,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identi
 // segments (a JWT of that shape is malformed for everyone), and some provider
 // introspects opaque tokens.
 func (a *Authenticator) opaqueForProviders(token string) bool {
-	if a.providers == nil || token == "" || len(token) > maxTokenBytes || strings.Count(token, ".") == 2 {
+	if a.providers == nil || checkTokenBytes(token) != nil || strings.Count(token, ".") == 2 {
 		return false
-	}
-	for i := range len(token) {
-		if c := token[i]; c < 0x21 || c > 0x7e {
-			return false
-		}
 	}
 	return a.providers.Handles(token)
 }
@@ -773,6 +768,20 @@ func (a *Authenticator) audienceMatches(got []string) bool {
 	return false
 }
 
+// checkTokenBytes rejects a bearer token that is empty, longer than 8 KiB or has a byte
+// outside printable ASCII.
+func checkTokenBytes(token string) error {
+	if token == "" || len(token) > maxTokenBytes {
+		return fmt.Errorf("%w: its length must be between 1 and %d bytes", errMalformedToken, maxTokenBytes)
+	}
+	for i := range len(token) {
+		if c := token[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%w: it must be printable ASCII without spaces", errMalformedToken)
+		}
+	}
+	return nil
+}
+
 // errMalformedToken is the error CheckTokenShape wraps.
 var errMalformedToken = errors.New("malformed bearer token")
 
@@ -792,13 +801,8 @@ var errMalformedToken = errors.New("malformed bearer token")
 // opaque strings of printable ASCII. For a JWT with an exp claim, CheckTokenShape returns
 // the expiry (unverified: it only shortens how long a review is cached).
 func CheckTokenShape(token string) (expiry time.Time, err error) {
-	if token == "" || len(token) > maxTokenBytes {
-		return time.Time{}, fmt.Errorf("%w: its length must be between 1 and %d bytes", errMalformedToken, maxTokenBytes)
-	}
-	for i := range len(token) {
-		if c := token[i]; c < 0x21 || c > 0x7e {
-			return time.Time{}, fmt.Errorf("%w: it must be printable ASCII without spaces", errMalformedToken)
-		}
+	if err := checkTokenBytes(token); err != nil {
+		return time.Time{}, err
 	}
 	if !strings.HasPrefix(token, "eyJ") || !strings.Contains(token, ".") {
 		return time.Time{}, nil // opaque

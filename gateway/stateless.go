@@ -111,21 +111,13 @@ func (g *Gateway) relayStateless(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // relayCall relays a request other than tools/call to the server, with the _meta
-// upstreamMeta makes of the client's, judges a tools/list answer, and records the call's
+// the progress Rewriter makes of the client's, judges a tools/list answer, and records the call's
 // metrics.
 func (g *Gateway) relayCall(ctx context.Context, sr *statelessRequest, method string, req mcp.Request) (mcp.Result, error) {
 	start := time.Now()
-	var forget func()
-	defer func() {
-		if forget != nil {
-			forget()
-		}
-	}()
-	res, err := sessionless.Call(ctx, sr.client.cs, method, req, func(in map[string]any) map[string]any {
-		var meta map[string]any
-		meta, forget = g.upstreamMeta(ctx, sr, req, in)
-		return meta
-	})
+	meta, done := g.upstreamClients.progress.Rewriter(ctx, req, sr.client.key.caller == "")
+	defer done()
+	res, err := sessionless.Call(ctx, sr.client.cs, method, req, meta)
 	if list, ok := res.(*mcp.ListToolsResult); ok && err == nil {
 		params, _ := req.GetParams().(*mcp.ListToolsParams)
 		err = g.judgeStatelessToolList(sr, list, params)

@@ -213,6 +213,19 @@ func (p *Progress) Meta(ctx context.Context, req mcp.Request, in map[string]any,
 	return meta, forget
 }
 
+// Rewriter returns the meta function Call and ToolCall take, which rewrites the client's
+// _meta as Meta does, and done, which forgets the progress route it made: call done once
+// the request is answered.
+func (p *Progress) Rewriter(ctx context.Context, req mcp.Request, keepReserved bool) (meta func(map[string]any) map[string]any, done func()) {
+	forget := func() {}
+	meta = func(in map[string]any) map[string]any {
+		out, f := p.Meta(ctx, req, in, keepReserved)
+		forget = f
+		return out
+	}
+	return meta, func() { forget() }
+}
+
 // Relay passes a server's progress notification to the request whose token it carries;
 // one for no request in flight is dropped.
 func (p *Progress) Relay(_ context.Context, n *mcp.ProgressNotificationClientRequest) error {

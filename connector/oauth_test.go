@@ -883,7 +883,7 @@ func upstreamClient(t *testing.T, p *Pool, key Key) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	u, err := p.OpenUpstream(ctx, key)
+	u, err := p.OpenUpstream(ctx, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func BenchmarkUpstreamToolsCall(b *testing.B) {
 	cfg.Headers = []Header{{Name: "Authorization", Value: "Bearer bench-secret-token-0123456789"}}
 	p.Ensure(key, cfg)
 	waitReady(b, p, key)
-	u, err := p.OpenUpstream(b.Context(), key)
+	u, err := p.OpenUpstream(b.Context(), key, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

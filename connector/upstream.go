@@ -113,8 +113,9 @@ const maxInjected = 8
 // OpenUpstream opens a new upstream session with the server key names, over the
 // transport the pool's own session uses. ctx bounds the opening only (for the legacy SSE
 // transport, the GET that receives the message endpoint). The caller writes the client's
-// initialize request first and must Close the Upstream.
-func (p *Pool) OpenUpstream(ctx context.Context, key Key) (*Upstream, error) {
+// initialize request first and must Close the Upstream. caller is who the session acts
+// for; it may be nil for a server whose credentials do not follow the caller.
+func (p *Pool) OpenUpstream(ctx context.Context, key Key, caller *Caller) (*Upstream, error) {
 	p.mu.Lock()
 	var s *session
 	if e := p.servers[key]; e != nil {

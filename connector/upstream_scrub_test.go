@@ -123,7 +123,7 @@ func TestUpstreamScrubsTheServersCredentialFromWhatItRelays(t *testing.T) {
 	cfg.Headers = []Header{{Name: "Authorization", Value: "Bearer " + echoingToken}}
 	p.Ensure(key, cfg)
 	waitReady(t, p, key)
-	u, err := p.OpenUpstream(t.Context(), key)
+	u, err := p.OpenUpstream(t.Context(), key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

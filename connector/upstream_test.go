@@ -22,7 +22,7 @@ import (
 // as a client would through the gateway.
 func openUpstream(t *testing.T, p *Pool, key Key) *Upstream {
 	t.Helper()
-	u, err := p.OpenUpstream(t.Context(), key)
+	u, err := p.OpenUpstream(t.Context(), key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestAFollowerHoldsTheLeadersConfigAndWritesNothing(t *testing.T) {
 		"a follower's standby server is not connected until its gateway needs it")
 
 	// The gateway's upstream connects with the leader's config.
-	up, err := pool.OpenUpstream(ctx, key)
+	up, err := pool.OpenUpstream(ctx, key, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = up.Close() })
 	g.Expect(srv.lastAuthorization()).To(Equal(token))

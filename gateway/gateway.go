@@ -653,7 +653,7 @@ func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *c
 	}
 	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ConnectTimeout)
 	defer cancel()
-	up, err := g.opts.Pool.OpenUpstream(openCtx, key)
+	up, err := g.opts.Pool.OpenUpstream(openCtx, key, nil)
 	if err != nil {
 		release()
 		return nil, &sessionRefusal{status: http.StatusBadGateway, err: fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)}

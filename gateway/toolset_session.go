@@ -472,7 +472,7 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 			o.err = err
 			return
 		}
-		up, err := s.g.opts.Pool.OpenUpstream(ctx, key)
+		up, err := s.g.opts.Pool.OpenUpstream(ctx, key, nil)
 		if err != nil {
 			release()
 			o.err = fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)

@@ -141,7 +141,7 @@ func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller
 	defer cancel()
 	// The connector's connection: the same credentials, egress judgement at dial time,
 	// redirect policy, limits and scrubbing as every other connection to the server.
-	up, err := u.g.opts.Pool.OpenUpstream(openCtx, c.key.server)
+	up, err := u.g.opts.Pool.OpenUpstream(openCtx, c.key.server, nil)
 	var cs *mcp.ClientSession
 	if err == nil {
 		if cs, err = client.Connect(openCtx, upstreamTransport{up: up}, nil); err != nil {

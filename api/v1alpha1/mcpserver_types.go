@@ -91,6 +91,9 @@ type MCPServerSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.headers) || !self.headers.exists(h, h.name.lowerAscii() == 'authorization')",message="auth and an Authorization header are mutually exclusive: the OAuth token is sent in the Authorization header"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.tokenURL) || size(self.auth.oauth2.clientCredentials.tokenURL) == 0 || self.auth.oauth2.clientCredentials.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback token endpoint"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.issuer) || size(self.auth.oauth2.clientCredentials.issuer) == 0 || self.auth.oauth2.clientCredentials.issuer.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.issuer",message="issuer must use https; set allowInsecureHTTP: true to allow a plain http authorization server"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.workloadIdentity) || ((!has(self.auth.oauth2.workloadIdentity.tokenURL) || size(self.auth.oauth2.workloadIdentity.tokenURL) == 0 || self.auth.oauth2.workloadIdentity.tokenURL.lowerAscii().startsWith('https://')) && (!has(self.auth.oauth2.workloadIdentity.issuer) || size(self.auth.oauth2.workloadIdentity.issuer) == 0 || self.auth.oauth2.workloadIdentity.issuer.lowerAscii().startsWith('https://'))) || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.workloadIdentity",message="workloadIdentity tokenURL and issuer must use https; set allowInsecureHTTP: true to allow plain http to a loopback authorization server"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.enterpriseManaged) || self.auth.oauth2.enterpriseManaged.identityProvider.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.enterpriseManaged.identityProvider.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback identity provider"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.tokenExchange) || self.auth.oauth2.tokenExchange.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.tokenExchange.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback token service"
 type HTTPServerSpec struct {
 	// url is the absolute http or https URL of the server's MCP endpoint, at most 2048
 	// characters, with no user information and no fragment. Its query string is treated
@@ -143,7 +146,9 @@ type HTTPAuth struct {
 }
 
 // OAuth2Auth configures OAuth 2.1 for the server (MCP authorization).
-// +kubebuilder:validation:XValidation:rule="has(self.clientCredentials)",message="oauth2 must set clientCredentials"
+// +kubebuilder:validation:XValidation:rule="has(self.clientCredentials) || has(self.workloadIdentity) || has(self.enterpriseManaged) || has(self.tokenExchange)",message="oauth2 must set one of clientCredentials, workloadIdentity, enterpriseManaged or tokenExchange"
+// +kubebuilder:validation:XValidation:rule="!(has(self.clientCredentials) && has(self.workloadIdentity))",message="clientCredentials and workloadIdentity are mutually exclusive: the operator authenticates with one credential"
+// +kubebuilder:validation:XValidation:rule="!(has(self.enterpriseManaged) && has(self.tokenExchange))",message="enterpriseManaged and tokenExchange are mutually exclusive: a caller's token is exchanged one way"
 type OAuth2Auth struct {
 	// clientCredentials uses the client credentials grant (the MCP authorization
 	// extension for machine-to-machine clients, SEP-1046). The token endpoint is
@@ -154,6 +159,209 @@ type OAuth2Auth struct {
 	// expire.
 	// +optional
 	ClientCredentials *OAuth2ClientCredentials `json:"clientCredentials,omitempty"`
+
+	// workloadIdentity authenticates the operator with a workload JWT instead of a
+	// client secret: the JWT-bearer grant (RFC 7523, MCP workload identity federation,
+	// SEP-1933) with a ServiceAccount token the operator requests for the server's
+	// authorization server, or a JWT another system issues, read from a Secret. Token
+	// endpoint and scopes are discovered as for clientCredentials. Mutually exclusive
+	// with clientCredentials.
+	// +optional
+	WorkloadIdentity *OAuth2WorkloadIdentity `json:"workloadIdentity,omitempty"`
+
+	// enterpriseManaged gives every caller of the gateway a token of their own
+	// (enterprise-managed authorization, SEP-990): the ID token the caller presented to
+	// the gateway is exchanged at the enterprise identity provider for an identity
+	// assertion grant (ID-JAG, RFC 8693), which the server's authorization server trades
+	// for an access token (JWT-bearer grant, RFC 7523) used for that caller's requests
+	// only. With clientCredentials or workloadIdentity beside it, the operator uses that
+	// credential for its own session (discovery, probes); without, tools are discovered
+	// per caller and status publishes none.
+	// +optional
+	EnterpriseManaged *OAuth2EnterpriseManaged `json:"enterpriseManaged,omitempty"`
+
+	// tokenExchange gives every caller of the gateway a token of their own: the
+	// caller's token is the subject_token of an RFC 8693 token exchange at a security
+	// token service, and the token issued is used for that caller's requests only.
+	// Mutually exclusive with enterpriseManaged; clientCredentials or workloadIdentity
+	// beside it is the operator's own credential, as for enterpriseManaged.
+	// +optional
+	TokenExchange *OAuth2TokenExchange `json:"tokenExchange,omitempty"`
+}
+
+// OAuth2WorkloadIdentity is a workload JWT the operator presents as a JWT-bearer
+// assertion (RFC 7523) instead of a client secret.
+// +kubebuilder:validation:XValidation:rule="has(self.serviceAccountToken) != has(self.tokenFrom)",message="exactly one of serviceAccountToken or tokenFrom must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.issuer) || size(self.issuer) == 0 || (self.issuer.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(self.issuer))",fieldPath=".issuer",message="issuer must be an absolute http:// or https:// URL with no user information, query or fragment"
+type OAuth2WorkloadIdentity struct {
+	// serviceAccountToken has the operator request a token of a ServiceAccount in the
+	// MCPServer's namespace through the TokenRequest API, for the authorization server,
+	// and request a new one before it expires. Creating the MCPServer needs permission
+	// to create tokens of that ServiceAccount (serviceaccounts/token).
+	// +optional
+	ServiceAccountToken *ServiceAccountTokenSource `json:"serviceAccountToken,omitempty"`
+
+	// tokenFrom reads a workload JWT another system issues (and keeps current) from a
+	// Secret in the MCPServer's namespace.
+	// +optional
+	TokenFrom *SecretKeySource `json:"tokenFrom,omitempty"`
+
+	// clientID is sent as client_id with the grant when the authorization server
+	// expects one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ClientID string `json:"clientID,omitempty"`
+
+	// scopes are requested with every token; empty discovers them as for
+	// clientCredentials.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[\x21\x23-\x5B\x5D-\x7E]+$`
+	Scopes []string `json:"scopes,omitempty"`
+
+	// tokenURL is the token endpoint. Empty discovers it. It must use https unless
+	// allowInsecureHTTP is set, and even then plain http is used only to a loopback
+	// address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || (self.matches('^(?i)https?://[^/?#@]+([/?][^#]*)?$') && isURL(self))",message="tokenURL must be an absolute http:// or https:// URL with no user information and no fragment"
+	TokenURL string `json:"tokenURL,omitempty"`
+
+	// issuer pins the authorization server the assertion may be sent to, as for
+	// clientCredentials.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Issuer string `json:"issuer,omitempty"`
+}
+
+// ServiceAccountTokenSource is a ServiceAccount token the operator requests.
+type ServiceAccountTokenSource struct {
+	// serviceAccountName is a ServiceAccount in the MCPServer's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="serviceAccountName must be a DNS subdomain: lower-case letters, digits, '-' and '.'"
+	ServiceAccountName string `json:"serviceAccountName"`
+
+	// audience is the token's audience. Empty means the authorization server's issuer
+	// identifier (the token endpoint when it is configured and no issuer is pinned).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Audience string `json:"audience,omitempty"`
+
+	// expirationSeconds is the token's requested lifetime; the operator requests a new
+	// one when four fifths of it have passed. Default 600, the API server's minimum.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=600
+	// +kubebuilder:validation:Maximum=86400
+	ExpirationSeconds int64 `json:"expirationSeconds,omitempty"`
+}
+
+// OAuth2EnterpriseManaged configures enterprise-managed authorization (SEP-990).
+type OAuth2EnterpriseManaged struct {
+	// identityProvider is where the caller's ID token is exchanged for an identity
+	// assertion grant.
+	// +required
+	IdentityProvider EnterpriseIdentityProvider `json:"identityProvider"`
+
+	// clientID is this client's identifier at the server's authorization server.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ClientID string `json:"clientID"`
+
+	// clientSecret authenticates this client to the server's authorization server
+	// (client_secret_basic). Empty sends client_id alone.
+	// +optional
+	ClientSecret *SecretKeySource `json:"clientSecret,omitempty"`
+
+	// scopes are requested with every caller's token; empty discovers them as for
+	// clientCredentials.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[\x21\x23-\x5B\x5D-\x7E]+$`
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// EnterpriseIdentityProvider is the enterprise identity provider's token endpoint.
+type EnterpriseIdentityProvider struct {
+	// tokenURL is the identity provider's token endpoint. It must use https unless
+	// allowInsecureHTTP is set, and even then plain http is used only to a loopback
+	// address.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(?i)https?://[^/?#@]+([/?][^#]*)?$') && isURL(self)",message="tokenURL must be an absolute http:// or https:// URL with no user information and no fragment"
+	TokenURL string `json:"tokenURL"`
+
+	// clientID is this client's identifier at the identity provider.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ClientID string `json:"clientID"`
+
+	// clientSecret authenticates this client to the identity provider
+	// (client_secret_basic). Empty sends client_id alone.
+	// +optional
+	ClientSecret *SecretKeySource `json:"clientSecret,omitempty"`
+}
+
+// OAuth2TokenExchange configures an RFC 8693 token exchange for every caller.
+// +kubebuilder:validation:XValidation:rule="!has(self.resource) || size(self.resource) == 0 || (self.resource.matches('^(?i)https?://[^?#@]+$') && isURL(self.resource))",fieldPath=".resource",message="resource must be an absolute http:// or https:// URL with no user information, query or fragment"
+type OAuth2TokenExchange struct {
+	// tokenURL is the security token service's token endpoint. It must use https
+	// unless allowInsecureHTTP is set, and even then plain http is used only to a
+	// loopback address.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(?i)https?://[^/?#@]+([/?][^#]*)?$') && isURL(self)",message="tokenURL must be an absolute http:// or https:// URL with no user information and no fragment"
+	TokenURL string `json:"tokenURL"`
+
+	// clientID is this client's identifier at the token service.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ClientID string `json:"clientID"`
+
+	// clientSecret authenticates this client to the token service
+	// (client_secret_basic). Empty sends client_id alone.
+	// +optional
+	ClientSecret *SecretKeySource `json:"clientSecret,omitempty"`
+
+	// audience is the RFC 8693 audience of the token requested.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Audience string `json:"audience,omitempty"`
+
+	// resource is the RFC 8693 resource of the token requested. Empty means the
+	// server's URL (without its query).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Resource string `json:"resource,omitempty"`
+
+	// scopes are requested with every caller's token.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[\x21\x23-\x5B\x5D-\x7E]+$`
+	Scopes []string `json:"scopes,omitempty"`
+
+	// requestedTokenType is the RFC 8693 token type requested; the token service must
+	// issue exactly this type.
+	// +optional
+	// +kubebuilder:default="urn:ietf:params:oauth:token-type:access_token"
+	// +kubebuilder:validation:Enum="urn:ietf:params:oauth:token-type:access_token";"urn:ietf:params:oauth:token-type:jwt"
+	RequestedTokenType string `json:"requestedTokenType,omitempty"`
 }
 
 // OAuth2ClientCredentials are the client credentials the operator requests tokens with.

@@ -1,0 +1,18 @@
+package connector
+
+import "time"
+
+// Caller is the gateway caller an upstream session acts for. A server whose upstream
+// credentials follow the caller (Config.PerCaller) gets, for each caller, tokens
+// obtained by exchanging the caller's own token; other servers ignore it.
+type Caller struct {
+	// Key identifies the caller across its tokens (catalog.Identity.Key): upstream
+	// tokens are cached per server and Key, and never served to another Key.
+	Key string
+	// Token is the bearer token the caller presented to the gateway, the subject of
+	// the exchange. It is a secret: it goes to the configured token service only.
+	Token string
+	// Expiry is when Token expires; zero when unknown. Upstream tokens obtained with
+	// it are dropped then.
+	Expiry time.Time
+}

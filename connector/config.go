@@ -121,6 +121,11 @@ type Config struct {
 	// OAuth2 obtains OAuth access tokens for the server with the client credentials
 	// grant and sends them as bearer tokens to the URL's origin. Nil sends none.
 	OAuth2 *OAuth2ClientCredentials
+	// WorkloadIdentity obtains OAuth access tokens for the server with the JWT-bearer
+	// grant (RFC 7523), presenting a workload JWT instead of a client secret, and sends
+	// them as OAuth2's are. Nil sends none. At most one of OAuth2 and WorkloadIdentity
+	// is set.
+	WorkloadIdentity *OAuth2WorkloadIdentity
 }
 
 // Token endpoint client authentication methods (RFC 7591, RFC 7523).
@@ -131,7 +136,61 @@ const (
 	AuthMethodClientSecretPost = "client_secret_post"
 	// AuthMethodPrivateKeyJWT sends a client assertion signed with the private key.
 	AuthMethodPrivateKeyJWT = "private_key_jwt"
+	// AuthMethodNone sends no client secret: client_id alone in the request body, when
+	// there is one. The JWT-bearer grant of workload identity authenticates with its
+	// assertion.
+	AuthMethodNone = "none"
 )
+
+// grantTypeJWTBearer is the JWT-bearer authorization grant (RFC 7523 section 2.1).
+const grantTypeJWTBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+// AssertionSource supplies the workload JWT a JWT-bearer grant presents: a
+// ServiceAccount token requested for the audience, or a JWT another system issues.
+// Implementations must be comparable, and equal exactly when they supply the same
+// identity (a pointer per server, say): Ensure keeps a session whose source is the
+// same value, and a source that re-reads its JWT keeps the session across rotations.
+type AssertionSource interface {
+	// Assertion returns a JWT for audience, the authorization server's issuer
+	// identifier (its token endpoint when that is configured and no issuer pinned). A
+	// source whose JWTs name their own audience ignores it. It is called when a token is
+	// due, not per request. An error that is an *Error keeps its reason (set its
+	// Authentication to ReasonWorkloadTokenUnavailable); any other is reported with
+	// ReasonWorkloadTokenUnavailable. Errors never carry the JWT.
+	Assertion(ctx context.Context, audience string) (string, error)
+}
+
+// OAuth2WorkloadIdentity configures the JWT-bearer grant with a workload JWT (RFC 7523,
+// the MCP workload identity federation extension, SEP-1933). Discovery, bounds,
+// redirect checks and redaction are those of OAuth2ClientCredentials; the assertion is
+// sent to the token endpoint only, and never again after the token endpoint refused it
+// (not within ten minutes, and not with another grant).
+type OAuth2WorkloadIdentity struct {
+	// Assertion supplies the workload JWT. Required.
+	Assertion AssertionSource
+	// ClientID, when set, is sent as client_id with the grant.
+	ClientID string
+	// Scopes are requested in the token request; empty discovers them as for
+	// OAuth2ClientCredentials.
+	Scopes []string
+	// TokenURL is the token endpoint. Empty discovers it from the server's metadata.
+	TokenURL string
+	// Issuer, when set, pins the authorization server as OAuth2ClientCredentials.Issuer
+	// does; it is also the assertion's audience.
+	Issuer string
+	// AllowInsecureHTTP is OAuth2ClientCredentials.AllowInsecureHTTP.
+	AllowInsecureHTTP bool
+}
+
+// equal reports whether w and v configure the same token source.
+func (w *OAuth2WorkloadIdentity) equal(v *OAuth2WorkloadIdentity) bool {
+	if w == nil || v == nil {
+		return w == nil && v == nil
+	}
+	return sameValue(w.Assertion, v.Assertion) && w.ClientID == v.ClientID &&
+		slices.Equal(w.Scopes, v.Scopes) && w.TokenURL == v.TokenURL && w.Issuer == v.Issuer &&
+		w.AllowInsecureHTTP == v.AllowInsecureHTTP
+}
 
 // OAuth2ClientCredentials configures the client credentials grant (OAuth 2.1, the MCP
 // authorization extension for machine-to-machine clients). Discovery (RFC 9728, RFC
@@ -254,6 +313,9 @@ func (c Config) validate() (*url.URL, error) {
 	default:
 		return nil, fmt.Errorf("unknown protocol %q", c.Protocol)
 	}
+	if c.OAuth2 != nil && c.WorkloadIdentity != nil {
+		return nil, errors.New("OAuth client credentials and workload identity are mutually exclusive")
+	}
 	return u, nil
 }
 
@@ -270,7 +332,8 @@ func sameSession(a, b Config) bool {
 		a.HealthCheck == b.HealthCheck &&
 		a.Limits == b.Limits &&
 		sameValue(a.Resolver, b.Resolver) &&
-		a.OAuth2.equal(b.OAuth2)
+		a.OAuth2.equal(b.OAuth2) &&
+		a.WorkloadIdentity.equal(b.WorkloadIdentity)
 }
 
 // sameDecision reports whether two egress deciders allow the same connections: equal
@@ -335,6 +398,9 @@ func (c Config) secrets() []string {
 		}
 	}
 	addURL(c.URL)
+	if w := c.WorkloadIdentity; w != nil {
+		addURL(w.TokenURL)
+	}
 	if o := c.OAuth2; o != nil {
 		addURL(o.TokenURL)
 		add(o.ClientSecret)

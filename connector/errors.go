@@ -47,6 +47,13 @@ const (
 	// ReasonInsufficientScope means the server answered insufficient_scope, or the
 	// token endpoint invalid_scope.
 	ReasonInsufficientScope = mcpv1alpha1.ReasonInsufficientScope
+	// ReasonInvalidGrant means the token endpoint refused the grant (invalid_grant):
+	// the workload JWT of a JWT-bearer grant is expired, names another audience, or
+	// its issuer is not trusted.
+	ReasonInvalidGrant = mcpv1alpha1.ReasonInvalidGrant
+	// ReasonWorkloadTokenUnavailable means the AssertionSource of a JWT-bearer grant
+	// had no JWT to give.
+	ReasonWorkloadTokenUnavailable = mcpv1alpha1.ReasonWorkloadTokenUnavailable
 )
 
 // maxMessageLen bounds an error message, which may quote server-provided text.
@@ -69,9 +76,10 @@ type Error struct {
 	Transient bool
 	// Authentication is set when the failure happened while obtaining or presenting an
 	// OAuth token: it is the reason of the server's Authenticated condition
-	// (ReasonTokenRequestFailed, ReasonInvalidClient, ReasonMetadataMismatch or
-	// ReasonInsufficientScope), while Reason says what happened (EgressDenied for a
-	// token endpoint the policy denies, say). Empty for every other failure.
+	// (ReasonTokenRequestFailed, ReasonInvalidClient, ReasonInvalidGrant,
+	// ReasonMetadataMismatch, ReasonInsufficientScope or
+	// ReasonWorkloadTokenUnavailable), while Reason says what happened (EgressDenied
+	// for a token endpoint the policy denies, say). Empty for every other failure.
 	Authentication string
 
 	// sessionMissing marks a server that dropped the session (404 with a session id):
@@ -80,6 +88,9 @@ type Error struct {
 	// legacyHint marks a Streamable HTTP failure that looks like a server speaking only
 	// the legacy HTTP+SSE transport, which Auto then tries.
 	legacyHint bool
+	// refused marks a token endpoint's OAuth error answer that sending the same grant
+	// again would only repeat (invalid_grant, invalid_scope, unauthorized_client, ...).
+	refused bool
 }
 
 func withLegacyHint(e *Error) *Error {

@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -44,9 +45,16 @@ const (
 	maxIssuedSecrets = 8
 	// clientAssertionType is the client_assertion_type of a JWT assertion (RFC 7523).
 	clientAssertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+	// refusedAssertionHold is how long an assertion the token endpoint refused is not
+	// presented again: a grant that failed is surfaced, not retried (SEP-1933), and a
+	// new assertion (a renewed or rotated JWT) is tried at once. After it, the same
+	// assertion is tried once more, so a fix at the authorization server heals by
+	// itself.
+	refusedAssertionHold = 10 * time.Minute
 )
 
-// tokenSource obtains and holds the OAuth access tokens of one server's session; the
+// tokenSource obtains and holds the OAuth access tokens of one server's session, with
+// the client credentials grant or, for workload identity, the JWT-bearer grant; the
 // session's gateway Upstreams share it. Its fetches (protected resource metadata,
 // authorization server metadata, the token endpoint, their redirects) go through the
 // session's httpStack: the same dialer, egress decider and redirect checks as the MCP
@@ -54,15 +62,19 @@ const (
 // credential is sent to the token endpoint only, and only over https or plain http to
 // a loopback address with AllowInsecureHTTP. Tokens live in memory only.
 type tokenSource struct {
-	cfg      OAuth2ClientCredentials
-	endpoint *url.URL
-	resource string // the server's canonical URL, the RFC 8707 resource
-	stack    *httpStack
-	client   *http.Client
-	ctx      context.Context
-	timeout  time.Duration
-	key      crypto.Signer
-	alg      jwt.SigningMethod
+	// cfg holds the discovery settings and, for the client credentials grant, the
+	// credential; for workload identity it holds no credential.
+	cfg OAuth2ClientCredentials
+	// assertion, when set, makes the grant JWT-bearer with the JWTs it supplies.
+	assertion AssertionSource
+	endpoint  *url.URL
+	resource  string // the server's canonical URL, the RFC 8707 resource
+	stack     *httpStack
+	client    *http.Client
+	ctx       context.Context
+	timeout   time.Duration
+	key       crypto.Signer
+	alg       jwt.SigningMethod
 
 	// mu serializes discovery and renewals, so concurrent 401s fetch one token.
 	mu    sync.Mutex
@@ -74,6 +86,18 @@ type tokenSource struct {
 	issuedMu   sync.Mutex
 	issued     []string
 	issuedList atomic.Pointer[secretList]
+
+	// refused is the assertion the token endpoint refused last, and why.
+	refusedMu sync.Mutex
+	refused   *refusal
+}
+
+// refusal is an assertion the token endpoint refused: its digest (the assertion itself
+// is not kept), the error that said so and until when it is not presented again.
+type refusal struct {
+	digest [sha256.Size]byte
+	err    *Error
+	until  time.Time
 }
 
 // authMeta is what discovery (or the config) says about where and how to get a token.
@@ -87,47 +111,29 @@ type authMeta struct {
 // newTokenSource checks the credentials and returns the session's token source. Its
 // errors never carry key material.
 func newTokenSource(ctx context.Context, cfg Config, endpoint *url.URL, stack *httpStack) (*tokenSource, *Error) {
-	o := *cfg.OAuth2
 	a := &tokenSource{
-		cfg:      o,
 		endpoint: endpoint,
 		resource: canonicalResource(endpoint),
 		stack:    stack,
 		ctx:      ctx,
 		timeout:  cfg.Timeout,
 	}
-	invalid := func(format string, args ...any) *Error {
-		e := newError(ReasonInvalidSpec, format, args...)
-		e.Authentication = ReasonInvalidClient
-		return e
-	}
-	if o.ClientID == "" {
-		return nil, invalid("OAuth client credentials need a client ID")
-	}
-	switch o.AuthMethod {
-	case "", AuthMethodClientSecretBasic, AuthMethodClientSecretPost, AuthMethodPrivateKeyJWT:
-	default:
-		return nil, invalid("unknown token endpoint auth method %q", o.AuthMethod)
-	}
-	switch {
-	case len(o.PrivateKey) > 0 && o.ClientSecret != "":
-		return nil, invalid("OAuth client credentials set both a client secret and a private key")
-	case len(o.PrivateKey) > 0:
-		if o.AuthMethod != "" && o.AuthMethod != AuthMethodPrivateKeyJWT {
-			return nil, invalid("token endpoint auth method %s needs a client secret, not a private key", o.AuthMethod)
+	if w := cfg.WorkloadIdentity; w != nil {
+		if w.Assertion == nil {
+			return nil, authError(ReasonInvalidSpec, ReasonWorkloadTokenUnavailable, "workload identity needs a source of workload JWTs")
 		}
-		key, alg, err := parseSigningKey(o.PrivateKey)
-		if err != nil {
-			return nil, invalid("%s", err.Error())
+		a.assertion = w.Assertion
+		a.cfg = OAuth2ClientCredentials{
+			ClientID: w.ClientID, AuthMethod: AuthMethodNone, Scopes: w.Scopes,
+			TokenURL: w.TokenURL, Issuer: w.Issuer, AllowInsecureHTTP: w.AllowInsecureHTTP,
 		}
-		a.key, a.alg = key, alg
-	case o.ClientSecret != "":
-		if o.AuthMethod == AuthMethodPrivateKeyJWT {
-			return nil, invalid("token endpoint auth method private_key_jwt needs a private key, not a client secret")
+	} else {
+		a.cfg = *cfg.OAuth2
+		if e := a.checkClientCredentials(); e != nil {
+			return nil, e
 		}
-	default:
-		return nil, invalid("OAuth client credentials need a client secret or a private key")
 	}
+	o := a.cfg
 	if o.TokenURL != "" {
 		u, err := url.Parse(o.TokenURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -149,6 +155,45 @@ func newTokenSource(ctx context.Context, cfg Config, endpoint *url.URL, stack *h
 		Timeout:       cfg.Timeout,
 	}
 	return a, nil
+}
+
+// checkClientCredentials checks the client credentials grant's credential and parses
+// its private key, if any.
+func (a *tokenSource) checkClientCredentials() *Error {
+	o := a.cfg
+	invalid := func(format string, args ...any) *Error {
+		e := newError(ReasonInvalidSpec, format, args...)
+		e.Authentication = ReasonInvalidClient
+		return e
+	}
+	if o.ClientID == "" {
+		return invalid("OAuth client credentials need a client ID")
+	}
+	switch o.AuthMethod {
+	case "", AuthMethodClientSecretBasic, AuthMethodClientSecretPost, AuthMethodPrivateKeyJWT:
+	default:
+		return invalid("unknown token endpoint auth method %q", o.AuthMethod)
+	}
+	switch {
+	case len(o.PrivateKey) > 0 && o.ClientSecret != "":
+		return invalid("OAuth client credentials set both a client secret and a private key")
+	case len(o.PrivateKey) > 0:
+		if o.AuthMethod != "" && o.AuthMethod != AuthMethodPrivateKeyJWT {
+			return invalid("token endpoint auth method %s needs a client secret, not a private key", o.AuthMethod)
+		}
+		key, alg, err := parseSigningKey(o.PrivateKey)
+		if err != nil {
+			return invalid("%s", err.Error())
+		}
+		a.key, a.alg = key, alg
+	case o.ClientSecret != "":
+		if o.AuthMethod == AuthMethodPrivateKeyJWT {
+			return invalid("token endpoint auth method private_key_jwt needs a private key, not a client secret")
+		}
+	default:
+		return invalid("OAuth client credentials need a client secret or a private key")
+	}
+	return nil
 }
 
 // parseSigningKey reads a PEM EC P-256 or RSA private key.
@@ -425,9 +470,9 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 			"authorization server metadata at %s names issuer %s, not the authorization server %s; no token was requested",
 			displayURL(asURL), quoteURL(asm.Issuer), displayURL(iu))
 	}
-	if len(asm.GrantTypesSupported) > 0 && !slices.Contains(asm.GrantTypesSupported, "client_credentials") {
+	if grant := a.grantType(); len(asm.GrantTypesSupported) > 0 && !slices.Contains(asm.GrantTypesSupported, grant) {
 		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"authorization server %s does not support the client_credentials grant", origin(iu))
+			"authorization server %s does not support the %s grant", origin(iu), grant)
 	}
 	tu, err := url.Parse(asm.TokenEndpoint)
 	if err != nil || asm.TokenEndpoint == "" || tu.Host == "" {
@@ -451,10 +496,22 @@ func sameIssuer(a, b string) bool {
 	return a != "" && strings.TrimRight(a, "/") == strings.TrimRight(b, "/")
 }
 
+// grantType is the grant_type of the token requests: client_credentials, or the
+// JWT-bearer grant for workload identity.
+func (a *tokenSource) grantType() string {
+	if a.assertion != nil {
+		return grantTypeJWTBearer
+	}
+	return "client_credentials"
+}
+
 // defaultMethod picks the client authentication method for the credential given:
-// private_key_jwt for a key; for a secret client_secret_basic unless the server
-// supports only client_secret_post.
+// none for workload identity (the assertion authenticates); private_key_jwt for a key;
+// for a secret client_secret_basic unless the server supports only client_secret_post.
 func (a *tokenSource) defaultMethod(supported []string) string {
+	if a.assertion != nil {
+		return AuthMethodNone
+	}
 	if a.key != nil {
 		return AuthMethodPrivateKeyJWT
 	}
@@ -509,8 +566,16 @@ func (a *tokenSource) checkTokenURL(u *url.URL) *Error {
 		return nil
 	}
 	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-		"token endpoint %s is not https: the client credential is sent only over https (or plain http to a loopback address with allowInsecureHTTP)",
-		origin(u))
+		"token endpoint %s is not https: the %s is sent only over https (or plain http to a loopback address with allowInsecureHTTP)",
+		origin(u), a.credentialName())
+}
+
+// credentialName names what the token request carries, for messages.
+func (a *tokenSource) credentialName() string {
+	if a.assertion != nil {
+		return "workload JWT"
+	}
+	return "client credential"
 }
 
 // loopback reports whether host names a loopback address by itself: a loopback IP
@@ -595,8 +660,8 @@ func (a *tokenSource) checkRedirect(req *http.Request, via []*http.Request) erro
 	first := via[0]
 	if first.Method == http.MethodPost && !egress.SameOrigin(first.URL, req.URL) {
 		e := authError(ReasonRedirectDenied, ReasonTokenRequestFailed,
-			"token endpoint %s redirected to %s: the client credential is sent only to the token endpoint",
-			origin(first.URL), origin(req.URL))
+			"token endpoint %s redirected to %s: the %s is sent only to the token endpoint",
+			origin(first.URL), origin(req.URL), a.credentialName())
 		captureFrom(req.Context()).set(e)
 		return e
 	}
@@ -610,7 +675,7 @@ func (a *tokenSource) checkRedirect(req *http.Request, via []*http.Request) erro
 	return nil
 }
 
-// tokenFetcher requests one token with the client credentials grant; the
+// tokenFetcher requests one token with the source's grant; the
 // oauth2.ReuseTokenSourceWithExpiry around it calls it when the token is due.
 type tokenFetcher struct {
 	a    *tokenSource
@@ -619,7 +684,21 @@ type tokenFetcher struct {
 
 // Token implements oauth2.TokenSource.
 func (f *tokenFetcher) Token() (*oauth2.Token, error) {
-	a, meta := f.a, f.meta
+	var tok *oauth2.Token
+	var e *Error
+	if f.a.assertion != nil {
+		tok, e = f.a.workloadToken(f.meta)
+	} else {
+		tok, e = f.a.clientCredentialsToken(f.meta)
+	}
+	if e != nil {
+		return nil, e
+	}
+	return tok, nil
+}
+
+// clientCredentialsToken requests one token with the client credentials grant.
+func (a *tokenSource) clientCredentialsToken(meta *authMeta) (*oauth2.Token, *Error) {
 	// Judged again at every request: a token endpoint on a host that now resolves
 	// elsewhere than loopback gets no credential over plain http.
 	if e := a.checkTokenURL(meta.tokenURL); e != nil {
@@ -637,7 +716,7 @@ func (f *tokenFetcher) Token() (*oauth2.Token, error) {
 		if a.key == nil {
 			return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "token endpoint auth method private_key_jwt needs a private key")
 		}
-		assertion, err := a.assertion(meta)
+		assertion, err := a.clientAssertion(meta)
 		if err != nil {
 			return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "signing the client assertion failed")
 		}
@@ -655,8 +734,118 @@ func (f *tokenFetcher) Token() (*oauth2.Token, error) {
 	if cc.ClientSecret == "" && meta.method != AuthMethodPrivateKeyJWT {
 		return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "token endpoint auth method %s needs a client secret", meta.method)
 	}
+	return a.requestToken(a.ctx, &cc, meta.tokenURL, meta.scopes)
+}
 
+// workloadToken requests one token with the JWT-bearer grant and a workload JWT from
+// the assertion source, for the audience discovery found. An assertion the token
+// endpoint refused is not sent again for refusedAssertionHold: the refusal is
+// returned instead, and no other grant is tried.
+func (a *tokenSource) workloadToken(meta *authMeta) (*oauth2.Token, *Error) {
+	audience := meta.issuer
+	if audience == "" {
+		audience = meta.tokenURL.String()
+	}
 	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	assertion, err := a.assertion.Assertion(ctx, audience)
+	cancel()
+	if err != nil {
+		return nil, assertionError(err)
+	}
+	if assertion == "" {
+		return nil, authError(ReasonTokenRequestFailed, ReasonWorkloadTokenUnavailable, "the workload JWT is empty")
+	}
+	a.remember(assertion)
+	digest := sha256.Sum256([]byte(assertion))
+	if e := a.refusedBefore(digest); e != nil {
+		return nil, e
+	}
+	tok, e := a.jwtBearer(a.ctx, meta.tokenURL, assertion, clientAuth{ID: a.cfg.ClientID, Method: AuthMethodNone}, meta.scopes)
+	if e != nil && e.refused {
+		a.refusedMu.Lock()
+		a.refused = &refusal{digest: digest, err: e, until: time.Now().Add(refusedAssertionHold)}
+		a.refusedMu.Unlock()
+	}
+	return tok, e
+}
+
+// refusedBefore returns the refusal of the assertion with digest while it holds.
+func (a *tokenSource) refusedBefore(digest [sha256.Size]byte) *Error {
+	a.refusedMu.Lock()
+	defer a.refusedMu.Unlock()
+	if r := a.refused; r != nil && r.digest == digest && time.Now().Before(r.until) {
+		return r.err
+	}
+	return nil
+}
+
+// assertionError is the failure of an AssertionSource, with Authentication set.
+func assertionError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		out := *e
+		if out.Authentication == "" {
+			out.Authentication = ReasonWorkloadTokenUnavailable
+		}
+		return &out
+	}
+	e = classify(err, nil)
+	out := *e
+	out.Authentication = ReasonWorkloadTokenUnavailable
+	out.Message = "obtaining the workload JWT: " + e.Message
+	return &out
+}
+
+// clientAuth is how a token request authenticates its client: ID (omitted when empty)
+// and, for client_secret_basic or client_secret_post, Secret. AuthMethodNone (or
+// empty) sends client_id alone in the body.
+type clientAuth struct {
+	ID, Secret, Method string
+}
+
+// jwtBearer performs one JWT-bearer token request (RFC 7523 section 2.1):
+// grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer, the assertion, the client's
+// authentication, the scopes and the server's canonical URL as resource (RFC 8707),
+// through the source's client (egress, redirect checks, bounded responses). The
+// assertion and the token issued are remembered for redaction; its errors are
+// classified as for every token request (invalid_grant is ReasonInvalidGrant) and
+// never carry the assertion. Workload identity sends a workload JWT with it; the
+// per-caller enterprise-managed mode an ID-JAG.
+func (a *tokenSource) jwtBearer(ctx context.Context, tokenURL *url.URL, assertion string, auth clientAuth, scopes []string) (*oauth2.Token, *Error) {
+	// Judged again at every request, as for client credentials.
+	if e := a.checkTokenURL(tokenURL); e != nil {
+		return nil, e
+	}
+	a.remember(assertion)
+	cc := clientcredentials.Config{
+		ClientID: auth.ID,
+		TokenURL: tokenURL.String(),
+		Scopes:   scopes,
+		// clientcredentials lets grant_type be replaced, and only it.
+		EndpointParams: url.Values{"grant_type": {grantTypeJWTBearer}, "assertion": {assertion}, "resource": {a.resource}},
+		AuthStyle:      oauth2.AuthStyleInParams,
+	}
+	switch auth.Method {
+	case AuthMethodClientSecretBasic:
+		cc.ClientSecret, cc.AuthStyle = auth.Secret, oauth2.AuthStyleInHeader
+	case AuthMethodClientSecretPost:
+		cc.ClientSecret = auth.Secret
+	case "", AuthMethodNone:
+	default:
+		return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "token endpoint auth method %q cannot be used with the JWT-bearer grant", auth.Method)
+	}
+	if cc.ClientSecret == "" && auth.Method != "" && auth.Method != AuthMethodNone {
+		return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "token endpoint auth method %s needs a client secret", auth.Method)
+	}
+	return a.requestToken(ctx, &cc, tokenURL, scopes)
+}
+
+// requestToken sends one token request through the source's client, bounded by the
+// source's timeout, and checks that a bearer token came back. The token is
+// remembered for redaction; a token that lives shorter than twice tokenRefreshMargin
+// is due at half its life.
+func (a *tokenSource) requestToken(ctx context.Context, cc *clientcredentials.Config, tokenURL *url.URL, scopes []string) (*oauth2.Token, *Error) {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	capture := &fetchCapture{}
 	ctx = context.WithValue(ctx, fetchCaptureKey{}, capture)
@@ -664,12 +853,12 @@ func (f *tokenFetcher) Token() (*oauth2.Token, error) {
 	issued := time.Now()
 	tok, err := cc.Token(ctx)
 	if err != nil {
-		return nil, a.tokenError(meta, err, capture)
+		return nil, a.tokenError(tokenURL, cc.ClientID, scopes, err, capture)
 	}
 	a.remember(tok.AccessToken)
 	if tok.AccessToken == "" || !strings.EqualFold(tok.Type(), "Bearer") {
 		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"token endpoint %s issued no bearer token", origin(meta.tokenURL))
+			"token endpoint %s issued no bearer token", origin(tokenURL))
 	}
 	// Replace a short-lived token at half its life rather than on every request.
 	if !tok.Expiry.IsZero() {
@@ -680,9 +869,9 @@ func (f *tokenFetcher) Token() (*oauth2.Token, error) {
 	return tok, nil
 }
 
-// assertion signs a fresh client assertion (RFC 7523): iss and sub the client ID, aud
-// the token endpoint (and the issuer, once discovered), a unique jti, a short life.
-func (a *tokenSource) assertion(meta *authMeta) (string, error) {
+// clientAssertion signs a fresh client assertion (RFC 7523): iss and sub the client ID,
+// aud the token endpoint (and the issuer, once discovered), a unique jti, a short life.
+func (a *tokenSource) clientAssertion(meta *authMeta) (string, error) {
 	now := time.Now()
 	aud := jwt.ClaimStrings{meta.tokenURL.String()}
 	if meta.issuer != "" && meta.issuer != meta.tokenURL.String() {
@@ -700,10 +889,12 @@ func (a *tokenSource) assertion(meta *authMeta) (string, error) {
 	return jwt.NewWithClaims(a.alg, claims).SignedString(a.key)
 }
 
-// tokenError classifies a failed token request. The token endpoint's own words
-// (error_description) are kept short and scrubbed of anything that looks like a JWT.
-func (a *tokenSource) tokenError(meta *authMeta, err error, capture *fetchCapture) *Error {
-	at := origin(meta.tokenURL)
+// tokenError classifies a failed token request of clientID with scopes. The token
+// endpoint's own words (error_description) are kept short and scrubbed of anything
+// that looks like a JWT. An OAuth error answer that is not transient is marked
+// refused: the same grant would be refused again.
+func (a *tokenSource) tokenError(tokenURL *url.URL, clientID string, scopes []string, err error, capture *fetchCapture) *Error {
+	at := origin(tokenURL)
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
 		status := 0
@@ -717,22 +908,29 @@ func (a *tokenSource) tokenError(meta *authMeta, err error, capture *fetchCaptur
 		if re.ErrorDescription != "" {
 			detail += ": " + safeText(re.ErrorDescription, 200)
 		}
+		var e *Error
 		switch {
 		case re.ErrorCode == "invalid_client" || re.ErrorCode == "unauthorized_client" || (re.ErrorCode == "" && status == http.StatusUnauthorized):
-			return authError(ReasonInvalidClient, ReasonInvalidClient,
-				"token endpoint %s rejected client %q: %s", at, TruncateUTF8(a.cfg.ClientID, 128), detail)
+			client := "the client"
+			if clientID != "" {
+				client = fmt.Sprintf("client %q", TruncateUTF8(clientID, 128))
+			}
+			e = authError(ReasonInvalidClient, ReasonInvalidClient, "token endpoint %s rejected %s: %s", at, client, detail)
 		case re.ErrorCode == "invalid_scope":
 			scope := "no scope"
-			if len(meta.scopes) > 0 {
-				scope = fmt.Sprintf("scope %q", strings.Join(meta.scopes, " "))
+			if len(scopes) > 0 {
+				scope = fmt.Sprintf("scope %q", strings.Join(scopes, " "))
 			}
-			return authError(ReasonInsufficientScope, ReasonInsufficientScope,
+			e = authError(ReasonInsufficientScope, ReasonInsufficientScope,
 				"token endpoint %s refused %s: %s", at, scope, detail)
+		case re.ErrorCode == "invalid_grant":
+			e = authError(ReasonInvalidGrant, ReasonInvalidGrant, "token endpoint %s refused the grant: %s", at, detail)
 		default:
-			e := authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "token endpoint %s %s", at, detail)
+			e = authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "token endpoint %s %s", at, detail)
 			e.Transient = status == http.StatusTooManyRequests || status >= 500
-			return e
 		}
+		e.refused = !e.Transient
+		return e
 	}
 	if e := capture.get(); e != nil {
 		out := *e

@@ -86,7 +86,7 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		return s
 	}
 	s.stack = stack
-	if cfg.OAuth2 != nil {
+	if cfg.OAuth2 != nil || cfg.WorkloadIdentity != nil {
 		auth, e := newTokenSource(s.ctx, cfg, endpoint, stack)
 		if e != nil {
 			s.setupErr = e

@@ -32,8 +32,9 @@ const (
 	ConditionToolsPinned = "ToolsPinned"
 
 	// ConditionAuthenticated is True while the server accepts the OAuth token the
-	// operator obtained with spec.http.auth.oauth2.clientCredentials, and False with
-	// reason TokenRequestFailed, InvalidClient, MetadataMismatch or InsufficientScope
+	// operator obtained with spec.http.auth.oauth2.clientCredentials or
+	// workloadIdentity, and False with reason TokenRequestFailed, InvalidClient,
+	// InvalidGrant, MetadataMismatch, InsufficientScope or WorkloadTokenUnavailable
 	// when no usable token could be had. Its message names the token endpoint's origin,
 	// never a secret. Only servers with spec.http.auth carry it.
 	ConditionAuthenticated = "Authenticated"
@@ -129,8 +130,9 @@ const (
 	ReasonTokenRequestFailed = "TokenRequestFailed"
 
 	// ReasonInvalidClient means the token endpoint rejected the client credentials
-	// (invalid_client, unauthorized_client), or the configured private key cannot be
-	// used to sign a client assertion.
+	// (invalid_client, unauthorized_client: for workloadIdentity, the client may not
+	// use the JWT-bearer grant), or the configured private key cannot be used to sign a
+	// client assertion.
 	ReasonInvalidClient = "InvalidClient"
 
 	// ReasonMetadataMismatch means the protected resource metadata names another
@@ -143,6 +145,20 @@ const (
 	// ReasonInsufficientScope means the server answered insufficient_scope (or the
 	// token endpoint invalid_scope); the message names the scope asked for.
 	ReasonInsufficientScope = "InsufficientScope"
+
+	// ReasonInvalidGrant means the token endpoint refused the grant (invalid_grant): for
+	// spec.http.auth.oauth2.workloadIdentity, the workload JWT is expired, names
+	// another audience, or comes from an issuer the authorization server does not
+	// trust. The same JWT is not presented again for ten minutes; a new one (a renewed
+	// ServiceAccount token, a rotated Secret) is.
+	ReasonInvalidGrant = "InvalidGrant"
+
+	// ReasonWorkloadTokenUnavailable means no workload JWT could be had for
+	// spec.http.auth.oauth2.workloadIdentity: the ServiceAccount does not exist, the
+	// API server refused the TokenRequest (the manager may not create
+	// serviceaccounts/token), or the Secret holds no JWT. The message names the
+	// ServiceAccount or Secret, never a token.
+	ReasonWorkloadTokenUnavailable = "WorkloadTokenUnavailable"
 
 	// ReasonInvalidPolicy means an MCPEgressPolicy could not be compiled.
 	ReasonInvalidPolicy = "InvalidPolicy"

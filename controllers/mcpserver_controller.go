@@ -105,6 +105,11 @@ type MCPServerReconciler struct {
 	// that the retry does not announce them again. A status that was written needs no
 	// entry: catchUp shows it to the next reconcile until the cache has it.
 	announced sync.Map
+
+	// assertions supplies the workload JWTs of workloadIdentity servers (made on first
+	// use by sources).
+	sourcesOnce sync.Once
+	assertions  *assertionSources
 }
 
 // Reconcile brings one MCPServer's session, workload and status in line with its spec.
@@ -265,8 +270,12 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 	resolver := &secretResolver{reader: r.SecretReader, namespace: obj.Namespace}
 	headers, caBundle, err := resolver.resolveHTTP(ctx, spec)
 	var oauth *connector.OAuth2ClientCredentials
+	var wif *connector.OAuth2WorkloadIdentity
 	if err == nil {
 		oauth, err = resolver.resolveOAuth2(ctx, spec)
+	}
+	if err == nil {
+		wif, err = resolver.resolveWorkloadIdentity(ctx, spec, r.sources(), obj.Namespace)
 	}
 	if err != nil {
 		var missing *missingSecretError
@@ -280,6 +289,7 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 	cfg.Headers = headers
 	cfg.CABundle = caBundle
 	cfg.OAuth2 = oauth
+	cfg.WorkloadIdentity = wif
 	return cfg, nil
 }
 
@@ -494,8 +504,8 @@ func (r *MCPServerReconciler) recordTransitions(before, after *mcpv1alpha1.MCPSe
 			r.event(after, corev1.EventTypeWarning, eventSecretNotFound, "ResolveSecrets", "%s", nowReady.Message)
 		case mcpv1alpha1.ReasonEgressDenied, mcpv1alpha1.ReasonRedirectDenied:
 			r.event(after, corev1.EventTypeWarning, eventEgressDenied, "Connect", "%s", nowReady.Message)
-		case mcpv1alpha1.ReasonTokenRequestFailed, mcpv1alpha1.ReasonInvalidClient,
-			mcpv1alpha1.ReasonMetadataMismatch, mcpv1alpha1.ReasonInsufficientScope:
+		case mcpv1alpha1.ReasonTokenRequestFailed, mcpv1alpha1.ReasonInvalidClient, mcpv1alpha1.ReasonInvalidGrant,
+			mcpv1alpha1.ReasonMetadataMismatch, mcpv1alpha1.ReasonInsufficientScope, mcpv1alpha1.ReasonWorkloadTokenUnavailable:
 			r.event(after, corev1.EventTypeWarning, eventAuthenticationFailed, "Authenticate", "%s", nowReady.Message)
 		}
 	}

@@ -302,9 +302,9 @@ func egressCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *conditionSta
 	return keep(obj, mcpv1alpha1.ConditionEgressAllowed)
 }
 
-// usesOAuth2 reports whether the server obtains OAuth tokens.
+// usesOAuth2 reports whether the operator obtains OAuth tokens for its own session.
 func usesOAuth2(obj *mcpv1alpha1.MCPServer) bool {
-	return obj.Spec.HTTP != nil && clientCredentials(obj.Spec.HTTP) != nil
+	return obj.Spec.HTTP != nil && (clientCredentials(obj.Spec.HTTP) != nil || workloadIdentity(obj.Spec.HTTP) != nil)
 }
 
 // authenticatedCondition is Authenticated: True while the server accepts the session's

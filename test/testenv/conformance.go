@@ -134,6 +134,9 @@ type ConformanceScenario struct {
 	// Failures says what went wrong, one line per failed check ("Name: message"), or why
 	// the scenario produced no checks.
 	Failures []string
+	// Checks lists every check as "id STATUS" ("wif-assertion-verified SUCCESS"), in
+	// the order the suite recorded them.
+	Checks []string
 }
 
 // ConformanceResults is one run of the conformance suite's server scenarios.
@@ -564,6 +567,7 @@ func (r *conformanceRun) scenarios() map[string]ConformanceScenario {
 
 // conformanceCheck is one entry of a scenario's checks.json.
 type conformanceCheck struct {
+	ID           string `json:"id"`
 	Name         string `json:"name"`
 	Description  string `json:"description"`
 	Status       string `json:"status"`
@@ -587,6 +591,7 @@ func readChecks(path string) (ConformanceScenario, error) {
 func scenarioFromChecks(checks []conformanceCheck) ConformanceScenario {
 	var s ConformanceScenario
 	for _, c := range checks {
+		s.Checks = append(s.Checks, c.ID+" "+c.Status)
 		switch c.Status {
 		case "SUCCESS":
 			s.Succeeded++
@@ -685,6 +690,24 @@ func RunConformanceClientScenario(t testing.TB, command, scenario string, env ..
 	if err != nil {
 		t.Fatalf("locating the MCP conformance suite: %v", err)
 	}
+	return runConformanceClientScenario(t, suite, command, scenario, env...)
+}
+
+// RunConformanceClientScenario2026 is RunConformanceClientScenario with the suite's
+// release for the 2026-07-28 revision (0.2.0-alpha.12), whose client scenarios include
+// the authorization extensions (auth/wif-jwt-bearer,
+// auth/enterprise-managed-authorization).
+func RunConformanceClientScenario2026(t testing.TB, command, scenario string, env ...string) ConformanceClientRun {
+	t.Helper()
+	suite, err := ConformanceSuite2026()
+	if err != nil {
+		t.Fatalf("locating the MCP conformance suite for %s: %v", ConformanceRevision2026, err)
+	}
+	return runConformanceClientScenario(t, suite, command, scenario, env...)
+}
+
+func runConformanceClientScenario(t testing.TB, suite, command, scenario string, env ...string) ConformanceClientRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, suite, "client", "--command", command, "--scenario", scenario, "-o", t.TempDir())

@@ -1,14 +1,22 @@
 // Command oauthclient is the client under test for the MCP conformance suite's OAuth
-// client credentials scenarios, with Switchboard as the client: the suite runs it with
-// the scenario's server URL as its last argument and the scenario's credentials in
-// MCP_CONFORMANCE_CONTEXT. It applies a Secret and an MCPServer with
-// spec.http.auth.oauth2.clientCredentials to the control plane that
-// SWITCHBOARD_KUBECONFIG points at (a running Switchboard manager does the rest) and
-// waits for the server to become Ready. It exits 0 once Ready is True, 2 when
-// Authenticated is False (the manager refused to authenticate), 1 otherwise.
+// client credentials and workload identity scenarios, with Switchboard as the client:
+// the suite runs it with the scenario's server URL as its last argument and the
+// scenario's credentials in MCP_CONFORMANCE_CONTEXT. It applies a Secret and an
+// MCPServer to the control plane that SWITCHBOARD_KUBECONFIG points at (a running
+// Switchboard manager does the rest) and waits for the server to become Ready: with
+// spec.http.auth.oauth2.clientCredentials, or, when the context holds workload JWTs
+// (auth/wif-jwt-bearer), with spec.http.auth.oauth2.workloadIdentity.tokenFrom the
+// Secret holding one of them. It exits 0 once Ready is True, 2 when Authenticated is
+// False (the manager refused to authenticate, or the authorization server refused it),
+// 1 otherwise.
 //
 // Environment: SWITCHBOARD_KUBECONFIG (a kubeconfig file), SWITCHBOARD_NAMESPACE and
-// SWITCHBOARD_SERVER_NAME (where to put the MCPServer and its Secret).
+// SWITCHBOARD_SERVER_NAME (where to put the MCPServer and its Secret). For workload
+// identity, SWITCHBOARD_WIF_JWT names the context's JWT to present (valid_jwt, the
+// default, wrong_audience_jwt or expired_jwt), SWITCHBOARD_WIF_SCOPES the scopes to
+// request (space-separated), and SWITCHBOARD_AFTER_REFUSAL how long to go on running
+// after a refusal (a Go duration), so that a retry, were there one, would reach the
+// scenario's authorization server while it still listens.
 //
 // It is a test program only; nothing imports it.
 package main
@@ -19,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +48,10 @@ type scenarioContext struct {
 	ClientSecret     string `json:"client_secret"`
 	PrivateKeyPEM    string `json:"private_key_pem"`
 	SigningAlgorithm string `json:"signing_algorithm"`
+	// Workload JWTs of auth/wif-jwt-bearer.
+	ValidJWT         string `json:"valid_jwt"`
+	WrongAudienceJWT string `json:"wrong_audience_jwt"`
+	ExpiredJWT       string `json:"expired_jwt"`
 }
 
 func main() {
@@ -73,7 +86,7 @@ func run() error {
 			return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
 		}
 	}
-	if sc.ClientID == "" {
+	if sc.ClientID == "" && sc.ValidJWT == "" {
 		// A scenario that hands out no credentials (auth/resource-mismatch): the
 		// manager must refuse before it would use any.
 		sc.ClientID, sc.ClientSecret = "switchboard-conformance", "unused-conformance-secret"
@@ -94,16 +107,35 @@ func run() error {
 	defer cancel()
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-oauth"}, Data: map[string][]byte{}}
-	cc := &mcpv1alpha1.OAuth2ClientCredentials{ClientID: sc.ClientID}
+	oauth := &mcpv1alpha1.OAuth2Auth{}
 	ref := mcpv1alpha1.SecretKeyReference{Name: secret.Name}
-	if sc.PrivateKeyPEM != "" {
+	switch {
+	case sc.ValidJWT != "":
+		jwt, err := sc.workloadJWT(os.Getenv("SWITCHBOARD_WIF_JWT"))
+		if err != nil {
+			return err
+		}
+		ref.Key = "jwt"
+		secret.Data[ref.Key] = []byte(jwt)
+		oauth.WorkloadIdentity = &mcpv1alpha1.OAuth2WorkloadIdentity{
+			TokenFrom: &mcpv1alpha1.SecretKeySource{SecretKeyRef: ref},
+			ClientID:  sc.ClientID,
+			Scopes:    strings.Fields(os.Getenv("SWITCHBOARD_WIF_SCOPES")),
+		}
+	case sc.PrivateKeyPEM != "":
 		ref.Key = "key.pem"
 		secret.Data[ref.Key] = []byte(sc.PrivateKeyPEM)
-		cc.PrivateKey = &mcpv1alpha1.SecretKeySource{SecretKeyRef: ref}
-	} else {
+		oauth.ClientCredentials = &mcpv1alpha1.OAuth2ClientCredentials{ClientID: sc.ClientID, PrivateKey: &mcpv1alpha1.SecretKeySource{SecretKeyRef: ref}}
+	default:
 		ref.Key = "secret"
 		secret.Data[ref.Key] = []byte(sc.ClientSecret)
-		cc.ClientSecret = &mcpv1alpha1.SecretKeySource{SecretKeyRef: ref}
+		oauth.ClientCredentials = &mcpv1alpha1.OAuth2ClientCredentials{ClientID: sc.ClientID, ClientSecret: &mcpv1alpha1.SecretKeySource{SecretKeyRef: ref}}
+	}
+	var afterRefusal time.Duration
+	if v := os.Getenv("SWITCHBOARD_AFTER_REFUSAL"); v != "" {
+		if afterRefusal, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("SWITCHBOARD_AFTER_REFUSAL: %w", err)
+		}
 	}
 	if err := c.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the Secret: %w", err)
@@ -114,7 +146,7 @@ func run() error {
 			URL:               serverURL,
 			Protocol:          mcpv1alpha1.HTTPProtocolStreamableHTTP,
 			AllowInsecureHTTP: true, // the suite serves plain http on localhost
-			Auth:              &mcpv1alpha1.HTTPAuth{OAuth2: &mcpv1alpha1.OAuth2Auth{ClientCredentials: cc}},
+			Auth:              &mcpv1alpha1.HTTPAuth{OAuth2: oauth},
 		}},
 	}
 	if err := c.Create(ctx, obj); err != nil {
@@ -131,6 +163,7 @@ func run() error {
 			return nil
 		}
 		if a := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionAuthenticated); a != nil && a.Status == metav1.ConditionFalse {
+			time.Sleep(afterRefusal)
 			return &authError{a.Reason, a.Message}
 		}
 		select {
@@ -142,4 +175,13 @@ func run() error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// workloadJWT returns the context's JWT that which names ("" is valid_jwt).
+func (sc scenarioContext) workloadJWT(which string) (string, error) {
+	jwt := map[string]string{"": sc.ValidJWT, "valid_jwt": sc.ValidJWT, "wrong_audience_jwt": sc.WrongAudienceJWT, "expired_jwt": sc.ExpiredJWT}[which]
+	if jwt == "" {
+		return "", fmt.Errorf("SWITCHBOARD_WIF_JWT=%s: the context holds no such JWT", which)
+	}
+	return jwt, nil
 }

@@ -35,6 +35,8 @@ type assertionSources struct {
 	client client.Client
 	// reader reads Secrets from the API server.
 	reader client.Reader
+	// now is the clock; nil means time.Now.
+	now func() time.Time
 
 	mu     sync.Mutex
 	tokens map[serviceAccountToken]*cachedToken
@@ -120,7 +122,7 @@ func (s serviceAccountToken) Assertion(ctx context.Context, audience string) (st
 	entry := s.sources.entry(s)
 	entry.mu.Lock()
 	defer entry.mu.Unlock()
-	now := time.Now()
+	now := s.sources.clock()
 	if entry.token != "" && entry.audience == audience && now.Before(entry.renewAt) {
 		return entry.token, nil
 	}
@@ -170,6 +172,13 @@ func (s serviceAccountToken) fail(transient bool, format string, args ...any) *c
 	}
 }
 
+func (a *assertionSources) clock() time.Time {
+	if a.now != nil {
+		return a.now()
+	}
+	return time.Now()
+}
+
 // entry returns the cache entry of a source, dropping the entries of tokens that have
 // expired (servers deleted, or changed to another source), so the cache holds at most
 // one token per source in use.
@@ -179,7 +188,7 @@ func (a *assertionSources) entry(s serviceAccountToken) *cachedToken {
 	if e, ok := a.tokens[s]; ok {
 		return e
 	}
-	now := time.Now()
+	now := a.clock()
 	for k, e := range a.tokens {
 		if e.mu.TryLock() {
 			if e.token != "" && now.After(e.expiresAt) {

@@ -117,8 +117,9 @@ func deploymentDenial(user string) string {
 
 // TestAdmissionPolicyChecksTheAuthorsRights installs config/default's admission policy on
 // a real API server and writes MCPServers as users with different rights: an MCPServer
-// passes only when its author may read every Secret it references and, for a stdio
-// server, create Deployments; each rejection names the missing permission.
+// passes only when its author may read every Secret it references (the OAuth modes'
+// included), create tokens of the ServiceAccount its workloadIdentity names and, for a
+// stdio server, create Deployments; each rejection names the missing permission.
 func TestAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 	g := gomega.NewWithT(t)
 	env, admin := testenv.StartForTest(t)
@@ -150,6 +151,11 @@ func TestAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
 	}, mcpServerRules...))
 	bob := newAuthor(ctx, t, env, admin, "bob", mcpServerRules)
+	// dave may read every Secret and create tokens of the ServiceAccount mcp-github only.
+	dave := newAuthor(ctx, t, env, admin, "dave", append([]rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{"mcp-github"}},
+	}, mcpServerRules...))
 
 	// The API server loads a new policy within moments; wait until it rejects bob.
 	g.Eventually(func() error {
@@ -175,6 +181,16 @@ func TestAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 		{name: "stdio server by an author who may not create Deployments", by: carol, obj: stdioServer("carol-stdio"), wantErr: deploymentDenial("carol")},
 		{name: "stdio server with a Secret the author may not read", by: bob, obj: stdioServer("bob-stdio", "env-token"), wantErr: secretDenial("bob", "env-token")},
 		{name: "stdio server without Secrets by an author who may only write MCPServers", by: bob, obj: stdioServer("bob-stdio-plain"), wantErr: deploymentDenial("bob")},
+		{name: "workload identity of a ServiceAccount the author may create tokens of", by: dave, obj: serviceAccountServer("dave-wif", "mcp-github")},
+		{name: "workload identity of another ServiceAccount", by: dave, obj: serviceAccountServer("dave-wif-other", "deployer"), wantErr: tokenDenial("dave", "deployer")},
+		{name: "workload identity by an author who may create no tokens", by: carol, obj: serviceAccountServer("carol-wif", "mcp-github"), wantErr: tokenDenial("carol", "mcp-github")},
+		{name: "workload JWT from a Secret the author may read", by: alice, obj: oauthModesServer("alice-wif-secret", workloadJWTSecret("gh-token"))},
+		{name: "workload JWT from a Secret the author may not read", by: bob, obj: oauthModesServer("bob-wif-secret", workloadJWTSecret("wif-jwt")), wantErr: secretDenial("bob", "wif-jwt")},
+		{name: "enterprise-managed client secrets the author may read", by: alice, obj: oauthModesServer("alice-em", enterpriseManaged("gh-token", "ca"))},
+		{name: "enterprise-managed identity provider secret the author may not read", by: alice, obj: oauthModesServer("alice-em-idp", enterpriseManaged("gh-token", "idp-secret")), wantErr: secretDenial("alice", "idp-secret")},
+		{name: "enterprise-managed client secret the author may not read", by: alice, obj: oauthModesServer("alice-em-as", enterpriseManaged("as-secret", "gh-token")), wantErr: secretDenial("alice", "as-secret")},
+		{name: "token exchange client secret the author may not read", by: alice, obj: oauthModesServer("alice-sts", tokenExchange("sts-secret")), wantErr: secretDenial("alice", "sts-secret")},
+		{name: "token exchange client secret the author may read", by: alice, obj: oauthModesServer("alice-sts-ok", tokenExchange("env-token"))},
 		{name: "16 distinct Secrets the author may read", by: carol, obj: httpServer("carol-16", "s15", secretNames(15)...)},
 		{name: "17 distinct Secrets", by: carol, obj: httpServer("carol-17", "s16", secretNames(16)...), wantErr: "an MCPServer may reference at most 16 distinct Secrets"},
 	} {
@@ -234,6 +250,53 @@ func oauthServer(name, secret string, key bool) *mcpv1alpha1.MCPServer {
 	}
 	obj.Spec.HTTP.Auth = &mcpv1alpha1.HTTPAuth{OAuth2: &mcpv1alpha1.OAuth2Auth{ClientCredentials: creds}}
 	return obj
+}
+
+// tokenDenial is the start of the message that rejects user's workload identity of the
+// ServiceAccount sa.
+func tokenDenial(user, sa string) string {
+	return fmt.Sprintf(`user %q may not create serviceaccounts/token for ServiceAccount %q in namespace %q`, user, sa, admissionNamespace)
+}
+
+// serviceAccountServer returns an MCPServer whose operator credential is a token of the
+// ServiceAccount sa (workloadIdentity.serviceAccountToken).
+func serviceAccountServer(name, sa string) *mcpv1alpha1.MCPServer {
+	return oauthModesServer(name, &mcpv1alpha1.OAuth2Auth{WorkloadIdentity: &mcpv1alpha1.OAuth2WorkloadIdentity{
+		ServiceAccountToken: &mcpv1alpha1.ServiceAccountTokenSource{ServiceAccountName: sa},
+	}})
+}
+
+// oauthModesServer returns an MCPServer with oauth2.
+func oauthModesServer(name string, oauth2 *mcpv1alpha1.OAuth2Auth) *mcpv1alpha1.MCPServer {
+	obj := httpServer(name, "")
+	obj.Spec.HTTP.Auth = &mcpv1alpha1.HTTPAuth{OAuth2: oauth2}
+	return obj
+}
+
+func secretKey(secret string) *mcpv1alpha1.SecretKeySource {
+	return &mcpv1alpha1.SecretKeySource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: secret, Key: "credential"}}
+}
+
+// workloadJWTSecret is workload identity with the JWT in secret (tokenFrom).
+func workloadJWTSecret(secret string) *mcpv1alpha1.OAuth2Auth {
+	return &mcpv1alpha1.OAuth2Auth{WorkloadIdentity: &mcpv1alpha1.OAuth2WorkloadIdentity{TokenFrom: secretKey(secret)}}
+}
+
+// enterpriseManaged is enterprise-managed authorization with the authorization server's
+// client secret in asSecret and the identity provider's in idpSecret.
+func enterpriseManaged(asSecret, idpSecret string) *mcpv1alpha1.OAuth2Auth {
+	return &mcpv1alpha1.OAuth2Auth{EnterpriseManaged: &mcpv1alpha1.OAuth2EnterpriseManaged{
+		IdentityProvider: mcpv1alpha1.EnterpriseIdentityProvider{TokenURL: "https://idp.example.com/token", ClientID: "mcp-gateway", ClientSecret: secretKey(idpSecret)},
+		ClientID:         "gateway-at-github",
+		ClientSecret:     secretKey(asSecret),
+	}}
+}
+
+// tokenExchange is an RFC 8693 token exchange with the client secret in secret.
+func tokenExchange(secret string) *mcpv1alpha1.OAuth2Auth {
+	return &mcpv1alpha1.OAuth2Auth{TokenExchange: &mcpv1alpha1.OAuth2TokenExchange{
+		TokenURL: "https://sts.example.com/token", ClientID: "mcp-gateway", ClientSecret: secretKey(secret),
+	}}
 }
 
 // secretNames returns the Secret names s0 ... s(n-1).

@@ -164,8 +164,12 @@ type OAuth2Auth struct {
 	// client secret: the JWT-bearer grant (RFC 7523, MCP workload identity federation,
 	// SEP-1933) with a ServiceAccount token the operator requests for the server's
 	// authorization server, or a JWT another system issues, read from a Secret. Token
-	// endpoint and scopes are discovered as for clientCredentials. Mutually exclusive
-	// with clientCredentials.
+	// endpoint and scopes are discovered as for clientCredentials; the authorization
+	// server must offer the grant urn:ietf:params:oauth:grant-type:jwt-bearer and trust
+	// the JWT's issuer. A refusal (invalid_grant, invalid_scope, unauthorized_client)
+	// is the Authenticated reason (InvalidGrant, InsufficientScope, InvalidClient); the
+	// same JWT is not presented again for ten minutes, and no other grant is tried.
+	// Mutually exclusive with clientCredentials.
 	// +optional
 	WorkloadIdentity *OAuth2WorkloadIdentity `json:"workloadIdentity,omitempty"`
 
@@ -202,7 +206,8 @@ type OAuth2WorkloadIdentity struct {
 	ServiceAccountToken *ServiceAccountTokenSource `json:"serviceAccountToken,omitempty"`
 
 	// tokenFrom reads a workload JWT another system issues (and keeps current) from a
-	// Secret in the MCPServer's namespace.
+	// Secret in the MCPServer's namespace. It is read whenever a token is due, so a
+	// rotated JWT is used without a new session. Its audience is the JWT's own.
 	// +optional
 	TokenFrom *SecretKeySource `json:"tokenFrom,omitempty"`
 

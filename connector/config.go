@@ -143,7 +143,7 @@ const (
 )
 
 // grantTypeJWTBearer is the JWT-bearer authorization grant (RFC 7523 section 2.1).
-const grantTypeJWTBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+const grantTypeJWTBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer" //nolint:gosec // a grant type name, not a credential
 
 // AssertionSource supplies the workload JWT a JWT-bearer grant presents: a
 // ServiceAccount token requested for the audience, or a JWT another system issues.

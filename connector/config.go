@@ -119,8 +119,14 @@ type Config struct {
 	// Resolver resolves host names; nil means net.DefaultResolver.
 	Resolver Resolver
 	// OAuth2 obtains OAuth access tokens for the server with the client credentials
-	// grant and sends them as bearer tokens to the URL's origin. Nil sends none.
+	// grant and sends them as bearer tokens to the URL's origin. Nil sends none. It is
+	// the operator's own credential: beside PerCaller, the pool's session (discovery,
+	// probes, status) uses it, and the gateway's Upstreams never do.
 	OAuth2 *OAuth2ClientCredentials
+	// PerCaller makes the gateway's Upstreams present, for each caller, a token obtained
+	// by exchanging the caller's own token (see [PerCallerAuth]). Nil means every
+	// Upstream presents the server's own credentials.
+	PerCaller *PerCallerAuth
 }
 
 // Token endpoint client authentication methods (RFC 7591, RFC 7523).
@@ -270,7 +276,8 @@ func sameSession(a, b Config) bool {
 		a.HealthCheck == b.HealthCheck &&
 		a.Limits == b.Limits &&
 		sameValue(a.Resolver, b.Resolver) &&
-		a.OAuth2.equal(b.OAuth2)
+		a.OAuth2.equal(b.OAuth2) &&
+		a.PerCaller.equal(b.PerCaller)
 }
 
 // sameDecision reports whether two egress deciders allow the same connections: equal
@@ -344,6 +351,14 @@ func (c Config) secrets() []string {
 			if line = strings.TrimSpace(line); !strings.HasPrefix(line, "-----") && len(line) >= 16 {
 				add(line)
 			}
+		}
+	}
+	if pc := c.PerCaller; pc != nil {
+		for _, v := range pc.secrets() {
+			add(v)
+		}
+		for _, raw := range pc.tokenURLs() {
+			addURL(raw)
 		}
 	}
 	// Longest first, so a value that contains another is redacted whole.

@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -63,6 +64,10 @@ type tokenSource struct {
 	timeout  time.Duration
 	key      crypto.Signer
 	alg      jwt.SigningMethod
+	// grant is the grant discovery requires the authorization server to support, when
+	// its metadata lists grants: empty means client_credentials, anyGrant none (the
+	// per-caller flows of percaller.go set it).
+	grant string
 
 	// mu serializes discovery and renewals, so concurrent 401s fetch one token.
 	mu    sync.Mutex
@@ -425,9 +430,10 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 			"authorization server metadata at %s names issuer %s, not the authorization server %s; no token was requested",
 			displayURL(asURL), quoteURL(asm.Issuer), displayURL(iu))
 	}
-	if len(asm.GrantTypesSupported) > 0 && !slices.Contains(asm.GrantTypesSupported, "client_credentials") {
+	grant := cmp.Or(a.grant, "client_credentials")
+	if len(asm.GrantTypesSupported) > 0 && grant != anyGrant && !slices.Contains(asm.GrantTypesSupported, grant) {
 		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"authorization server %s does not support the client_credentials grant", origin(iu))
+			"authorization server %s does not support the %s grant", origin(iu), grant)
 	}
 	tu, err := url.Parse(asm.TokenEndpoint)
 	if err != nil || asm.TokenEndpoint == "" || tu.Host == "" {

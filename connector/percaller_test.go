@@ -633,7 +633,6 @@ func TestPerCallerTokensAreDroppedWhenTheConfigChanges(t *testing.T) {
 	})
 }
 
-
 func TestMetadataOnlySessionReportsWhatItCanCheck(t *testing.T) {
 	w := newCallerWorld(t)
 	p := testPool(t)

@@ -50,8 +50,8 @@ type Upstream struct {
 	conn      mcp.Connection
 	// red scrubs what the Upstream relays: its session's secrets and, for a per-caller
 	// server, its caller's.
-	red redactor
-	timeout   time.Duration
+	red     redactor
+	timeout time.Duration
 
 	// ctx carries the negotiated protocol version to the HTTP layer; it ends with Close.
 	ctx     context.Context

@@ -16,16 +16,16 @@ import (
 // Token types (RFC 8693 section 3, SEP-990) and grants of the per-caller flows.
 const (
 	// TokenTypeAccessToken is an OAuth 2.0 access token.
-	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token" //nolint:gosec // a token type name, not a credential
 	// TokenTypeJWT is a JWT.
-	TokenTypeJWT = "urn:ietf:params:oauth:token-type:jwt"
+	TokenTypeJWT = "urn:ietf:params:oauth:token-type:jwt" //nolint:gosec // a token type name, not a credential
 	// TokenTypeIDToken is an OpenID Connect ID token.
 	TokenTypeIDToken = oauthex.TokenTypeIDToken
 	// TokenTypeIDJAG is an identity assertion JWT authorization grant (SEP-990).
 	TokenTypeIDJAG = oauthex.TokenTypeIDJAG
 
 	grantTokenExchange = oauthex.GrantTypeTokenExchange
-	grantJWTBearer     = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+	grantJWTBearer     = "urn:ietf:params:oauth:grant-type:jwt-bearer" //nolint:gosec // a grant type name, not a credential
 	// anyGrant tells discovery not to require any grant of the authorization server.
 	anyGrant = "*"
 )

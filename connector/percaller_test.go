@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
@@ -261,8 +263,8 @@ func (w *callerWorld) enterpriseConfig() Config {
 	cfg := fastConfig(w.mcp.URL + "/mcp")
 	cfg.Protocol = ProtocolStreamableHTTP
 	cfg.PerCaller = &PerCallerAuth{EnterpriseManaged: &EnterpriseManaged{
-		IdPTokenURL: w.idp.URL + "/token", IdPClientID: idpClientID, IdPClientSecret: idpClientSecret,
-		ClientID: asClientID, ClientSecret: asClientSecret, AllowInsecureHTTP: true,
+		IdentityProvider: IdentityProvider{TokenURL: w.idp.URL + "/token", ClientID: idpClientID, ClientSecret: idpClientSecret},
+		ClientID:         asClientID, ClientSecret: asClientSecret, AllowInsecureHTTP: true,
 	}}
 	return cfg
 }
@@ -577,20 +579,27 @@ func TestPerCallerBesideAnOperatorCredential(t *testing.T) {
 	if snap.ToolsPerCaller || len(snap.Tools) != 1 {
 		t.Errorf("with an operator credential the session discovers the tools itself: per caller %v, tools %v", snap.ToolsPerCaller, toolNames(snap))
 	}
+	operatorRequests := func() int {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		n := 0
+		for _, r := range w.requests {
+			if r.server == "mcp" && strings.Contains(r.authorization, "operator-token") {
+				n++
+			}
+		}
+		return n
+	}
+	before := operatorRequests()
+	if before == 0 {
+		t.Error("the operator's session never presented its own token")
+	}
 	a := mustCallerClient(t, p, key, alice())
 	if got := whoami(t, a); got != "alice" {
 		t.Errorf("alice reached the server as %q, not with her own token", got)
 	}
-	operatorRequests := 0
-	w.mu.Lock()
-	for _, r := range w.requests {
-		if r.server == "mcp" && strings.Contains(r.authorization, "operator-token") {
-			operatorRequests++
-		}
-	}
-	w.mu.Unlock()
-	if operatorRequests == 0 {
-		t.Error("the operator's session never presented its own token")
+	if after := operatorRequests(); after != before {
+		t.Errorf("alice's upstream session presented the operator's token %d times", after-before)
 	}
 }
 
@@ -832,5 +841,60 @@ func TestCallerCacheIsBoundedAndPurgedPerConfig(t *testing.T) {
 	c.purge(t1)
 	if c.len() != 1 || c.getOrAdd(callerCacheKey{t1, "a"}, nil) != nil {
 		t.Errorf("after purging one config %d entries remain", c.len())
+	}
+}
+
+func TestOneExchangeForConcurrentFirstRequestsOfOneCaller(t *testing.T) {
+	w := newCallerWorld(t)
+	p := testPool(t)
+	key := Key{"ns", "concurrent"}
+	p.Ensure(key, w.exchangeConfig())
+	waitPerCaller(t, p, key)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			cs, err := callerClient(t, p, key, alice())
+			if err == nil {
+				_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "whoami"})
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := len(w.formsOf("sts")); n != 1 {
+		t.Errorf("8 sessions of one caller starting at once made %d exchanges, want 1", n)
+	}
+}
+
+// BenchmarkCallerCacheEntryMemory prints what a full cache of caller entries holds, with
+// tokens the size of real JWTs (a 1 KiB caller token, an 800-byte upstream token).
+func BenchmarkCallerCacheEntryMemory(b *testing.B) {
+	jwtLike := func(n, i int) string { return fmt.Sprintf("%0*d", n, i) }
+	for range b.N {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		c := newCallerCache(DefaultMaxCallerTokens)
+		tokens := &callerTokens{cache: c}
+		for i := range DefaultMaxCallerTokens {
+			caller := Caller{Key: fmt.Sprintf("user:%d", i), Token: jwtLike(1024, i), Expiry: time.Now().Add(time.Hour)}
+			e := tokens.present(caller)
+			tok := jwtLike(800, i)
+			e.remember(tok)
+			e.reuse = oauth2.ReuseTokenSourceWithExpiry(&oauth2.Token{AccessToken: tok, TokenType: "Bearer", Expiry: time.Now().Add(time.Hour)}, nil, tokenRefreshMargin)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perEntry := float64(after.HeapAlloc-before.HeapAlloc) / DefaultMaxCallerTokens
+		b.ReportMetric(perEntry, "B/entry")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB/full-cache")
+		runtime.KeepAlive(c)
 	}
 }

@@ -415,7 +415,16 @@ func (c *callerTokens) bearerFor(caller Caller) (*callerBearer, *Error) {
 // present makes caller's token the subject of its later exchanges on this server, or
 // drops its upstream tokens when that token has expired.
 func (c *callerTokens) present(caller Caller) *callerEntry {
-	e := c.cache.getOrAdd(callerCacheKey{c, caller.Key}, &callerEntry{tokens: c, key: caller.Key})
+	k := callerCacheKey{c, caller.Key}
+	if caller.Token == "" || (!caller.Expiry.IsZero() && !time.Now().Before(caller.Expiry)) {
+		// Nothing to exchange: an entry there is drops its tokens, none is made.
+		e := c.cache.getOrAdd(k, nil)
+		if e != nil && caller.Token != "" {
+			e.present(caller)
+		}
+		return e
+	}
+	e := c.cache.getOrAdd(k, &callerEntry{tokens: c, key: caller.Key})
 	e.present(caller)
 	return e
 }
@@ -795,6 +804,12 @@ func (s *session) watchMetadata() {
 			delay = s.pool.backoff(attempt)
 		} else {
 			attempt = 0
+			s.mu.Lock()
+			wasReady := s.snap.State == StateReady
+			s.mu.Unlock()
+			if !wasReady {
+				s.logger().Info("Server metadata checked; tools are discovered per caller")
+			}
 			s.update(func(snap *Snapshot) {
 				snap.State = StateReady
 				if snap.ConnectedAt.IsZero() {

@@ -89,6 +89,13 @@ func newCallerWorld(t *testing.T) *callerWorld {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: who}}}, nil
 		})
+	// The server echoes the credential it was sent, and a caller's token too, as a
+	// careless server might: neither may reach the gateway's client.
+	server.AddTool(&mcp.Tool{Name: "echo-credential", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			text := req.Extra.Header.Get("Authorization") + " / caller-token-alice-0123456789"
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+		})
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -576,7 +583,7 @@ func TestPerCallerBesideAnOperatorCredential(t *testing.T) {
 	key := Key{"ns", "both"}
 	p.Ensure(key, cfg)
 	snap := waitReady(t, p, key)
-	if snap.ToolsPerCaller || len(snap.Tools) != 1 {
+	if snap.ToolsPerCaller || len(snap.Tools) != 2 {
 		t.Errorf("with an operator credential the session discovers the tools itself: per caller %v, tools %v", snap.ToolsPerCaller, toolNames(snap))
 	}
 	operatorRequests := func() int {
@@ -897,4 +904,22 @@ func BenchmarkCallerCacheEntryMemory(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB/full-cache")
 		runtime.KeepAlive(c)
 	}
+}
+
+func TestTheCallersTokensAreScrubbedFromWhatTheServerSends(t *testing.T) {
+	w := newCallerWorld(t)
+	p := testPool(t)
+	key := Key{"ns", "echo"}
+	p.Ensure(key, w.exchangeConfig())
+	waitPerCaller(t, p, key)
+	a := mustCallerClient(t, p, key, alice())
+	res, err := a.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo-credential"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	if strings.Count(text, redactedText) != 2 {
+		t.Errorf("the server's echo reached the client as %q, want both tokens redacted", text)
+	}
+	w.assertNoSecretIn("the relayed result", text)
 }

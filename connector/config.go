@@ -119,13 +119,19 @@ type Config struct {
 	// Resolver resolves host names; nil means net.DefaultResolver.
 	Resolver Resolver
 	// OAuth2 obtains OAuth access tokens for the server with the client credentials
-	// grant and sends them as bearer tokens to the URL's origin. Nil sends none.
+	// grant and sends them as bearer tokens to the URL's origin. Nil sends none. It is
+	// the operator's own credential: beside PerCaller, the pool's session (discovery,
+	// probes, status) uses it, and the gateway's Upstreams never do.
 	OAuth2 *OAuth2ClientCredentials
 	// WorkloadIdentity obtains OAuth access tokens for the server with the JWT-bearer
 	// grant (RFC 7523), presenting a workload JWT instead of a client secret, and sends
 	// them as OAuth2's are. Nil sends none. At most one of OAuth2 and WorkloadIdentity
 	// is set.
 	WorkloadIdentity *OAuth2WorkloadIdentity
+	// PerCaller makes the gateway's Upstreams present, for each caller, a token obtained
+	// by exchanging the caller's own token (see [PerCallerAuth]). Nil means every
+	// Upstream presents the server's own credentials.
+	PerCaller *PerCallerAuth
 }
 
 // Token endpoint client authentication methods (RFC 7591, RFC 7523).
@@ -333,7 +339,8 @@ func sameSession(a, b Config) bool {
 		a.Limits == b.Limits &&
 		sameValue(a.Resolver, b.Resolver) &&
 		a.OAuth2.equal(b.OAuth2) &&
-		a.WorkloadIdentity.equal(b.WorkloadIdentity)
+		a.WorkloadIdentity.equal(b.WorkloadIdentity) &&
+		a.PerCaller.equal(b.PerCaller)
 }
 
 // sameDecision reports whether two egress deciders allow the same connections: equal
@@ -410,6 +417,14 @@ func (c Config) secrets() []string {
 			if line = strings.TrimSpace(line); !strings.HasPrefix(line, "-----") && len(line) >= 16 {
 				add(line)
 			}
+		}
+	}
+	if pc := c.PerCaller; pc != nil {
+		for _, v := range pc.secrets() {
+			add(v)
+		}
+		for _, raw := range pc.tokenURLs() {
+			addURL(raw)
 		}
 	}
 	// Longest first, so a value that contains another is redacted whole.

@@ -27,6 +27,16 @@
 // AllowInsecureHTTP); tokens live in memory only and never appear in anything the
 // connector emits.
 //
+// Per-caller credentials ([PerCallerAuth]: an RFC 8693 token exchange, or SEP-990
+// enterprise-managed authorization) give each gateway caller a token of its own for a
+// server: [Pool.OpenUpstream] takes the caller, and the Upstream presents the token
+// obtained by exchanging the caller's token, through the session's stack like every
+// other OAuth request, never the operator's. Those tokens are cached per server config
+// and caller in one bounded LRU per pool ([Options.MaxCallerTokens]), never past the
+// caller's own token ([Pool.PresentCaller]), and scrubbed from what that caller's
+// Upstream relays. The pool's own session never acts as a caller: without an operator
+// credential it checks the server's metadata only ([Snapshot.ToolsPerCaller]).
+//
 // What it must not do:
 //   - know about Kubernetes objects: callers hand it a plain [Config] with secrets
 //     already resolved, and read back a plain [Snapshot];

@@ -75,6 +75,10 @@ type tokenSource struct {
 	timeout   time.Duration
 	key       crypto.Signer
 	alg       jwt.SigningMethod
+	// grant is the grant discovery requires the authorization server to support, when
+	// its metadata lists grants: empty means client_credentials, anyGrant none (the
+	// per-caller flows of percaller.go set it).
+	grant string
 
 	// mu serializes discovery and renewals, so concurrent 401s fetch one token.
 	mu    sync.Mutex
@@ -470,7 +474,7 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 			"authorization server metadata at %s names issuer %s, not the authorization server %s; no token was requested",
 			displayURL(asURL), quoteURL(asm.Issuer), displayURL(iu))
 	}
-	if grant := a.grantType(); len(asm.GrantTypesSupported) > 0 && !slices.Contains(asm.GrantTypesSupported, grant) {
+	if grant := a.grantType(); len(asm.GrantTypesSupported) > 0 && grant != anyGrant && !slices.Contains(asm.GrantTypesSupported, grant) {
 		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
 			"authorization server %s does not support the %s grant", origin(iu), grant)
 	}
@@ -499,6 +503,9 @@ func sameIssuer(a, b string) bool {
 // grantType is the grant_type of the token requests: client_credentials, or the
 // JWT-bearer grant for workload identity.
 func (a *tokenSource) grantType() string {
+	if a.grant != "" {
+		return a.grant
+	}
 	if a.assertion != nil {
 		return grantTypeJWTBearer
 	}

@@ -39,6 +39,10 @@ type Options struct {
 	// LimitExceeded; what other servers hold is untouched. Zero means
 	// [DefaultDiscoveryMemoryBudget].
 	DiscoveryMemoryBudget int64
+	// MaxCallerTokens bounds the callers' tokens the pool holds for servers whose
+	// credentials follow the caller, across all servers: entries are evicted least
+	// recently used first. Zero means [DefaultMaxCallerTokens].
+	MaxCallerTokens int
 	// StandbyLinger is how long the session of a server another replica owns outlives
 	// its last gateway upstream, so that an agent's next session does not pay a new
 	// handshake (see [Pool.Standby]). Zero means 1m.
@@ -64,6 +68,7 @@ type Pool struct {
 	lives        sync.Map    // *mcp.ClientSession -> *live, for the client's handlers
 	connectSlots chan struct{}
 	memory       *memoryBudget
+	callers      *callerCache // per-caller upstream tokens, all servers (percaller.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -137,6 +142,7 @@ func NewPool(opts Options) (*Pool, error) {
 		impl:         &mcp.Implementation{Name: opts.ClientName, Version: opts.ClientVersion},
 		connectSlots: make(chan struct{}, opts.MaxConcurrentConnects),
 		memory:       newMemoryBudget(opts.DiscoveryMemoryBudget),
+		callers:      newCallerCache(opts.MaxCallerTokens),
 		ctx:          ctx,
 		cancel:       cancel,
 		servers:      make(map[Key]*entry),

@@ -23,6 +23,9 @@ type session struct {
 	red      redactor
 	stack    *httpStack // nil when the config cannot be acted on
 	setupErr *Error
+	// callers are the per-caller credentials of a server whose credentials follow
+	// the caller (percaller.go); nil for other servers.
+	callers *callerTokens
 	// mem is the session's share of the pool's discovery memory budget.
 	mem *lease
 
@@ -94,6 +97,14 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		}
 		stack.auth = auth
 		s.red.issued = auth.issuedSecrets
+	}
+	if cfg.PerCaller != nil {
+		callers, e := newCallerTokens(s.ctx, key, cfg, endpoint, stack, p.callers)
+		if e != nil {
+			s.setupErr = e
+			return s
+		}
+		s.callers = callers
 	}
 	return s
 }
@@ -199,6 +210,9 @@ func (s *session) close() {
 	s.upstreamsMu.Unlock()
 	s.releaseIfUnstarted()
 	s.endUpstreams("the server's configuration changed or the server was removed")
+	if s.callers != nil {
+		s.callers.close()
+	}
 }
 
 // releaseIfUnstarted keeps a session that never ran from ever running, and releases
@@ -227,6 +241,11 @@ func (s *session) run() {
 		return
 	}
 	defer s.stack.close()
+	if s.callers != nil && s.callers.metadataOnly {
+		// No operator credential: the session must not act as a caller.
+		s.watchMetadata()
+		return
+	}
 
 	attempt := 0
 	for {

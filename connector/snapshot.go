@@ -70,6 +70,10 @@ type Snapshot struct {
 	Resources         []Resource
 	ResourceTemplates []ResourceTemplate
 	Prompts           []Prompt
+	// ToolsPerCaller says the server's tools are discovered per caller: its credentials
+	// follow the gateway's caller and the operator holds none of its own to call it
+	// with, so the session checked the server's metadata only and Tools is empty.
+	ToolsPerCaller bool
 	// TokenEndpoint is the origin (scheme://host:port) of the OAuth token endpoint the
 	// session's bearer token came from; empty when the config has no OAuth2 or the
 	// server has not asked for a token.
@@ -160,7 +164,7 @@ func noticeablyDifferent(a, b Snapshot) bool {
 	if a.State != b.State || a.Endpoint != b.Endpoint || a.Transport != b.Transport ||
 		a.ProtocolVersion != b.ProtocolVersion || a.ServerInfo != b.ServerInfo ||
 		a.Instructions != b.Instructions || a.Capabilities != b.Capabilities ||
-		a.Discovered != b.Discovered || a.ToolsDigest != b.ToolsDigest ||
+		a.Discovered != b.Discovered || a.ToolsDigest != b.ToolsDigest || a.ToolsPerCaller != b.ToolsPerCaller ||
 		a.ConsecutiveFailures != b.ConsecutiveFailures || a.TokenEndpoint != b.TokenEndpoint ||
 		!a.ConnectedAt.Equal(b.ConnectedAt) {
 		return true

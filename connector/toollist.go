@@ -48,7 +48,7 @@ func (u *Upstream) ListTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp
 	if err != nil {
 		mem.abort()
 		if e, ok := errors.AsType[*Error](err); ok {
-			return nil, s.red.scrubError(e)
+			return nil, u.red.scrubError(e)
 		}
 		return nil, err
 	}

@@ -45,6 +45,9 @@ type httpStack struct {
 	// auth is the session's OAuth token source, shared with its Upstreams; nil when
 	// the server takes no OAuth token.
 	auth *tokenSource
+	// caller is, on a gateway Upstream of a server whose credentials follow the
+	// caller, the caller's tokens (percaller.go); it replaces auth.
+	caller *callerBearer
 
 	// issuers are the origins that issued the session ids this stack has seen, so
 	// that session headers follow a redirect only to the session's own server.
@@ -520,13 +523,14 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	sameOrigin := egress.SameOrigin(req.URL, s.endpoint)
+	bearer := s.bearer()
 	var sent string // the bearer token the request carries
 	if sameOrigin {
 		for _, h := range s.headers {
 			out.Header.Set(h.Name, h.Value)
 		}
-		if s.auth != nil {
-			tok, e := s.auth.current()
+		if bearer != nil {
+			tok, e := bearer.current()
 			if e != nil {
 				s.obs.record(e)
 				return nil, e
@@ -559,8 +563,8 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sameOrigin && s.auth != nil {
-		if resp, err = s.authenticate(out, resp, sent); err != nil {
+	if sameOrigin && bearer != nil {
+		if resp, err = s.authenticate(bearer, out, resp, sent); err != nil {
 			return nil, err
 		}
 	}
@@ -576,10 +580,35 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// bearerSource is where a stack's bearer tokens come from: the session's token source
+// (oauth.go) or, on a gateway Upstream of a per-caller server, the caller's tokens
+// (percaller.go).
+type bearerSource interface {
+	// current returns the token to send, or "" to send none yet.
+	current() (string, *Error)
+	// renew returns a token other than rejected, obtaining a new one if need be.
+	renew(rejected string, ch challenge) (string, *Error)
+	// insufficientScope is the failure of a request answered insufficient_scope.
+	insufficientScope(ch challenge) *Error
+	// tokenEndpoint names, for messages, the origin tokens come from.
+	tokenEndpoint() string
+}
+
+// bearer returns the stack's bearer token source, or nil when it sends none.
+func (s *httpStack) bearer() bearerSource {
+	switch {
+	case s.caller != nil:
+		return s.caller
+	case s.auth != nil:
+		return s.auth
+	}
+	return nil
+}
+
 // authenticate handles the server's answer to a request for its OAuth token: a 401
 // gets one new token (discovering where to get it the first time) and the request is
 // sent once more; insufficient_scope fails with a reason naming the scope asked for.
-func (s *httpStack) authenticate(out *http.Request, resp *http.Response, sent string) (*http.Response, error) {
+func (s *httpStack) authenticate(auth bearerSource, out *http.Request, resp *http.Response, sent string) (*http.Response, error) {
 	fail := func(e *Error) (*http.Response, error) {
 		_ = resp.Body.Close()
 		s.obs.record(e)
@@ -590,14 +619,14 @@ func (s *httpStack) authenticate(out *http.Request, resp *http.Response, sent st
 	}
 	ch := parseChallenge(resp.Header.Values("WWW-Authenticate"))
 	if ch.err == "insufficient_scope" {
-		return fail(s.auth.insufficientScope(ch))
+		return fail(auth.insufficientScope(ch))
 	}
 	if resp.StatusCode != http.StatusUnauthorized || (out.Body != nil && out.GetBody == nil) {
 		return resp, nil
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	_ = resp.Body.Close()
-	tok, e := s.auth.renew(sent, ch)
+	tok, e := auth.renew(sent, ch)
 	if e != nil {
 		s.obs.record(e)
 		return nil, e
@@ -622,7 +651,7 @@ func (s *httpStack) authenticate(out *http.Request, resp *http.Response, sent st
 	case http.StatusUnauthorized, http.StatusForbidden:
 		ch := parseChallenge(resp.Header.Values("WWW-Authenticate"))
 		if ch.err == "insufficient_scope" {
-			return fail(s.auth.insufficientScope(ch))
+			return fail(auth.insufficientScope(ch))
 		}
 		if resp.StatusCode == http.StatusUnauthorized {
 			detail := ""
@@ -630,7 +659,7 @@ func (s *httpStack) authenticate(out *http.Request, resp *http.Response, sent st
 				detail = " (" + safeText(ch.err, 64) + ")"
 			}
 			return fail(authError(ReasonUnauthorized, ReasonTokenRequestFailed,
-				"server %s rejected a token fresh from %s%s", displayURL(s.endpoint), s.auth.tokenEndpoint(), detail))
+				"server %s rejected a token fresh from %s%s", displayURL(s.endpoint), auth.tokenEndpoint(), detail))
 		}
 	}
 	return resp, nil

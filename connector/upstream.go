@@ -48,7 +48,10 @@ type Upstream struct {
 	owner     *session
 	stack     *httpStack
 	conn      mcp.Connection
-	timeout   time.Duration
+	// red scrubs what the Upstream relays: its session's secrets and, for a per-caller
+	// server, its caller's.
+	red     redactor
+	timeout time.Duration
 
 	// ctx carries the negotiated protocol version to the HTTP layer; it ends with Close.
 	ctx     context.Context
@@ -114,7 +117,9 @@ const maxInjected = 8
 // transport the pool's own session uses. ctx bounds the opening only (for the legacy SSE
 // transport, the GET that receives the message endpoint). The caller writes the client's
 // initialize request first and must Close the Upstream. caller is who the session acts
-// for; it may be nil for a server whose credentials do not follow the caller.
+// for; it may be nil for a server whose credentials do not follow the caller. On a
+// server whose credentials follow the caller ([Pool.PerCaller]) it is required, and the
+// Upstream presents the caller's own upstream token, never the server's.
 func (p *Pool) OpenUpstream(ctx context.Context, key Key, caller *Caller) (*Upstream, error) {
 	p.mu.Lock()
 	var s *session
@@ -127,6 +132,17 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key, caller *Caller) (*Upst
 	}
 	if s.setupErr != nil {
 		return nil, s.setupErr
+	}
+	var bearer *callerBearer
+	if s.callers != nil {
+		if caller == nil {
+			return nil, authError(ReasonUnauthorized, ReasonTokenRequestFailed,
+				"server %s takes each caller's own credentials, and the upstream session names no caller", displayURL(s.endpoint))
+		}
+		var e *Error
+		if bearer, e = s.callers.bearerFor(*caller); e != nil {
+			return nil, e
+		}
 	}
 	// A standby server's session starts with its first upstream, which waits for the
 	// first connect; so does one opened while the owner's session is still connecting.
@@ -149,15 +165,23 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key, caller *Caller) (*Upst
 		return nil, classify(err, nil)
 	}
 	stack.setDecider(s.stack.egress())
-	// One token source per server: the gateway's sessions present the tokens the
-	// pool's own session obtained, and renew them the same way.
-	stack.auth = s.stack.auth
+	red := s.red
+	if bearer != nil {
+		// The caller's own tokens; the server's (the operator's) never.
+		stack.caller = bearer
+		red = bearer.redactor(s.red)
+	} else {
+		// One token source per server: the gateway's sessions present the tokens the
+		// pool's own session obtained, and renew them the same way.
+		stack.auth = s.stack.auth
+	}
 
 	u := &Upstream{
 		key:       key,
 		transport: snap.Transport,
 		owner:     s,
 		stack:     stack,
+		red:       red,
 		timeout:   s.cfg.Timeout,
 		version:   &atomic.Pointer[string]{},
 		injected:  make(chan jsonrpc.Message, maxInjected),
@@ -188,7 +212,7 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key, caller *Caller) (*Upst
 	}
 	if err != nil {
 		stop()
-		e := s.red.scrubError(classify(err, stack.obs.last()))
+		e := red.scrubError(classify(err, stack.obs.last()))
 		_ = u.Close()
 		return nil, e
 	}
@@ -208,7 +232,7 @@ func (u *Upstream) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return u.owner.red.scrubMessage(msg), nil
+	return u.red.scrubMessage(msg), nil
 }
 
 // read returns the next message for the client, as the server sent it.
@@ -316,7 +340,7 @@ func (u *Upstream) Write(_ context.Context, msg jsonrpc.Message) error {
 		if timedOut {
 			return newError(ReasonTimeout, "server did not take the message within %s", u.timeout)
 		}
-		return u.owner.red.scrubError(u.classify(err))
+		return u.red.scrubError(u.classify(err))
 	}
 	return nil
 }
@@ -340,14 +364,25 @@ func (u *Upstream) call(ctx context.Context, cancel context.CancelFunc, req *jso
 		}
 		// A server of the sessionless era may refuse a request with an HTTP error whose
 		// body is the request's JSON-RPC error (MissingRequiredClientCapability, say):
-		// that is the server's answer, read like any other (Read scrubs it).
-		if wire, ok := errors.AsType[*jsonrpc.Error](err); ok {
-			u.answerCall(req.ID, wire)
-			return
+		// that is the server's answer, read like any other (Read scrubs it). go-sdk
+		// wraps a request that never reached the server (a token that could not be
+		// obtained, a denied dial) in a JSON-RPC error of its own, "rejected by
+		// transport": that one says nothing, the classified failure does.
+		if _, ours := errors.AsType[*Error](err); !ours {
+			if wire, ok := errors.AsType[*jsonrpc.Error](err); ok && !rejectedByTransport(wire) {
+				u.answerCall(req.ID, wire)
+				return
+			}
 		}
-		e := u.owner.red.scrubError(u.classify(err))
+		e := u.red.scrubError(u.classify(err))
 		u.answerCall(req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Reason + ": " + e.Message})
 	}()
+}
+
+// rejectedByTransport reports whether wire is go-sdk's jsonrpc2.ErrRejected (internal
+// to go-sdk), which marks a request its transport did not deliver.
+func rejectedByTransport(wire *jsonrpc.Error) bool {
+	return wire.Code == -32005 && wire.Message == "rejected by transport"
 }
 
 // failCall answers a call that is still owed an answer with e, ending its exchange.
@@ -492,7 +527,7 @@ func (u *Upstream) classify(err error) *Error {
 // fail ends the Upstream for e; the first reason sticks. It returns the reason.
 func (u *Upstream) fail(e *Error) *Error {
 	u.failOnce.Do(func() {
-		u.failure = u.owner.red.scrubError(e)
+		u.failure = u.red.scrubError(e)
 		close(u.failed)
 		u.interrupt()
 	})

@@ -1,0 +1,164 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// Token types (RFC 8693 section 3, SEP-990) and grants of the per-caller flows.
+const (
+	// TokenTypeAccessToken is an OAuth 2.0 access token.
+	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token" //nolint:gosec // a token type name, not a credential
+	// TokenTypeJWT is a JWT.
+	TokenTypeJWT = "urn:ietf:params:oauth:token-type:jwt" //nolint:gosec // a token type name, not a credential
+	// TokenTypeIDToken is an OpenID Connect ID token.
+	TokenTypeIDToken = oauthex.TokenTypeIDToken
+	// TokenTypeIDJAG is an identity assertion JWT authorization grant (SEP-990).
+	TokenTypeIDJAG = oauthex.TokenTypeIDJAG
+
+	grantTokenExchange = oauthex.GrantTypeTokenExchange
+	// anyGrant tells discovery not to require any grant of the authorization server.
+	anyGrant = "*"
+)
+
+// tokenRequest is one token request of a per-caller flow: an RFC 8693 exchange at a
+// token service or identity provider, or an RFC 7523 jwt-bearer grant at the server's
+// authorization server.
+type tokenRequest struct {
+	// what names the request in messages: "token exchange", say.
+	what string
+	url  *url.URL
+	// clientID and clientSecret authenticate the client: client_secret_basic, or
+	// client_id alone in the body when there is no secret.
+	clientID, clientSecret string
+	scopes                 []string
+	// params are grant_type and the grant's own parameters.
+	params url.Values
+}
+
+// post sends r through the session's stack (c.ts's client: the session's dialer and
+// egress decider, redirect checks that never let a token request leave its origin,
+// responses bounded to maxOAuthDocumentBytes) and returns the token response. Its
+// errors name the request and the endpoint's origin and carry nothing r sent.
+//
+// It is the one place the per-caller flows speak OAuth; the jwt-bearer grant goes
+// through clientcredentials.Config with grant_type overridden, as golang.org/x/oauth2
+// allows. oauthex.ExchangeToken would do for the exchange but sends the client secret
+// in the body only (client_secret_post), where the API promises client_secret_basic.
+func (c *callerTokens) post(r tokenRequest) (*oauth2.Token, *Error) {
+	// Judged at every request: plain http only to a loopback address by itself.
+	if e := c.ts.checkTokenURL(r.url); e != nil {
+		return nil, authError(e.Reason, ReasonTokenRequestFailed,
+			"%s endpoint %s is not https: the caller's token is sent only over https (or plain http to a loopback address with allowInsecureHTTP)",
+			r.what, origin(r.url))
+	}
+	cc := clientcredentials.Config{
+		ClientID:       r.clientID,
+		ClientSecret:   r.clientSecret,
+		TokenURL:       r.url.String(),
+		Scopes:         r.scopes,
+		EndpointParams: r.params,
+		AuthStyle:      oauth2.AuthStyleInHeader,
+	}
+	if r.clientSecret == "" {
+		cc.AuthStyle = oauth2.AuthStyleInParams // client_id alone, in the body
+	}
+	ctx, cancel := context.WithTimeout(c.ts.ctx, c.ts.timeout)
+	defer cancel()
+	capture := &fetchCapture{}
+	ctx = context.WithValue(ctx, fetchCaptureKey{}, capture)
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, c.ts.client)
+	tok, err := cc.Token(ctx)
+	if err != nil {
+		return nil, requestError(r, err, capture)
+	}
+	return tok, nil
+}
+
+// requestError classifies a failed token request of a per-caller flow. The endpoint's
+// own words (error, error_description) are kept short and scrubbed of anything that
+// looks like a JWT; what the request carried is never quoted.
+func requestError(r tokenRequest, err error, capture *fetchCapture) *Error {
+	at := origin(r.url)
+	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok {
+		status := 0
+		if re.Response != nil {
+			status = re.Response.StatusCode
+		}
+		detail := fmt.Sprintf("status %d", status)
+		if re.ErrorCode != "" {
+			detail = safeText(re.ErrorCode, 64) + fmt.Sprintf(" (%d)", status)
+		}
+		if re.ErrorDescription != "" {
+			detail += ": " + safeText(re.ErrorDescription, 200)
+		}
+		switch {
+		case re.ErrorCode == "invalid_client" || re.ErrorCode == "unauthorized_client" || (re.ErrorCode == "" && status == http.StatusUnauthorized):
+			return authError(ReasonInvalidClient, ReasonInvalidClient,
+				"%s at %s refused client %q: %s", r.what, at, TruncateUTF8(r.clientID, 128), detail)
+		case re.ErrorCode == "invalid_scope":
+			return authError(ReasonInsufficientScope, ReasonInsufficientScope,
+				"%s at %s refused %s: %s", r.what, at, scopeText(r.scopes), detail)
+		default:
+			e := authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "%s at %s refused: %s", r.what, at, detail)
+			e.Transient = status == http.StatusTooManyRequests || status >= 500
+			return e
+		}
+	}
+	if e := capture.get(); e != nil {
+		out := *e
+		out.Authentication = ReasonTokenRequestFailed
+		out.Message = fmt.Sprintf("%s at %s failed: %s", r.what, at, e.Message)
+		return &out
+	}
+	e := classify(err, nil)
+	if e.Reason == ReasonProtocolError {
+		// oauth2's own words may quote the response body.
+		return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "%s at %s sent no usable token response", r.what, at)
+	}
+	out := *e
+	out.Authentication = ReasonTokenRequestFailed
+	out.Message = fmt.Sprintf("%s at %s failed: %s", r.what, at, e.Message)
+	return &out
+}
+
+// checkIssuedType refuses an RFC 8693 response whose issued_token_type is not the one
+// requested (or is missing, which RFC 8693 section 2.2.1 does not allow).
+func checkIssuedType(r tokenRequest, tok *oauth2.Token, want string) *Error {
+	got, _ := tok.Extra("issued_token_type").(string)
+	if got == want {
+		return nil
+	}
+	shown := "none"
+	if got != "" {
+		shown = fmt.Sprintf("%q", safeText(got, 128))
+	}
+	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+		"%s at %s issued token type %s, not the %s requested; the token was not used",
+		r.what, origin(r.url), shown, want)
+}
+
+// checkBearer refuses a token response that is not a bearer access token.
+func checkBearer(r tokenRequest, tok *oauth2.Token) *Error {
+	if tok.AccessToken != "" && strings.EqualFold(tok.Type(), "Bearer") {
+		return nil
+	}
+	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+		"%s at %s issued no bearer token (token_type %q)", r.what, origin(r.url), safeText(tok.TokenType, 32))
+}
+
+// scopeText says which scopes a token was requested with.
+func scopeText(scopes []string) string {
+	if len(scopes) == 0 {
+		return "no scope"
+	}
+	return fmt.Sprintf("scope %q", TruncateUTF8(strings.Join(scopes, " "), 256))
+}

@@ -433,6 +433,11 @@ type Identity struct {
 	// it, so that more tokens buy neither more rate nor a session of their own.
 	Key string
 
+	// Expiry is when the caller's token expires, as far as the authenticator learnt it
+	// (a JWT's exp, an introspection answer's exp); zero when unknown. Upstream tokens
+	// obtained on the caller's behalf live no longer.
+	Expiry time.Time
+
 	// extraKey is a digest of User.Extra; see AccessKey.
 	extraKey string
 }
@@ -575,15 +580,15 @@ func (o *AuthenticatorOptions) defaults() {
 // AuthenticateRequest authenticates the bearer token of r's Authorization header. See
 // [Authenticator.Authenticate].
 func (a *Authenticator) AuthenticateRequest(ctx context.Context, r *http.Request) (*Identity, error) {
-	token, ok := bearerToken(r)
+	token, ok := BearerToken(r)
 	if !ok {
 		return nil, ErrUnauthenticated
 	}
 	return a.Authenticate(ctx, token)
 }
 
-// bearerToken returns the token of an "Authorization: Bearer" header.
-func bearerToken(r *http.Request) (string, bool) {
+// BearerToken returns the token of an "Authorization: Bearer" header.
+func BearerToken(r *http.Request) (string, bool) {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
@@ -641,7 +646,9 @@ func (a *Authenticator) authenticateProvider(ctx context.Context, token string) 
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
 	}
-	return NewIdentity(authenticationv1.UserInfo{Username: caller.Username, Groups: caller.Groups}), nil
+	id := NewIdentity(authenticationv1.UserInfo{Username: caller.Username, Groups: caller.Groups})
+	id.Expiry = caller.Expiry
+	return id, nil
 }
 
 // authenticateKubernetes authenticates a token of the cluster: a cache, or a TokenReview
@@ -749,6 +756,7 @@ func (a *Authenticator) review(ctx context.Context, lane *reviewLane, key tokenD
 		validUntil = expiry
 	}
 	id := NewIdentity(st.User)
+	id.Expiry = expiry
 	a.negative.Remove(key)
 	a.positive.Add(key, &tokenEntry{id: id, validUntil: validUntil}, a.knownTTL)
 	return id, nil

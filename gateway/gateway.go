@@ -533,6 +533,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 			!g.admitRate(w, caller, srv, key, len(msgs.Messages)) || !s.beginRequest() {
 			return
 		}
+		g.presentCaller(upstreamCaller(r, caller), key)
 		defer s.endRequest()
 		s.transport.ServeHTTP(w, r)
 		return
@@ -552,7 +553,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 			fmt.Sprintf("MCPServer %s is not Ready (%s): %s", key, srv.reason, srv.message))
 		return
 	}
-	s, err := g.startSession(r.Context(), key, caller, srv)
+	s, err := g.startSession(r.Context(), key, caller, upstreamCaller(r, caller), srv)
 	if err != nil {
 		g.refuseSession(w, req.ID, err)
 		return
@@ -619,8 +620,8 @@ func (g *Gateway) lookup(id string) *session {
 
 // startSession reserves a session slot (the replica's, the namespace's, the caller's and
 // the server's, at the caller's session rate), opens an upstream session and starts
-// relaying. A refusal is a *sessionRefusal.
-func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *catalog.Identity, srv *server) (*session, error) {
+// relaying. The upstream session acts for who. A refusal is a *sessionRefusal.
+func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *catalog.Identity, who *connector.Caller, srv *server) (*session, error) {
 	start, err := g.reserveSessionStart(caller)
 	if err != nil {
 		return nil, err
@@ -653,7 +654,7 @@ func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *c
 	}
 	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ConnectTimeout)
 	defer cancel()
-	up, err := g.opts.Pool.OpenUpstream(openCtx, key, nil)
+	up, err := g.opts.Pool.OpenUpstream(openCtx, key, who)
 	if err != nil {
 		release()
 		return nil, &sessionRefusal{status: http.StatusBadGateway, err: fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)}

@@ -72,7 +72,7 @@ func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, key con
 			fmt.Sprintf("MCPServer %s is not Ready (%s): %s", key, srv.reason, srv.message))
 		return
 	}
-	client, done, err := g.upstreamClients.acquire(r.Context(), key, caller)
+	client, done, err := g.upstreamClients.acquire(r.Context(), key, caller, upstreamCaller(r, caller))
 	if err != nil {
 		g.refuseSession(w, id, err)
 		return
@@ -313,6 +313,7 @@ func (g *Gateway) serveToolsetStateless(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	defer s.activity.End()
+	s.presentCaller(upstreamCaller(r, caller))
 	g.statelessToolsetHandler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), statelessToolsetKey{}, s)))
 }
 

@@ -141,6 +141,7 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 			return
 		}
 		defer s.activity.End()
+		s.presentCaller(upstreamCaller(r, caller))
 		s.transport.ServeHTTP(w, r)
 		return
 	}
@@ -153,6 +154,7 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 		g.refuseSession(w, req.ID, err)
 		return
 	}
+	s.presentCaller(upstreamCaller(r, caller))
 	if !s.activity.Begin() {
 		mcphttp.NotFound(w, "")
 		return

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -55,6 +56,10 @@ type toolsetSession struct {
 	// stateless handler connects each to the session's server, and no client transport
 	// is connected.
 	sessionless bool
+
+	// who is the caller as of its latest request, with the token it carried: the
+	// origins whose credentials follow the caller act for it.
+	who atomic.Pointer[connector.Caller]
 
 	// syncMu serialises recomputing the tools.
 	syncMu sync.Mutex
@@ -472,7 +477,7 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 			o.err = err
 			return
 		}
-		up, err := s.g.opts.Pool.OpenUpstream(ctx, key, nil)
+		up, err := s.g.opts.Pool.OpenUpstream(ctx, key, s.who.Load())
 		if err != nil {
 			release()
 			o.err = fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)
@@ -788,4 +793,18 @@ func upstreamReason(err error) string {
 		return fmt.Sprintf("the server answered with JSON-RPC error %d", rpcErr.Code)
 	}
 	return err.Error()
+}
+
+// presentCaller records who the session's caller is as of its latest request, and gives
+// the connector that caller's token for the origins open so far whose credentials follow
+// the caller.
+func (s *toolsetSession) presentCaller(who *connector.Caller) {
+	s.who.Store(who)
+	s.mu.Lock()
+	keys := make([]connector.Key, 0, len(s.origins))
+	for name := range s.origins {
+		keys = append(keys, connector.Key{Namespace: s.key.Namespace, Name: name})
+	}
+	s.mu.Unlock()
+	s.g.presentCaller(who, keys...)
 }

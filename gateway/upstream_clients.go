@@ -22,6 +22,10 @@ import (
 type upstreamClientKey struct {
 	server connector.Key
 	caller string
+	// perCaller is the caller of a sessionless server whose credentials follow the
+	// caller: its client carries that caller's upstream token. It is no session of the
+	// caller's (no server slot, no elicitation on a session).
+	perCaller string
 }
 
 // upstreamClient is a go-sdk client session with one server that the stateless front
@@ -69,12 +73,21 @@ func (u *upstreamClients) sessionless(key connector.Key) bool {
 	return ok && transport == connector.TransportStreamableHTTP && version >= sessionlessVersion
 }
 
-// acquire returns a connected client for the caller's requests to the server; the caller
-// must call done once its request is answered.
-func (u *upstreamClients) acquire(ctx context.Context, key connector.Key, caller *catalog.Identity) (c *upstreamClient, done func(), err error) {
+// acquire returns a connected client for the caller's requests to the server, acting for
+// who; the caller must call done once its request is answered.
+func (u *upstreamClients) acquire(ctx context.Context, key connector.Key, caller *catalog.Identity, who *connector.Caller) (c *upstreamClient, done func(), err error) {
 	ck := upstreamClientKey{server: key}
-	if !u.sessionless(key) {
+	perCaller := u.g.opts.Pool.PerCaller(key)
+	switch {
+	case !u.sessionless(key):
 		ck.caller = caller.Key
+	case perCaller:
+		// Sessionless, but its credentials follow the caller: a client of the
+		// caller's own, so that no request travels with another caller's token.
+		ck.perCaller = caller.Key
+	}
+	if perCaller {
+		u.g.opts.Pool.PresentCaller(key, *who)
 	}
 	for {
 		u.mu.Lock()
@@ -89,7 +102,7 @@ func (u *upstreamClients) acquire(ctx context.Context, key connector.Key, caller
 		c.mu.Unlock()
 		u.mu.Unlock()
 		if fresh {
-			c.err = u.connect(ctx, c, caller)
+			c.err = u.connect(ctx, c, caller, who)
 			close(c.ready)
 			if c.err != nil {
 				u.drop(c)
@@ -118,7 +131,7 @@ func (u *upstreamClients) acquire(ctx context.Context, key connector.Key, caller
 
 // connect opens the client session; a session-era client first takes a server slot, so
 // that the server's and the caller's session limits hold on this path too.
-func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller *catalog.Identity) error {
+func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller *catalog.Identity, who *connector.Caller) error {
 	if c.key.caller != "" {
 		release, err := u.g.takeServerSlot(c.key.server, caller)
 		if err != nil {
@@ -141,7 +154,7 @@ func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller
 	defer cancel()
 	// The connector's connection: the same credentials, egress judgement at dial time,
 	// redirect policy, limits and scrubbing as every other connection to the server.
-	up, err := u.g.opts.Pool.OpenUpstream(openCtx, c.key.server, nil)
+	up, err := u.g.opts.Pool.OpenUpstream(openCtx, c.key.server, who)
 	var cs *mcp.ClientSession
 	if err == nil {
 		if cs, err = client.Connect(openCtx, upstreamTransport{up: up}, nil); err != nil {

@@ -5,7 +5,9 @@
 # every interface (":"+PORT); tests here bind loopback only, so the binary is a main of a
 # dozen lines that serves the example's own OP (exampleop.SetupServer, storage) on
 # 127.0.0.1 and is otherwise configured as the example is: PORT (default 0, any free
-# port) and REDIRECT_URI (comma-separated, for the clients "web", "api" and "native").
+# port), REDIRECT_URI (comma-separated, for the clients "web", "api" and "native") and
+# USERS_FILE (a JSON file of users, replacing the built-in ones, as the example's main
+# reads it).
 # The first line it writes to stdout is its issuer URL, http://127.0.0.1:PORT/. Users:
 # test-user@127.0.0.1 and test-user2, password verysecure. Built outside any module so our
 # go.mod neither constrains nor records it (it needs newer go-jose and oauth2 than ours).
@@ -19,7 +21,8 @@ set -euo pipefail
 
 ZITADEL_OIDC_VERSION="${ZITADEL_OIDC_VERSION:-v3.52.0}"
 CACHE_ROOT="${SWITCHBOARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchboard}"
-dir="${CACHE_ROOT}/zitadel-op-${ZITADEL_OIDC_VERSION}"
+# The suffix counts changes of the main below, so that a cached older build is not used.
+dir="${CACHE_ROOT}/zitadel-op-${ZITADEL_OIDC_VERSION}-2"
 
 log() { printf 'zitadel-op: %s\n' "$*" >&2; }
 
@@ -71,7 +74,15 @@ func main() {
 		storage.WebClient("api", "secret", redirects...),
 	)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	router := exampleop.SetupServer(issuer, storage.NewStorage(storage.NewUserStore(issuer)), logger, false)
+	// As the example's main does, USERS_FILE replaces the two built-in users.
+	users := storage.NewUserStore(issuer)
+	if path := os.Getenv("USERS_FILE"); path != "" {
+		if users, err = storage.StoreFromFile(path); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	router := exampleop.SetupServer(issuer, storage.NewStorage(users), logger, false)
 	fmt.Println(issuer)
 	if err := http.Serve(ln, router); err != nil {
 		fmt.Fprintln(os.Stderr, err)

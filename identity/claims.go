@@ -1,6 +1,8 @@
 package identity
 
 import (
+	"time"
+
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,6 +45,10 @@ type Caller struct {
 	// UID, so the gateway's caches treat one Kubernetes identity alike however it
 	// authenticated.
 	Key string
+	// Expiry is when the token expires (its verified exp claim, or the exp of an
+	// introspection answer); zero when the issuer did not say. Whatever is obtained with
+	// the token on the caller's behalf lives no longer.
+	Expiry time.Time
 }
 
 // clone returns a copy of c that shares nothing with it: remembered callers are handed

@@ -95,6 +95,7 @@ func (in *introspector) ask(ctx context.Context, provs []*provider, token string
 	for _, p := range provs {
 		caller, exp, err := in.askOne(ctx, p, token)
 		if err == nil {
+			caller.Expiry = exp
 			ttl := in.opts.IntrospectionTTL
 			if !exp.IsZero() {
 				ttl = min(ttl, time.Until(exp))

@@ -277,6 +277,7 @@ func (ps *Providers) authenticateJWT(ctx context.Context, token string) (*Caller
 	if err != nil {
 		return nil, err
 	}
+	caller.Expiry = exp
 	if ttl := min(ps.opts.VerifiedJWTTTL, time.Until(exp)); ttl > 0 {
 		ps.verified.Add(key, caller.clone(), ttl)
 	}

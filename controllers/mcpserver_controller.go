@@ -271,11 +271,15 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 	headers, caBundle, err := resolver.resolveHTTP(ctx, spec)
 	var oauth *connector.OAuth2ClientCredentials
 	var wif *connector.OAuth2WorkloadIdentity
+	var perCaller *connector.PerCallerAuth
 	if err == nil {
 		oauth, err = resolver.resolveOAuth2(ctx, spec)
 	}
 	if err == nil {
 		wif, err = resolver.resolveWorkloadIdentity(ctx, spec, r.sources(), obj.Namespace)
+	}
+	if err == nil {
+		perCaller, err = resolver.resolvePerCaller(ctx, spec)
 	}
 	if err != nil {
 		var missing *missingSecretError
@@ -290,6 +294,7 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 	cfg.CABundle = caBundle
 	cfg.OAuth2 = oauth
 	cfg.WorkloadIdentity = wif
+	cfg.PerCaller = perCaller
 	return cfg, nil
 }
 

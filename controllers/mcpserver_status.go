@@ -401,6 +401,12 @@ func toolsDiscoveredCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *con
 	if snap == nil {
 		return keep(obj, mcpv1alpha1.ConditionToolsDiscovered)
 	}
+	if snap.ToolsPerCaller && snap.State == connector.StateReady {
+		return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonDiscoveredPerCaller,
+			"Tools are discovered per caller: the server's credentials follow the caller (" + perCallerMode(obj) +
+				") and no operator credential (clientCredentials or workloadIdentity) is configured, so none are published; " +
+				"the server's protected resource metadata and its authorization server's metadata are checked instead"}
+	}
 	if snap.Discovered {
 		st := obj.Status
 		return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,

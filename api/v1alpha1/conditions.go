@@ -153,6 +153,12 @@ const (
 	// ServiceAccount token, a rotated Secret) is.
 	ReasonInvalidGrant = "InvalidGrant"
 
+	// ReasonDiscoveredPerCaller (ToolsDiscovered True): the server's credentials follow
+	// the caller (enterpriseManaged or tokenExchange) and no operator credential is
+	// configured, so the operator cannot list its tools; each caller sees the tools the
+	// server offers it through the gateway, and status publishes none.
+	ReasonDiscoveredPerCaller = "DiscoveredPerCaller"
+
 	// ReasonWorkloadTokenUnavailable means no workload JWT could be had for
 	// spec.http.auth.oauth2.workloadIdentity: the ServiceAccount does not exist, the
 	// API server refused the TokenRequest (the manager may not create

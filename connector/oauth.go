@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -85,11 +84,8 @@ type tokenSource struct {
 	meta  *authMeta
 	reuse oauth2.TokenSource
 
-	// issued are the tokens and assertions minted lately, oldest first; issuedList is
-	// the redactor's copy of them.
-	issuedMu   sync.Mutex
-	issued     []string
-	issuedList atomic.Pointer[secretList]
+	// issued are the tokens and assertions minted lately.
+	issued recentSecrets
 
 	// refused is the assertion the token endpoint refused last, and why.
 	refusedMu sync.Mutex
@@ -323,27 +319,10 @@ func (a *tokenSource) scopeText() string {
 
 // remember keeps a minted secret for redaction: the last maxIssuedSecrets of them, in a
 // new list for every one, so that a redactor reading the list never waits.
-func (a *tokenSource) remember(secret string) {
-	if len(secret) < 8 {
-		return
-	}
-	a.issuedMu.Lock()
-	defer a.issuedMu.Unlock()
-	if len(a.issued) == maxIssuedSecrets {
-		a.issued = a.issued[1:]
-	}
-	a.issued = append(a.issued, secret)
-	list := newSecretList(a.issued)
-	a.issuedList.Store(&list)
-}
+func (a *tokenSource) remember(secret string) { a.issued.add(secret, maxIssuedSecrets) }
 
 // issuedSecrets returns the tokens and assertions minted lately, for the redactor.
-func (a *tokenSource) issuedSecrets() *secretList {
-	if l := a.issuedList.Load(); l != nil {
-		return l
-	}
-	return &noSecrets
-}
+func (a *tokenSource) issuedSecrets() *secretList { return a.issued.get() }
 
 // authError returns an error of reason that sets the Authenticated reason auth.
 func authError(reason, auth, format string, args ...any) *Error {

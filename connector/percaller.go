@@ -450,9 +450,8 @@ type callerEntry struct {
 	expiry  time.Time // the subject's expiry; zero when unknown
 	reuse   oauth2.TokenSource
 
-	secretsMu sync.Mutex
-	secrets   []string
-	list      atomic.Pointer[secretList]
+	// secrets are the caller's token and the tokens obtained with it, for redaction.
+	secrets recentSecrets
 }
 
 // present takes the caller's newest token.
@@ -544,30 +543,10 @@ func (e *callerEntry) renew(rejected string, ch challenge) (string, *Error) {
 
 // remember keeps a secret of the caller's for redaction: the last maxCallerSecrets of
 // them, in a new list for every one.
-func (e *callerEntry) remember(secret string) {
-	if len(secret) < 8 {
-		return
-	}
-	e.secretsMu.Lock()
-	defer e.secretsMu.Unlock()
-	if slices.Contains(e.secrets, secret) {
-		return
-	}
-	if len(e.secrets) == maxCallerSecrets {
-		e.secrets = e.secrets[1:]
-	}
-	e.secrets = append(e.secrets, secret)
-	l := newSecretList(e.secrets)
-	e.list.Store(&l)
-}
+func (e *callerEntry) remember(secret string) { e.secrets.add(secret, maxCallerSecrets) }
 
 // secretList returns the caller's secrets, for the redactor.
-func (e *callerEntry) secretList() *secretList {
-	if l := e.list.Load(); l != nil {
-		return l
-	}
-	return &noSecrets
-}
+func (e *callerEntry) secretList() *secretList { return e.secrets.get() }
 
 // asCallerError turns what a fetch returned into an *Error with Authentication set.
 func asCallerError(err error) *Error {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -427,4 +428,40 @@ func hex4(b []byte) (rune, bool) {
 		r = r*16 + rune(c)
 	}
 	return r, true
+}
+
+// recentSecrets remembers the last few secrets minted or received at run time (tokens,
+// assertions, a caller's token) for redaction. Every addition makes a new list, so that
+// a redactor reading it never waits.
+type recentSecrets struct {
+	mu    sync.Mutex
+	items []string // oldest first
+	list  atomic.Pointer[secretList]
+}
+
+// add remembers secret, forgetting the oldest beyond max. Values shorter than 8 bytes
+// are no credentials and would mangle messages.
+func (r *recentSecrets) add(secret string, max int) {
+	if len(secret) < 8 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if slices.Contains(r.items, secret) {
+		return
+	}
+	if len(r.items) == max {
+		r.items = r.items[1:]
+	}
+	r.items = append(r.items, secret)
+	l := newSecretList(r.items)
+	r.list.Store(&l)
+}
+
+// get returns the secrets remembered, for the redactor.
+func (r *recentSecrets) get() *secretList {
+	if l := r.list.Load(); l != nil {
+		return l
+	}
+	return &noSecrets
 }

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -43,12 +45,46 @@ const (
 // OP dies with the test.
 func StartZitadelOP(t testing.TB) string {
 	t.Helper()
+	return startZitadelOP(t)
+}
+
+// ZitadelAdmins are the users of StartZitadelOPWithAdmins, password ZitadelPassword.
+var ZitadelAdmins = []string{"alice@127.0.0.1", "bob@127.0.0.1"}
+
+// ZitadelPassword is the password of every user of the example OP here.
+const ZitadelPassword = "verysecure"
+
+// StartZitadelOPWithAdmins is StartZitadelOP with two users instead of the built-in
+// ones, ZitadelAdmins, both admins: the example OP's token exchange refuses to exchange
+// the token of a user who is not (unless an actor token comes along). Their subjects
+// are their names before the "@".
+func StartZitadelOPWithAdmins(t testing.TB) string {
+	t.Helper()
+	users := map[string]map[string]any{}
+	for _, name := range ZitadelAdmins {
+		id, _, _ := strings.Cut(name, "@")
+		users[id] = map[string]any{"ID": id, "Username": name, "Password": ZitadelPassword, "FirstName": id, "LastName": "Example",
+			"Email": id + "@example.test", "EmailVerified": true, "PreferredLanguage": "en", "IsAdmin": true}
+	}
+	data, err := json.Marshal(users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "users.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startZitadelOP(t, "USERS_FILE="+path)
+}
+
+func startZitadelOP(t testing.TB, env ...string) string {
+	t.Helper()
 	bin := os.Getenv(ZitadelOPEnv)
 	if bin == "" {
 		t.Skipf("%s is not set: run with %s=\"$(hack/zitadel-op.sh)\"", ZitadelOPEnv, ZitadelOPEnv)
 	}
 	cmd := exec.Command(bin) //nolint:noctx,gosec // the binary hack/zitadel-op.sh built, named by the test environment; killed at cleanup
-	cmd.Env = append(os.Environ(), "PORT=0", "REDIRECT_URI="+ZitadelRedirect)
+	cmd.Env = append(append(os.Environ(), "PORT=0", "REDIRECT_URI="+ZitadelRedirect), env...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = processGroupDyingWithParent()
 	stdout, err := cmd.StdoutPipe()
@@ -75,6 +111,11 @@ func StartZitadelOP(t testing.TB) string {
 // test-user and follows the redirect back to the client, whose code and state it
 // returns. It logs each step with t.Logf.
 func ZitadelBrowserLogin(t testing.TB, issuer string) auth.AuthorizationCodeFetcher {
+	return zitadelBrowserLoginAs(t, issuer, "test-user@127.0.0.1")
+}
+
+// zitadelBrowserLoginAs is ZitadelBrowserLogin as the user username.
+func zitadelBrowserLoginAs(t testing.TB, issuer, username string) auth.AuthorizationCodeFetcher {
 	return func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
 		jar, err := cookiejar.New(nil)
 		if err != nil {
@@ -101,8 +142,8 @@ func ZitadelBrowserLogin(t testing.TB, issuer string) auth.AuthorizationCodeFetc
 		if resp.StatusCode != http.StatusOK || m == nil {
 			return nil, errors.New("the authorization request did not land on a login form")
 		}
-		t.Logf("login: the OP shows its login page (%s); test-user logs in", resp.Request.URL.Path)
-		form := url.Values{"id": {string(m[1])}, "username": {"test-user@127.0.0.1"}, "password": {"verysecure"}}
+		t.Logf("login: the OP shows its login page (%s); %s logs in", resp.Request.URL.Path, username)
+		form := url.Values{"id": {string(m[1])}, "username": {username}, "password": {ZitadelPassword}}
 		req, err = http.NewRequestWithContext(ctx, http.MethodPost, issuer+"login/username", strings.NewReader(form.Encode()))
 		if err != nil {
 			return nil, err
@@ -157,6 +198,12 @@ func ZitadelOAuthHandler(t testing.TB, issuer string, token func(*oauth2.Token) 
 // code is exchanged for: an opaque access token and, in id_token, a JWT.
 func ZitadelLogin(t testing.TB, issuer string) *oauth2.Token {
 	t.Helper()
+	return ZitadelLoginAs(t, issuer, "test-user@127.0.0.1")
+}
+
+// ZitadelLoginAs is ZitadelLogin as the user username.
+func ZitadelLoginAs(t testing.TB, issuer, username string) *oauth2.Token {
+	t.Helper()
 	ctx := context.Background()
 	conf := &oauth2.Config{
 		ClientID:     ZitadelClientID,
@@ -166,7 +213,7 @@ func ZitadelLogin(t testing.TB, issuer string) *oauth2.Token {
 		Scopes:       []string{"openid", "email", "profile"},
 	}
 	verifier := oauth2.GenerateVerifier()
-	res, err := ZitadelBrowserLogin(t, issuer)(ctx, &auth.AuthorizationArgs{
+	res, err := zitadelBrowserLoginAs(t, issuer, username)(ctx, &auth.AuthorizationArgs{
 		URL: conf.AuthCodeURL("state-1", oauth2.S256ChallengeOption(verifier)),
 	})
 	if err != nil {

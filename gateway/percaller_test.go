@@ -1,10 +1,12 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,7 +18,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
@@ -42,6 +49,7 @@ type perCallerWorld struct {
 
 	mu        sync.Mutex
 	seen      []string // Authorization of every request the MCP server got
+	headers   []string // every header of every request it got, as "Name: value"
 	exchanges []string // subject tokens the token service was sent
 }
 
@@ -73,6 +81,11 @@ func newPerCallerWorld(t *testing.T, subjects map[string]string) *perCallerWorld
 		}
 		w.mu.Lock()
 		w.seen = append(w.seen, r.Header.Get("Authorization"))
+		for name, values := range r.Header {
+			for _, v := range values {
+				w.headers = append(w.headers, name+": "+v)
+			}
+		}
 		w.mu.Unlock()
 		protected.ServeHTTP(rw, r)
 	}))
@@ -132,6 +145,21 @@ func oauthErrorTo(rw http.ResponseWriter, status int, code, description string) 
 	_ = json.NewEncoder(rw).Encode(map[string]string{"error": code, "error_description": description})
 }
 
+// assertNoCallerTokenReachedTheServer fails when any header of any request the MCP
+// server got carries a caller's own token (the clients send it in a cookie too).
+func (w *perCallerWorld) assertNoCallerTokenReachedTheServer() {
+	w.t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range w.headers {
+		for _, token := range []string{aliceInbound, bobInbound, carolInbound} {
+			if strings.Contains(h, token) {
+				w.t.Errorf("a caller's own token reached the server: %s", h)
+			}
+		}
+	}
+}
+
 // seenAuthorizations returns the Authorization headers the MCP server got.
 func (w *perCallerWorld) seenAuthorizations() []string {
 	w.mu.Lock()
@@ -142,10 +170,11 @@ func (w *perCallerWorld) seenAuthorizations() []string {
 // perCallerGateway is a gateway in front of the world's server, configured as the
 // controller maps an MCPServer with tokenExchange and no operator credential, with
 // the given callers (token -> user) authenticated and allowed use on it.
-func perCallerGateway(t *testing.T, w *perCallerWorld, callers tokens) *harness {
+func perCallerGateway(t *testing.T, w *perCallerWorld, callers tokens) *perCallerFront {
 	t.Helper()
-	h := &harness{t: t, key: connector.Key{Namespace: namespace, Name: "notes"}, audit: &logLines{}}
-	pool, err := connector.NewPool(connector.Options{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	h := &harness{t: t, key: connector.Key{Namespace: namespace, Name: "notes"}, audit: &logLines{}, registry: prometheus.NewRegistry()}
+	f := &perCallerFront{harness: h, log: &logLines{}}
+	pool, err := connector.NewPool(connector.Options{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: f.log.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,11 +198,12 @@ func perCallerGateway(t *testing.T, w *perCallerWorld, callers tokens) *harness 
 	})
 	allowed := map[string][]string{}
 	for _, user := range callers {
-		allowed[user] = []string{h.key.Name}
+		allowed[user] = []string{"mcpservers/" + h.key.Name, "mcptoolsets/" + perCallerToolset}
 	}
-	var reviews atomic.Int32
-	sar := grants(t, allowed, &reviews)
-	gw, err := gateway.New(gateway.Options{Pool: pool, Audit: h.audit.logger(),
+	var grants atomic.Pointer[map[string][]string]
+	grants.Store(&allowed)
+	sar := toolsetGrantsFrom(&grants)
+	gw, err := gateway.New(gateway.Options{Pool: pool, Audit: h.audit.logger(), Logger: f.log.logger(), Registerer: h.registry,
 		Authenticator: callers, Access: sar.AuthorizationV1().SubjectAccessReviews()})
 	if err != nil {
 		t.Fatal(err)
@@ -181,19 +211,71 @@ func perCallerGateway(t *testing.T, w *perCallerWorld, callers tokens) *harness 
 	t.Cleanup(gw.Close)
 	h.gw = gw
 	gw.Update(readyServer(h.key))
+	// A toolset with the server as its one origin.
+	gw.UpdateToolset(&mcpv1alpha1.MCPToolset{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: perCallerToolset, Generation: 1},
+		Spec:       mcpv1alpha1.MCPToolsetSpec{Servers: []mcpv1alpha1.ToolsetServer{{Name: h.key.Name}}},
+	})
 	h.front = httptest.NewServer(gw.Handler())
 	t.Cleanup(h.front.Close)
-	return h
+	return f
 }
 
-// connectAs opens a client session through the gateway with token, in the era version
-// names.
+// perCallerFront is the gateway of a per-caller world, with its and the pool's log.
+type perCallerFront struct {
+	*harness
+	log *logLines
+}
+
+// assertNoSecrets fails when a caller's own token, a token the token service issued or
+// the gateway's client secret is in the audit log, the gateway's or the pool's log, or
+// the metrics.
+func (f *perCallerFront) assertNoSecrets(t *testing.T) {
+	t.Helper()
+	var metrics bytes.Buffer
+	families, err := f.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if _, err := expfmt.MetricFamilyToText(&metrics, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	places := map[string]string{"audit log": f.audit.all(), "log": f.log.all(), "metrics": metrics.String()}
+	for where, text := range places {
+		for _, secret := range []string{aliceInbound, bobInbound, carolInbound, "upstream-alice", "upstream-bob", stsClientSecret} {
+			if strings.Contains(text, secret) {
+				t.Errorf("the %s carries %q", where, secret)
+			}
+		}
+	}
+	if f.audit.all() == "" {
+		t.Error("the audit log is empty")
+	}
+}
+
+// perCallerToolset is the toolset perCallerGateway serves over the server.
+const perCallerToolset = "per-caller"
+
+// toolsetURL is the gateway endpoint of the toolset perCallerGateway serves.
+func (h *harness) toolsetURL() string {
+	return h.front.URL + catalog.ToolsetGatewayPath(namespace, perCallerToolset)
+}
+
+// connectAs opens a client session through the gateway's server endpoint with token,
+// in the era version names.
 func (h *harness) connectAs(token, version string) (*mcp.ClientSession, error) {
+	return h.connectAt(h.url(), token, version)
+}
+
+// connectAt opens a client session at endpoint with token, in the era version names.
+func (h *harness) connectAt(endpoint, token, version string) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   h.url(),
+		Endpoint:   endpoint,
 		HTTPClient: &http.Client{Transport: bearer{token: token}},
 		MaxRetries: -1,
 	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -243,13 +325,13 @@ func TestPerCallerCredentialsReachTheServerAsEachCaller(t *testing.T) {
 				if strings.Contains(a, aliceInbound) || strings.Contains(a, bobInbound) {
 					t.Errorf("a caller's own token reached the server: %q", a)
 				}
-				if a != "" {
-					distinct[a] = true
-				}
+				distinct[a] = true
 			}
 			if !distinct["Bearer upstream-alice"] || !distinct["Bearer upstream-bob"] || len(distinct) != 2 {
 				t.Errorf("the server saw Authorization %v; want Bearer upstream-alice and Bearer upstream-bob only", keysOf(distinct))
 			}
+			h.assertNoSecrets(t)
+			w.assertNoCallerTokenReachedTheServer()
 			// Each caller's token was exchanged once, for both of its sessions and all
 			// of its calls.
 			w.mu.Lock()
@@ -303,6 +385,18 @@ func TestPerCallerRefusedExchangeNamesTheReasonAndNoSecret(t *testing.T) {
 					t.Errorf("the error carries %q: %s", secret, msg)
 				}
 			}
+			if era.version == sessionlessVersion {
+				// The go-sdk client falls back to initialize when server/discover is
+				// refused; a sessionless tools/call itself gets the same answer.
+				status, code, text := sessionlessCall(t, h.url(), carolInbound, "whoami")
+				t.Logf("carol's sessionless tools/call was answered: HTTP %d, %d %s", status, code, text)
+				if code == 0 || !strings.Contains(text, "TokenRequestFailed") || !strings.Contains(text, "invalid_grant") {
+					t.Errorf("carol's sessionless tools/call was answered HTTP %d, JSON-RPC error %d %q; want an error naming the refused exchange", status, code, text)
+				}
+				if strings.Contains(text, carolInbound) {
+					t.Errorf("carol's sessionless tools/call was answered with her token: %s", text)
+				}
+			}
 			w.mu.Lock()
 			exchanged := false
 			for _, s := range w.exchanges {
@@ -317,9 +411,6 @@ func TestPerCallerRefusedExchangeNamesTheReasonAndNoSecret(t *testing.T) {
 					t.Errorf("the server got Authorization %q", a)
 				}
 			}
-			if lines := h.audit.all(); strings.Contains(lines, carolInbound) {
-				t.Errorf("an audit line carries carol's token: %s", lines)
-			}
 			// Alice is unaffected.
 			a, err := h.connectAs(aliceInbound, era.version)
 			if err != nil {
@@ -328,8 +419,115 @@ func TestPerCallerRefusedExchangeNamesTheReasonAndNoSecret(t *testing.T) {
 			if got, err := callText(t, a, "whoami", nil); err != nil || got != "alice" {
 				t.Errorf("whoami as alice answered %q, %v", got, err)
 			}
+			h.assertNoSecrets(t)
+			w.assertNoCallerTokenReachedTheServer()
 		})
 	}
+}
+
+// Through a toolset whose origin is the server, each caller's calls reach the server
+// with that caller's own exchanged token, in both protocol eras; neither caller's own
+// token reaches the server. A caller whose exchange is refused is served none of the
+// origin's tools.
+func TestPerCallerCredentialsFollowTheCallerThroughAToolset(t *testing.T) {
+	for _, era := range []struct{ name, version string }{
+		{"session client (2025-11-25)", sessionEra},
+		{"sessionless client (2026-07-28)", sessionlessVersion},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			w := newPerCallerWorld(t, map[string]string{aliceInbound: "alice", bobInbound: "bob"})
+			h := perCallerGateway(t, w, tokens{aliceInbound: "system:serviceaccount:team-a:alice", bobInbound: "system:serviceaccount:team-a:bob",
+				carolInbound: "system:serviceaccount:team-a:carol"})
+			for _, c := range []struct{ token, subject string }{{aliceInbound, "alice"}, {bobInbound, "bob"}} {
+				cs, err := h.connectAt(h.toolsetURL(), c.token, era.version)
+				if err != nil {
+					t.Fatalf("connecting to the toolset as %s: %v", c.subject, err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				tools, err := cs.ListTools(ctx, nil)
+				cancel()
+				if err != nil {
+					t.Fatalf("tools/list on the toolset as %s: %v", c.subject, err)
+				}
+				var names []string
+				for _, tool := range tools.Tools {
+					names = append(names, tool.Name)
+				}
+				if len(names) != 1 || names[0] != "notes_whoami" {
+					t.Fatalf("the toolset lists %v for %s; want notes_whoami, listed with %s's own credentials", names, c.subject, c.subject)
+				}
+				got, err := callText(t, cs, "notes_whoami", nil)
+				if err != nil || got != c.subject {
+					t.Errorf("notes_whoami as %s answered %q, %v; want the server to be called for %s", c.subject, got, err, c.subject)
+				}
+			}
+			// Carol, whose exchange the token service refuses, is served none of the
+			// origin's tools, and nothing reaches the server for her.
+			cs, err := h.connectAt(h.toolsetURL(), carolInbound, era.version)
+			if err != nil {
+				t.Fatalf("connecting to the toolset as carol: %v", err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			tools, err := cs.ListTools(ctx, nil)
+			cancel()
+			if err != nil || len(tools.Tools) != 0 {
+				t.Errorf("tools/list on the toolset as carol = %v, %v; want no tools", tools, err)
+			}
+			if _, err := callText(t, cs, "notes_whoami", nil); err == nil {
+				t.Error("carol called notes_whoami through the toolset")
+			} else if strings.Contains(err.Error(), carolInbound) {
+				t.Errorf("carol's refused call carries her token: %v", err)
+			}
+			distinct := map[string]bool{}
+			for _, a := range w.seenAuthorizations() {
+				if strings.Contains(a, aliceInbound) || strings.Contains(a, bobInbound) {
+					t.Errorf("a caller's own token reached the server: %q", a)
+				}
+				distinct[a] = true
+			}
+			if !distinct["Bearer upstream-alice"] || !distinct["Bearer upstream-bob"] || len(distinct) != 2 {
+				t.Errorf("the server saw Authorization %v; want Bearer upstream-alice and Bearer upstream-bob only", keysOf(distinct))
+			}
+			h.assertNoSecrets(t)
+			w.assertNoCallerTokenReachedTheServer()
+		})
+	}
+}
+
+// sessionlessCall sends one sessionless (2026-07-28) tools/call of tool with token and
+// returns the HTTP status and the JSON-RPC error's code and message (0 and "" without
+// one).
+func sessionlessCall(t *testing.T, url, token, tool string) (int, int64, string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"` + sessionlessVersion + `","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", tool)
+	req.Header.Set("MCP-Protocol-Version", sessionlessVersion)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	text := string(data)
+	if i := strings.Index(text, "data: "); i >= 0 {
+		text = strings.TrimSpace(text[i+len("data: "):])
+	}
+	var answer struct {
+		Error *jsonrpc.Error `json:"error"`
+	}
+	if json.Unmarshal([]byte(text), &answer) != nil || answer.Error == nil {
+		return resp.StatusCode, 0, ""
+	}
+	return resp.StatusCode, answer.Error.Code, answer.Error.Message
 }
 
 func keysOf(m map[string]bool) []string {
@@ -339,4 +537,3 @@ func keysOf(m map[string]bool) []string {
 	}
 	return out
 }
-

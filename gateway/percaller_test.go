@@ -473,10 +473,14 @@ func TestPerCallerCredentialsFollowTheCallerThroughAToolset(t *testing.T) {
 			if err != nil || len(tools.Tools) != 0 {
 				t.Errorf("tools/list on the toolset as carol = %v, %v; want no tools", tools, err)
 			}
+			// Her call of the tool she cannot see says why: the origin's tools could not
+			// be listed for her, and the refused exchange's reason.
 			if _, err := callText(t, cs, "notes_whoami", nil); err == nil {
 				t.Error("carol called notes_whoami through the toolset")
 			} else if strings.Contains(err.Error(), carolInbound) {
 				t.Errorf("carol's refused call carries her token: %v", err)
+			} else if !strings.Contains(err.Error(), "could not be listed") || !strings.Contains(err.Error(), "invalid_grant") {
+				t.Errorf("carol's refused call = %v; want it to name the origin whose tools could not be listed and the refused exchange", err)
 			}
 			distinct := map[string]bool{}
 			for _, a := range w.seenAuthorizations() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -67,6 +68,7 @@ type toolsetSession struct {
 	mu          sync.Mutex
 	origins     map[string]*origin // by server name
 	routes      map[string]route   // exposed name -> origin
+	unlisted    map[string]string  // origin name -> why its tools could not be listed
 	search      *searchTools       // in Search mode, the index over the exposed tools
 	registered  map[string]string  // exposed name -> JSON of the definition served
 	listed      bool               // the client has listed tools: keep them current
@@ -190,6 +192,19 @@ func (s *toolsetSession) connect() error {
 				}
 				s.mu.Unlock()
 			}
+			if method == "tools/call" {
+				if params, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+					s.mu.Lock()
+					_, served := s.registered[params.Name]
+					unlisted := s.unlisted
+					s.mu.Unlock()
+					if !served && len(unlisted) > 0 {
+						// go-sdk would answer "unknown tool" alone; the tool may be one of
+						// an origin that could not be listed for this caller.
+						return nil, &jsonrpc.Error{Code: codeRefused, Message: unknownToolMessage(params.Name, unlisted)}
+					}
+				}
+			}
 			return next(ctx, method, req)
 		}
 	})
@@ -291,9 +306,10 @@ func (s *toolsetSession) sync(ctx context.Context) {
 	defer s.syncMu.Unlock()
 	want := map[string]*mcp.Tool{}
 	routes := map[string]route{}
+	unlisted := map[string]string{}
 	ts := s.g.toolset(s.key)
 	if ts != nil {
-		s.expose(ctx, ts, want, routes)
+		s.expose(ctx, ts, want, routes, unlisted)
 	}
 	var search *searchTools
 	if ts != nil && ts.Spec.Discovery == mcpv1alpha1.ToolsetDiscoverySearch {
@@ -324,6 +340,7 @@ func (s *toolsetSession) sync(ctx context.Context) {
 		}
 	}
 	s.routes = routes
+	s.unlisted = unlisted
 	s.search = search
 	s.mu.Unlock()
 
@@ -354,7 +371,7 @@ func (s *toolsetSession) sync(ctx context.Context) {
 }
 
 // expose fills want and routes with the tools the caller may see.
-func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset, want map[string]*mcp.Tool, routes map[string]route) {
+func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset, want map[string]*mcp.Tool, routes map[string]route, unlisted map[string]string) {
 	selected, _ := toolsets.Select(ts, s.g.serversIn(ts.Namespace))
 	defs := map[string]map[string]*mcp.Tool{}
 	var origins []toolsets.Origin
@@ -367,6 +384,9 @@ func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset,
 		tools, err := o.list(ctx, s)
 		if err != nil {
 			s.g.log.V(1).Info("Could not list an origin's tools", "toolset", s.key.String(), "server", sel.Name, "reason", err.Error())
+			// The connector's words, scrubbed of every secret: a caller whose upstream
+			// token could not be had learns why when it calls a tool it cannot see.
+			unlisted[sel.Name] = err.Error()
 			continue
 		}
 		byName := map[string]*mcp.Tool{}
@@ -621,9 +641,10 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 	start := time.Now()
 	s.mu.Lock()
 	r, ok := s.routes[name]
+	unlisted := s.unlisted
 	s.mu.Unlock()
 	if !ok {
-		return nil, &jsonrpc.Error{Code: codeRefused, Message: fmt.Sprintf("unknown tool %q", name)}
+		return nil, &jsonrpc.Error{Code: codeRefused, Message: unknownToolMessage(name, unlisted)}
 	}
 	key := connector.Key{Namespace: s.key.Namespace, Name: r.server}
 	audit := func(outcome string, extra ...any) {
@@ -807,4 +828,15 @@ func (s *toolsetSession) presentCaller(who *connector.Caller) {
 	}
 	s.mu.Unlock()
 	s.g.presentCaller(who, keys...)
+}
+
+// unknownToolMessage answers a call of a tool the session does not serve, naming the
+// origins whose tools could not be listed for this caller and why (the tool may be one
+// of theirs), in name order.
+func unknownToolMessage(name string, unlisted map[string]string) string {
+	msg := fmt.Sprintf("unknown tool %q", name)
+	for _, server := range slices.Sorted(maps.Keys(unlisted)) {
+		msg += fmt.Sprintf("; the tools of MCPServer %s could not be listed: %s", server, unlisted[server])
+	}
+	return msg
 }

@@ -936,9 +936,17 @@ func (a *tokenSource) tokenError(tokenURL *url.URL, clientID string, scopes []st
 	return &out
 }
 
-var jwtLike = regexp.MustCompile(`[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)
+var (
+	jwtLike = regexp.MustCompile(`[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)
+	// tokenLike is an unbroken run of token characters long enough to be an opaque
+	// token, or a piece of one: a token service that quotes the token it refused, even
+	// cut or re-encoded, has it redacted. Words and URLs of an error description are
+	// shorter or broken by other characters.
+	tokenLike = regexp.MustCompile(`[A-Za-z0-9_~+/=-]{32,}`)
+)
 
-// safeText keeps server text printable, short and free of JWT-looking values.
+// safeText keeps server text printable, short and free of values that look like
+// tokens, JWTs or opaque.
 func safeText(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
@@ -946,7 +954,8 @@ func safeText(s string, n int) string {
 		}
 		return r
 	}, s)
-	return TruncateUTF8(jwtLike.ReplaceAllString(s, "[redacted]"), n)
+	s = jwtLike.ReplaceAllString(s, "[redacted]")
+	return TruncateUTF8(tokenLike.ReplaceAllString(s, "[redacted]"), n)
 }
 
 // authTransport sends metadata and token requests: the session's dialer and

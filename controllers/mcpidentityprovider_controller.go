@@ -174,6 +174,7 @@ func (r *MCPIdentityProviderReconciler) providerConfig(ctx context.Context, obj 
 		Name:              obj.Name,
 		Generation:        obj.Generation,
 		IssuerURL:         spec.Issuer.URL,
+		DiscoveryURL:      spec.Issuer.DiscoveryURL,
 		Audiences:         slices.Clone(spec.Issuer.Audiences),
 		AllowInsecureHTTP: spec.Issuer.AllowInsecureHTTP,
 		UsernameClaim:     spec.ClaimMappings.Username.Claim,

@@ -11,6 +11,9 @@ type ProviderConfig struct {
 
 	// IssuerURL is the OpenID issuer; tokens must name it exactly in iss.
 	IssuerURL string
+	// DiscoveryURL, when set, is where the discovery document is fetched from instead of
+	// IssuerURL + /.well-known/openid-configuration; it must still name IssuerURL.
+	DiscoveryURL string
 	// Audiences are the audiences a token must name one of in aud.
 	Audiences []string
 	// CACertPEM, when set, are the only certificate authorities trusted for the issuer's

@@ -376,7 +376,7 @@ func (ps *Providers) build(ctx context.Context, cfg ProviderConfig) (*provider, 
 	if err != nil {
 		return nil, applyErr(ReasonInvalidConfig, false, "certificate authority: %v", err)
 	}
-	doc, err := fetchDiscovery(ctx, base, cfg.IssuerURL)
+	doc, err := fetchDiscovery(ctx, base, cfg.IssuerURL, cfg.DiscoveryURL)
 	if err != nil {
 		return nil, err
 	}
@@ -471,6 +471,18 @@ func validateConfig(cfg *ProviderConfig) error {
 	if err := checkScheme(cfg, u); err != nil {
 		return bad("the issuer URL %s", err)
 	}
+	if cfg.DiscoveryURL != "" {
+		d, err := url.Parse(cfg.DiscoveryURL)
+		if err != nil || d.Host == "" || (d.Scheme != "https" && d.Scheme != "http") {
+			return bad("the discovery URL must be an absolute https URL")
+		}
+		if d.User != nil || d.RawQuery != "" || d.ForceQuery || d.Fragment != "" {
+			return bad("the discovery URL must have no user information, query or fragment")
+		}
+		if err := checkScheme(cfg, d); err != nil {
+			return bad("the discovery URL %s", err)
+		}
+	}
 	if len(cfg.Audiences) == 0 || slices.Contains(cfg.Audiences, "") {
 		return bad("at least one audience is required, and none may be empty")
 	}
@@ -524,12 +536,17 @@ func endpointURL(cfg *ProviderConfig, field, raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// fetchDiscovery fetches and decodes the issuer's OpenID discovery document and checks
+// fetchDiscovery fetches and decodes the issuer's OpenID discovery document, from
+// discoveryURL when set and from the issuer's well-known location otherwise, and checks
 // that it names the issuer exactly.
-func fetchDiscovery(ctx context.Context, client *http.Client, issuer string) (*discovery, error) {
-	u, err := url.Parse(strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration")
+func fetchDiscovery(ctx context.Context, client *http.Client, issuer, discoveryURL string) (*discovery, error) {
+	location := discoveryURL
+	if location == "" {
+		location = strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
+	}
+	u, err := url.Parse(location)
 	if err != nil {
-		return nil, applyErr(ReasonInvalidConfig, false, "the issuer URL does not parse")
+		return nil, applyErr(ReasonInvalidConfig, false, "the discovery URL does not parse")
 	}
 	where := redactURL(u)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)

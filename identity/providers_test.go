@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -485,5 +486,53 @@ func TestIssuerConflict(t *testing.T) {
 	caller, err := ps.Authenticate(context.Background(), op.sign("k1", op.claims(audience)))
 	if err != nil || caller.Provider != "first" {
 		t.Fatalf("after the conflict: %+v, %v; want the first provider to stay", caller, err)
+	}
+}
+
+// An issuer that serves its discovery document somewhere other than its well-known
+// location is usable with DiscoveryURL, which must still name the issuer; without
+// DiscoveryURL it is not.
+func TestDiscoveryURLFetchesTheDocumentFromElsewhere(t *testing.T) {
+	op := newTestOP(t, true)
+	const elsewhere = "/elsewhere/openid.json"
+	op.wrap(func(own http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/.well-known/openid-configuration":
+				http.NotFound(w, r)
+			case elsewhere:
+				r.URL.Path = "/.well-known/openid-configuration"
+				own.ServeHTTP(w, r)
+			default:
+				own.ServeHTTP(w, r)
+			}
+		})
+	})
+	ctx := context.Background()
+	var ae *ApplyError
+	if err := NewProviders(Options{}).Apply(ctx, op.config("p")); !errors.As(err, &ae) || ae.Reason != ReasonDiscoveryFailed {
+		t.Fatalf("Apply without a discovery URL, the well-known location answering 404: %v, want %s", err, ReasonDiscoveryFailed)
+	}
+
+	cfg := op.config("p")
+	cfg.DiscoveryURL = op.issuer() + elsewhere
+	ps := applied(t, Options{}, cfg)
+	if _, err := ps.Authenticate(ctx, op.sign("k1", op.claims(audience))); err != nil {
+		t.Fatalf("a token of an issuer whose discovery document is at the discovery URL: %v", err)
+	}
+
+	// A document at the discovery URL must name the configured issuer.
+	cfg.IssuerURL += "/other"
+	err := NewProviders(Options{}).Apply(ctx, cfg)
+	if !errors.As(err, &ae) || ae.Reason != ReasonDiscoveryFailed || !strings.Contains(err.Error(), "exactly") {
+		t.Fatalf("Apply with a discovery document naming another issuer: %v, want %s saying the issuer must match exactly", err, ReasonDiscoveryFailed)
+	}
+
+	// The discovery URL obeys the issuer URL's scheme rules.
+	cfg = op.config("p")
+	cfg.DiscoveryURL = "http://10.1.2.3/openid.json"
+	cfg.AllowInsecureHTTP = true
+	if err := NewProviders(Options{}).Apply(ctx, cfg); !errors.As(err, &ae) || ae.Reason != ReasonInvalidConfig || !strings.Contains(err.Error(), "discovery URL") {
+		t.Fatalf("Apply with a plain http discovery URL off loopback: %v, want %s naming the discovery URL", err, ReasonInvalidConfig)
 	}
 }

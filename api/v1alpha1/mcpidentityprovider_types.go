@@ -44,6 +44,8 @@ type MCPIdentityProviderSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.url.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(self.url)",fieldPath=".url",message="url must be an absolute https:// URL (http:// only with allowInsecureHTTP) with a host and no user information, query or fragment"
 // +kubebuilder:validation:XValidation:rule="self.url.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP && self.url.lowerAscii().startsWith('http://'))",fieldPath=".url",message="url must use https; set allowInsecureHTTP: true to allow plain http to a loopback issuer"
 // +kubebuilder:validation:XValidation:rule="!self.url.lowerAscii().startsWith('http://') || self.url.lowerAscii().matches('^http://(127\\\\.0\\\\.0\\\\.1|\\\\[::1\\\\]|localhost)(:[0-9]+)?(/[^?#]*)?$')",fieldPath=".url",message="a plain http issuer url must name a loopback host: 127.0.0.1, [::1] or localhost"
+// +kubebuilder:validation:XValidation:rule="!has(self.discoveryURL) || (self.discoveryURL.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(self.discoveryURL))",fieldPath=".discoveryURL",message="discoveryURL must be an absolute https:// URL (http:// only with allowInsecureHTTP) with a host and no user information, query or fragment"
+// +kubebuilder:validation:XValidation:rule="!has(self.discoveryURL) || self.discoveryURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP && self.discoveryURL.lowerAscii().matches('^http://(127\\\\.0\\\\.0\\\\.1|\\\\[::1\\\\]|localhost)(:[0-9]+)?(/[^?#]*)?$'))",fieldPath=".discoveryURL",message="discoveryURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback host: 127.0.0.1, [::1] or localhost"
 type IdentityIssuer struct {
 	// url is the issuer URL, exactly as tokens name it in iss and as its discovery
 	// document (url + /.well-known/openid-configuration) names it in issuer. It must use
@@ -52,6 +54,17 @@ type IdentityIssuer struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	URL string `json:"url"`
+
+	// discoveryURL, when set, is where the issuer's OpenID discovery document is fetched
+	// from instead of url + /.well-known/openid-configuration, as in the Kubernetes API
+	// server's structured authentication configuration: for an issuer whose discovery
+	// document is served at another address (an in-cluster Service in front of it, say)
+	// or by another party. The document must still name url exactly as its issuer, and
+	// its jwks_uri is then used as it says. Same scheme rules as url.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	DiscoveryURL string `json:"discoveryURL,omitempty"`
 
 	// audiences are the audiences a token must name at least one of in aud, typically
 	// the gateway's public URL. 1 to 16, unique.

@@ -90,36 +90,7 @@ func TestEnterpriseManagedScenarioThroughTheGateway(t *testing.T) {
 		}
 	}
 
-	bin := buildSwitchboard(t)
-	gatewayAddr := freeAddr(t)
-	gatewayURL := "http://" + gatewayAddr
-	manager := exec.CommandContext(context.Background(), bin, "manager",
-		"--kubeconfig", kubeconfig,
-		"--catalog-auth=tokenreview",
-		"--catalog-bind-address", gatewayAddr,
-		"--gateway-public-url", gatewayURL,
-		"--cluster-resource-namespace", idpNamespace,
-		"--default-egress=all", // the scenario serves on loopback
-		"--metrics-bind-address", "0",
-		"--health-probe-bind-address", freeAddr(t),
-		"--zap-log-level=debug", // the leak check reads the most verbose log there is
-	)
-	logs := &logLines{done: make(chan struct{})}
-	stderr, err := manager.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := manager.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go logs.read(stderr)
-	t.Cleanup(func() {
-		_ = manager.Process.Signal(syscall.SIGTERM)
-		_ = manager.Wait()
-		if t.Failed() {
-			t.Logf("manager log:\n%s", strings.Join(logs.snapshot(), "\n"))
-		}
-	})
+	gatewayURL, logs := startManagerWithGateway(t, kubeconfig, idpNamespace)
 
 	relayDir := t.TempDir()
 	relay := filepath.Join(relayDir, "relay.sh")
@@ -265,15 +236,7 @@ func TestEnterpriseManagedScenarioThroughTheGateway(t *testing.T) {
 	// The call is audited under the mapped user, and nothing secret is in the log: not
 	// the ID token, the authorization server's client secret, or an access token the
 	// scenario issued (test-token-...).
-	var audited bool
-	for _, line := range logs.snapshot() {
-		var l map[string]any
-		if json.Unmarshal([]byte(line), &l) == nil && l["logger"] == "gateway.audit" && l["msg"] == "Tool call" &&
-			l["caller"] == username && l["outcome"] == "ok" {
-			audited = true
-		}
-	}
-	if !audited {
+	if auditedCalls(logs, username) == 0 {
 		t.Errorf("no audit line names %s calling test-tool with outcome ok", username)
 	}
 	log := strings.Join(logs.snapshot(), "\n")
@@ -282,6 +245,59 @@ func TestEnterpriseManagedScenarioThroughTheGateway(t *testing.T) {
 			t.Errorf("the manager's log holds %s", what)
 		}
 	}
+}
+
+// startManagerWithGateway runs the switchboard binary's manager against the control
+// plane of kubeconfig, with its gateway on a loopback port, callers authenticated by
+// TokenReview and the MCPIdentityProviders, the cluster resources' Secrets in
+// idpNamespace, and egress open to loopback, where the tests' servers listen. It returns
+// the gateway's URL and the manager's log lines, which it prints if the test fails.
+func startManagerWithGateway(t *testing.T, kubeconfig, idpNamespace string) (string, *logLines) {
+	t.Helper()
+	bin := buildSwitchboard(t)
+	gatewayAddr := freeAddr(t)
+	gatewayURL := "http://" + gatewayAddr
+	manager := exec.CommandContext(context.Background(), bin, "manager",
+		"--kubeconfig", kubeconfig,
+		"--catalog-auth=tokenreview",
+		"--catalog-bind-address", gatewayAddr,
+		"--gateway-public-url", gatewayURL,
+		"--cluster-resource-namespace", idpNamespace,
+		"--default-egress=all", // the servers are on loopback
+		"--metrics-bind-address", "0",
+		"--health-probe-bind-address", freeAddr(t),
+		"--zap-log-level=debug", // the leak checks read the most verbose log there is
+	)
+	logs := &logLines{done: make(chan struct{})}
+	stderr, err := manager.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manager.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go logs.read(stderr)
+	t.Cleanup(func() {
+		_ = manager.Process.Signal(syscall.SIGTERM)
+		_ = manager.Wait()
+		if t.Failed() {
+			t.Logf("manager log:\n%s", strings.Join(logs.snapshot(), "\n"))
+		}
+	})
+	return gatewayURL, logs
+}
+
+// auditedCalls counts the audit lines of tool calls by caller with outcome ok.
+func auditedCalls(logs *logLines, caller string) int {
+	n := 0
+	for _, line := range logs.snapshot() {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) == nil && l["logger"] == "gateway.audit" && l["msg"] == "Tool call" &&
+			l["caller"] == caller && l["outcome"] == "ok" {
+			n++
+		}
+	}
+	return n
 }
 
 // serveRecoveredDiscovery serves, on loopback, a discovery document naming the

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
+)
+
+// RFC 8693 on behalf of two people, through the whole product, at a real token service:
+// zitadel/oidc's example OP is both the organisation's OpenID provider (an
+// MCPIdentityProvider that introspects its opaque tokens) and the security token service
+// of an MCPServer with tokenExchange. Two people log in at the OP and call one server
+// through the gateway with their own tokens; RBAC allows both. The MCP server, which
+// asks the OP who each token it receives belongs to, sees each person under their own
+// subject with a token the OP issued in exchange, and every Authorization header it
+// received shows that neither person's own token reached it.
+func TestTokenExchangeAtZitadelThroughTheGateway(t *testing.T) {
+	issuer := testenv.StartZitadelOPWithAdmins(t)
+	env, admin := testenv.StartForTest(t)
+	kubeconfig := writeKubeconfig(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const (
+		serverNamespace = "team-notes"
+		serverName      = "notes"
+		idpNamespace    = "switchboard-idp"
+	)
+	for _, ns := range []string{serverNamespace, idpNamespace} {
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gatewayURL, logs := startManagerWithGateway(t, kubeconfig, idpNamespace)
+	upstream := startIntrospectingServer(t, issuer)
+
+	// The people: the username the MCPIdentityProvider maps each to (oidc: + email).
+	people := map[string]string{}
+	for _, name := range testenv.ZitadelAdmins {
+		subject, _, _ := strings.Cut(name, "@")
+		people[name] = "oidc:" + subject + "@example.test"
+	}
+	subjects := slices.Collect(func(yield func(rbacv1.Subject) bool) {
+		for _, username := range people {
+			if !yield(rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: username}) {
+				return
+			}
+		}
+	})
+	clientSecret := mcpv1alpha1.SecretKeySource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: "zitadel-client", Key: "secret"}}
+	objects := []client.Object{
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: idpNamespace, Name: "zitadel-client"},
+			Data:       map[string][]byte{"secret": []byte(testenv.ZitadelClientSecret)},
+		},
+		&mcpv1alpha1.MCPIdentityProvider{
+			ObjectMeta: metav1.ObjectMeta{Name: "zitadel"},
+			Spec: mcpv1alpha1.MCPIdentityProviderSpec{
+				Issuer:        mcpv1alpha1.IdentityIssuer{URL: issuer, Audiences: []string{testenv.ZitadelClientID}, AllowInsecureHTTP: true},
+				ClaimMappings: mcpv1alpha1.ClaimMappings{Username: mcpv1alpha1.UsernameClaimMapping{Claim: "email", Prefix: "oidc:"}},
+				Introspection: &mcpv1alpha1.TokenIntrospection{
+					ClientID:     testenv.ZitadelClientID,
+					ClientSecret: mcpv1alpha1.ClusterSecretKeySource{SecretKeyRef: mcpv1alpha1.ClusterSecretKeyReference{Name: "zitadel-client", Key: "secret"}},
+				},
+			},
+		},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "zitadel-client"},
+			Data:       map[string][]byte{"secret": []byte(testenv.ZitadelClientSecret)},
+		},
+		&mcpv1alpha1.MCPServer{
+			ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: serverName},
+			Spec: mcpv1alpha1.MCPServerSpec{HTTP: &mcpv1alpha1.HTTPServerSpec{
+				URL: upstream.url + "/mcp", Protocol: mcpv1alpha1.HTTPProtocolStreamableHTTP, AllowInsecureHTTP: true,
+				Auth: &mcpv1alpha1.HTTPAuth{OAuth2: &mcpv1alpha1.OAuth2Auth{TokenExchange: &mcpv1alpha1.OAuth2TokenExchange{
+					TokenURL: issuer + "oauth/token", ClientID: testenv.ZitadelClientID, ClientSecret: &clientSecret,
+					// The server introspects as client "web": the OP answers only for tokens
+					// whose audience holds it, and names the subject of those with scope openid.
+					Audience: testenv.ZitadelClientID, Scopes: []string{"openid"},
+				}}},
+			}},
+		},
+		&rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "notes-user"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{mcpv1alpha1.GroupVersion.Group}, Resources: []string{"mcpservers"},
+				ResourceNames: []string{serverName}, Verbs: []string{"use"}}},
+		},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "people-use-notes"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "notes-user"},
+			Subjects:   subjects,
+		},
+	}
+	for _, obj := range objects {
+		if err := admin.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+	idp := &mcpv1alpha1.MCPIdentityProvider{}
+	waitReady(ctx, t, admin, client.ObjectKey{Name: "zitadel"}, idp, func() []metav1.Condition { return idp.Status.Conditions })
+	server := &mcpv1alpha1.MCPServer{}
+	waitReady(ctx, t, admin, client.ObjectKey{Namespace: serverNamespace, Name: serverName}, server, func() []metav1.Condition { return server.Status.Conditions })
+
+	endpoint := gatewayURL + "/mcp/namespaces/" + serverNamespace + "/servers/" + serverName
+	var own []string // the people's own tokens
+	for _, name := range testenv.ZitadelAdmins {
+		subject, _, _ := strings.Cut(name, "@")
+		login := testenv.ZitadelLoginAs(t, issuer, name)
+		own = append(own, login.AccessToken)
+		agent := mcp.NewClient(&mcp.Implementation{Name: "agent-of-" + subject, Version: "v0"}, nil)
+		cs, err := agent.Connect(ctx, &mcp.StreamableClientTransport{
+			Endpoint:   endpoint,
+			HTTPClient: &http.Client{Transport: bearerTransport{token: login.AccessToken}},
+			MaxRetries: -1,
+		}, nil)
+		if err != nil {
+			t.Fatalf("%s connecting to the gateway: %v", name, err)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+		_ = cs.Close()
+		if err != nil || res.IsError {
+			t.Fatalf("%s: tools/call whoami through the gateway = %+v, %v", name, res, err)
+		}
+		if got := texts(res.Content); got != subject {
+			t.Errorf("%s's call reached the server as %q; want subject %q", name, got, subject)
+		}
+		if auditedCalls(logs, people[name]) == 0 {
+			t.Errorf("no audit line names %s calling whoami with outcome ok", people[name])
+		}
+		t.Logf("%s (%s) called whoami through the gateway; the server saw subject %q", name, people[name], texts(res.Content))
+	}
+
+	received := upstream.authorizations()
+	var presented []string
+	for _, h := range received {
+		for _, token := range own {
+			if strings.Contains(h, token) {
+				t.Errorf("a person's own token reached the MCP server")
+			}
+		}
+		if tok, ok := strings.CutPrefix(h, "Bearer "); ok && !slices.Contains(presented, tok) {
+			presented = append(presented, tok)
+		}
+	}
+	if len(presented) != 2 {
+		t.Errorf("the MCP server saw %d distinct tokens; want 2, one per person", len(presented))
+	}
+	log := strings.Join(logs.snapshot(), "\n")
+	for _, token := range append(own, presented...) {
+		if strings.Contains(log, token) {
+			t.Errorf("the manager's log holds a person's token or one the OP issued for them")
+		}
+	}
+	t.Logf("two people, two exchanged tokens, subjects as the OP introspects them; %d requests reached the server, none with a person's own token", len(received))
+}
+
+// introspectingServer is an MCP server that takes only tokens the OP at its issuer says
+// are active, answers whoami with the token's subject, and records the Authorization
+// header of every request it gets.
+type introspectingServer struct {
+	url string
+
+	mu       sync.Mutex
+	received []string
+}
+
+func (s *introspectingServer) authorizations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.received)
+}
+
+func startIntrospectingServer(t *testing.T, issuer string) *introspectingServer {
+	t.Helper()
+	introspectionURL := discoveryEndpoint(t, issuer, "introspection_endpoint")
+	introspect := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		form := url.Values{"token": {token}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, introspectionURL, strings.NewReader(form.Encode()))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(testenv.ZitadelClientID, testenv.ZitadelClientSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var answer struct {
+			Active bool    `json:"active"`
+			Sub    string  `json:"sub"`
+			Exp    float64 `json:"exp"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || !answer.Active {
+			return nil, errors.Join(auth.ErrInvalidToken, err)
+		}
+		return &auth.TokenInfo{UserID: answer.Sub, Expiration: time.Unix(int64(answer.Exp), 0)}, nil
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "zitadel-protected", Version: "1"}, nil)
+	server.AddTool(&mcp.Tool{Name: "whoami", Description: "Names whom the server was called for.", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: req.Extra.TokenInfo.UserID}}}, nil
+		})
+	s := &introspectingServer{}
+	var protected http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/.well-known/oauth-protected-resource/mcp" {
+			rw.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(rw).Encode(map[string]any{"resource": s.url + "/mcp", "authorization_servers": []string{issuer}})
+			return
+		}
+		s.mu.Lock()
+		s.received = append(s.received, r.Header.Get("Authorization"))
+		s.mu.Unlock()
+		protected.ServeHTTP(rw, r)
+	}))
+	s.url = srv.URL
+	t.Cleanup(srv.Close)
+	protected = auth.RequireBearerToken(introspect, &auth.RequireBearerTokenOptions{
+		ResourceMetadataURL: srv.URL + "/.well-known/oauth-protected-resource/mcp",
+	})(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	return s
+}
+
+// discoveryEndpoint reads an endpoint from the OP's discovery document.
+func discoveryEndpoint(t *testing.T, issuer, field string) string {
+	t.Helper()
+	resp, err := http.Get(issuer + ".well-known/openid-configuration") //nolint:noctx // a test fetch from the loopback OP
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var doc map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	endpoint, _ := doc[field].(string)
+	if endpoint == "" {
+		t.Fatalf("the OP's discovery document names no %s", field)
+	}
+	return endpoint
+}

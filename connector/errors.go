@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -285,3 +287,37 @@ func scrubQueries(s string) string {
 		s = s[end:]
 	}
 }
+
+// wire is e as the JSON-RPC error that answers a call the connector could not deliver
+// or get answered: the reason leads the message, and the data names it alone
+// ({"reason": "InvalidGrant"}) so that whoever relays the answer can tell why without
+// reading the message (see ReasonOf).
+func (e *Error) wire() *jsonrpc.Error {
+	data, _ := json.Marshal(wireReason{Reason: e.Reason})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Reason + ": " + e.Message, Data: data}
+}
+
+// wireReason is the data of a JSON-RPC error the connector answers with.
+type wireReason struct {
+	Reason string `json:"reason"`
+}
+
+// ReasonOf returns the reason of err: an *Error's, or the one the connector put in a
+// JSON-RPC error it answered a call with. It returns "" for any other error. A server's
+// own JSON-RPC error could claim a reason the same way; only a reason-shaped word is
+// taken from it, so a claim is at worst a wrong word, never text of the server's.
+func ReasonOf(err error) string {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Reason
+	}
+	if wire, ok := errors.AsType[*jsonrpc.Error](err); ok && wire.Code == jsonrpc.CodeInternalError && len(wire.Data) > 0 {
+		var data wireReason
+		if json.Unmarshal(wire.Data, &data) == nil && reasonShaped.MatchString(data.Reason) && strings.HasPrefix(wire.Message, data.Reason+": ") {
+			return data.Reason
+		}
+	}
+	return ""
+}
+
+// reasonShaped is what a condition reason looks like.
+var reasonShaped = regexp.MustCompile(`^[A-Z][A-Za-z]{1,63}$`)

@@ -2,9 +2,7 @@ package connector
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 
@@ -78,56 +76,9 @@ func (c *callerTokens) post(r tokenRequest) (*oauth2.Token, *Error) {
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, c.ts.client)
 	tok, err := cc.Token(ctx)
 	if err != nil {
-		return nil, requestError(r, err, capture)
+		return nil, tokenRequestError(r.what+" at "+origin(r.url), r.clientID, r.scopes, err, capture)
 	}
 	return tok, nil
-}
-
-// requestError classifies a failed token request of a per-caller flow. The endpoint's
-// own words (error, error_description) are kept short and scrubbed of anything that
-// looks like a JWT; what the request carried is never quoted.
-func requestError(r tokenRequest, err error, capture *fetchCapture) *Error {
-	at := origin(r.url)
-	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok {
-		status := 0
-		if re.Response != nil {
-			status = re.Response.StatusCode
-		}
-		detail := fmt.Sprintf("status %d", status)
-		if re.ErrorCode != "" {
-			detail = safeText(re.ErrorCode, 64) + fmt.Sprintf(" (%d)", status)
-		}
-		if re.ErrorDescription != "" {
-			detail += ": " + safeText(re.ErrorDescription, 200)
-		}
-		switch {
-		case re.ErrorCode == "invalid_client" || re.ErrorCode == "unauthorized_client" || (re.ErrorCode == "" && status == http.StatusUnauthorized):
-			return authError(ReasonInvalidClient, ReasonInvalidClient,
-				"%s at %s refused client %q: %s", r.what, at, TruncateUTF8(r.clientID, 128), detail)
-		case re.ErrorCode == "invalid_scope":
-			return authError(ReasonInsufficientScope, ReasonInsufficientScope,
-				"%s at %s refused %s: %s", r.what, at, scopeText(r.scopes), detail)
-		default:
-			e := authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "%s at %s refused: %s", r.what, at, detail)
-			e.Transient = status == http.StatusTooManyRequests || status >= 500
-			return e
-		}
-	}
-	if e := capture.get(); e != nil {
-		out := *e
-		out.Authentication = ReasonTokenRequestFailed
-		out.Message = fmt.Sprintf("%s at %s failed: %s", r.what, at, e.Message)
-		return &out
-	}
-	e := classify(err, nil)
-	if e.Reason == ReasonProtocolError {
-		// oauth2's own words may quote the response body.
-		return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "%s at %s sent no usable token response", r.what, at)
-	}
-	out := *e
-	out.Authentication = ReasonTokenRequestFailed
-	out.Message = fmt.Sprintf("%s at %s failed: %s", r.what, at, e.Message)
-	return &out
 }
 
 // checkIssuedType refuses an RFC 8693 response whose issued_token_type is not the one

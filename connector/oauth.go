@@ -875,12 +875,19 @@ func (a *tokenSource) clientAssertion(meta *authMeta) (string, error) {
 	return jwt.NewWithClaims(a.alg, claims).SignedString(a.key)
 }
 
-// tokenError classifies a failed token request of clientID with scopes. The token
-// endpoint's own words (error_description) are kept short and scrubbed of anything
-// that looks like a JWT. An OAuth error answer that is not transient is marked
-// refused: the same grant would be refused again.
+// tokenError classifies a failed token request of clientID with scopes to the token
+// endpoint at tokenURL.
 func (a *tokenSource) tokenError(tokenURL *url.URL, clientID string, scopes []string, err error, capture *fetchCapture) *Error {
-	at := origin(tokenURL)
+	return tokenRequestError("token endpoint "+origin(tokenURL), clientID, scopes, err, capture)
+}
+
+// tokenRequestError classifies a failed token request, of the operator's own flows and
+// of the per-caller ones alike; endpoint names where it went ("token endpoint
+// https://as.example.com", "token exchange at https://sts.example.com"). The endpoint's
+// own words (error, error_description) are kept short and scrubbed of anything that
+// looks like a token; what the request carried is never quoted. An OAuth error answer
+// that is not transient is marked refused: the same grant would be refused again.
+func tokenRequestError(endpoint, clientID string, scopes []string, err error, capture *fetchCapture) *Error {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
 		status := 0
@@ -901,18 +908,13 @@ func (a *tokenSource) tokenError(tokenURL *url.URL, clientID string, scopes []st
 			if clientID != "" {
 				client = fmt.Sprintf("client %q", TruncateUTF8(clientID, 128))
 			}
-			e = authError(ReasonInvalidClient, ReasonInvalidClient, "token endpoint %s rejected %s: %s", at, client, detail)
+			e = authError(ReasonInvalidClient, ReasonInvalidClient, "%s rejected %s: %s", endpoint, client, detail)
 		case re.ErrorCode == "invalid_scope":
-			scope := "no scope"
-			if len(scopes) > 0 {
-				scope = fmt.Sprintf("scope %q", strings.Join(scopes, " "))
-			}
-			e = authError(ReasonInsufficientScope, ReasonInsufficientScope,
-				"token endpoint %s refused %s: %s", at, scope, detail)
+			e = authError(ReasonInsufficientScope, ReasonInsufficientScope, "%s refused %s: %s", endpoint, scopeText(scopes), detail)
 		case re.ErrorCode == "invalid_grant":
-			e = authError(ReasonInvalidGrant, ReasonInvalidGrant, "token endpoint %s refused the grant: %s", at, detail)
+			e = authError(ReasonInvalidGrant, ReasonInvalidGrant, "%s refused the grant: %s", endpoint, detail)
 		default:
-			e = authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "token endpoint %s %s", at, detail)
+			e = authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "%s %s", endpoint, detail)
 			e.Transient = status == http.StatusTooManyRequests || status >= 500
 		}
 		e.refused = !e.Transient
@@ -921,18 +923,17 @@ func (a *tokenSource) tokenError(tokenURL *url.URL, clientID string, scopes []st
 	if e := capture.get(); e != nil {
 		out := *e
 		out.Authentication = ReasonTokenRequestFailed
-		out.Message = fmt.Sprintf("token request to %s: %s", at, e.Message)
+		out.Message = fmt.Sprintf("%s: %s", endpoint, e.Message)
 		return &out
 	}
 	e := classify(err, nil)
 	if e.Reason == ReasonProtocolError {
 		// oauth2's own words may quote the response body.
-		e = authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "token endpoint %s sent no usable token response", at)
-		return e
+		return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "%s sent no usable token response", endpoint)
 	}
 	out := *e
 	out.Authentication = ReasonTokenRequestFailed
-	out.Message = fmt.Sprintf("token request to %s: %s", at, e.Message)
+	out.Message = fmt.Sprintf("%s: %s", endpoint, e.Message)
 	return &out
 }
 

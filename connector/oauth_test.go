@@ -643,7 +643,7 @@ func TestOAuthHostileMetadataIsRefused(t *testing.T) {
 				return map[string]any{"issuer": w.as.URL, "token_endpoint": "http://tokens.denied.localhost:" + portOf(w.capture) + "/token"}
 			}
 		},
-		reason: ReasonEgressDenied, auth: ReasonTokenRequestFailed, want: []string{"token request to http://tokens.denied.localhost:", "connection to tokens.denied.localhost"},
+		reason: ReasonEgressDenied, auth: ReasonTokenRequestFailed, want: []string{"token endpoint http://tokens.denied.localhost:", "connection to tokens.denied.localhost"},
 	}, {
 		name: "token endpoint redirecting to another origin",
 		setup: func(w *oauthWorld, cfg *Config) {

@@ -773,13 +773,13 @@ func TestPerCallerHostileCases(t *testing.T) {
 		setup: func(w *callerWorld, _ *Config) {
 			w.callers = map[string]string{} // nobody it knows
 		},
-		reason: ReasonTokenRequestFailed, want: []string{"token exchange at", "refused: invalid_grant (400): unknown subject [redacted]"},
+		reason: ReasonInvalidGrant, want: []string{"token exchange at", "refused the grant: answered 400 invalid_grant: unknown subject [redacted]"},
 	}, {
 		name: "token service refusing the client",
 		setup: func(_ *callerWorld, cfg *Config) {
 			cfg.PerCaller.TokenExchange.ClientSecret = "wrong-secret-value-777"
 		},
-		reason: ReasonInvalidClient, want: []string{"refused client \"" + stsClientID + "\""},
+		reason: ReasonInvalidClient, want: []string{"token exchange at", "rejected client \"" + stsClientID + "\""},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newCallerWorld(t)

@@ -374,8 +374,7 @@ func (u *Upstream) call(ctx context.Context, cancel context.CancelFunc, req *jso
 				return
 			}
 		}
-		e := u.red.scrubError(u.classify(err))
-		u.answerCall(req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Reason + ": " + e.Message})
+		u.answerCall(req.ID, u.red.scrubError(u.classify(err)).wire())
 	}()
 }
 
@@ -387,7 +386,7 @@ func rejectedByTransport(wire *jsonrpc.Error) bool {
 
 // failCall answers a call that is still owed an answer with e, ending its exchange.
 func (u *Upstream) failCall(id jsonrpc.ID, e *Error) {
-	u.answerCall(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Reason + ": " + e.Message})
+	u.answerCall(id, e.wire())
 }
 
 // answerCall answers a call that is still owed an answer with wire, ending its exchange.

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -555,7 +556,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 	}
 	s, err := g.startSession(r.Context(), key, caller, upstreamCaller(r, caller), srv)
 	if err != nil {
-		g.refuseSession(w, req.ID, err)
+		g.refuseSession(w, req.ID, caller, key.Namespace, []any{"server", key.Name}, err)
 		return
 	}
 	if !s.beginRequest() {
@@ -566,7 +567,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 	s.endRequest()
 	if !s.isInitialized() {
 		// The client went away, or the server refused initialize: nobody can use it.
-		s.end(errNotReady)
+		s.end(s.notInitialized())
 	}
 }
 
@@ -703,14 +704,22 @@ func sessionsFull(format string, args ...any) *sessionRefusal {
 	return &sessionRefusal{status: http.StatusServiceUnavailable, retryAfter: time.Second, err: fmt.Errorf(format, args...)}
 }
 
-// refuseSession answers an initialize request whose session did not start with a
-// JSON-RPC error, the refusal's status and its Retry-After.
-func (g *Gateway) refuseSession(w http.ResponseWriter, id jsonrpc.ID, err error) {
+// refuseSession answers a request whose session (or sessionless client) did not start
+// with a JSON-RPC error, the refusal's status and its Retry-After, and audits the
+// refusal: the caller, the target ("server", name or "toolset", name) and the reason,
+// the connector's (a refused token exchange is InvalidGrant, say) or the HTTP status's.
+func (g *Gateway) refuseSession(w http.ResponseWriter, id jsonrpc.ID, caller *catalog.Identity, namespace string, target []any, err error) {
 	status, retryAfter := http.StatusInternalServerError, time.Duration(0)
 	var refusal *sessionRefusal
 	if errors.As(err, &refusal) {
 		status, retryAfter = refusal.status, refusal.retryAfter
 	}
+	reason := connector.ReasonOf(err)
+	if reason == "" {
+		reason = strings.ReplaceAll(http.StatusText(status), " ", "")
+	}
+	kv := append([]any{"caller", caller.User.Username, "namespace", namespace}, target...)
+	g.audit.Info("Session refused", append(kv, "status", status, "reason", reason)...)
 	g.metrics.refused.WithLabelValues(strconv.Itoa(status)).Inc()
 	if retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))

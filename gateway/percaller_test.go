@@ -374,7 +374,7 @@ func TestPerCallerRefusedExchangeNamesTheReasonAndNoSecret(t *testing.T) {
 			}
 			msg = rpcErr.Message
 			t.Logf("carol was answered: %d %s", rpcErr.Code, msg)
-			for _, want := range []string{"TokenRequestFailed", "token exchange", "invalid_grant"} {
+			for _, want := range []string{"InvalidGrant", "token exchange", "invalid_grant"} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("the error %q does not name the reason (%q)", msg, want)
 				}
@@ -390,7 +390,7 @@ func TestPerCallerRefusedExchangeNamesTheReasonAndNoSecret(t *testing.T) {
 				// refused; a sessionless tools/call itself gets the same answer.
 				status, code, text := sessionlessCall(t, h.url(), carolInbound, "whoami")
 				t.Logf("carol's sessionless tools/call was answered: HTTP %d, %d %s", status, code, text)
-				if code == 0 || !strings.Contains(text, "TokenRequestFailed") || !strings.Contains(text, "invalid_grant") {
+				if code == 0 || !strings.Contains(text, "InvalidGrant") || !strings.Contains(text, "invalid_grant") {
 					t.Errorf("carol's sessionless tools/call was answered HTTP %d, JSON-RPC error %d %q; want an error naming the refused exchange", status, code, text)
 				}
 				if strings.Contains(text, carolInbound) {
@@ -410,6 +410,15 @@ func TestPerCallerRefusedExchangeNamesTheReasonAndNoSecret(t *testing.T) {
 				if a != "" && a != "Bearer upstream-alice" {
 					t.Errorf("the server got Authorization %q", a)
 				}
+			}
+			// Every refusal of carol is audited under her name with its reason: a
+			// refused session, or a call answered with the refused exchange.
+			refusals := h.audit.matching(`"caller"="system:serviceaccount:team-a:carol"`, "InvalidGrant")
+			if len(refusals) == 0 {
+				t.Errorf("no audit line names carol's refusal with reason InvalidGrant:\n%s", h.audit.all())
+			}
+			for _, line := range refusals {
+				t.Logf("audited: %s", line)
 			}
 			// Alice is unaffected.
 			a, err := h.connectAs(aliceInbound, era.version)

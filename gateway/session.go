@@ -50,6 +50,9 @@ type session struct {
 	calls       map[jsonrpc.ID]*call // client calls the server has not answered
 	initID      jsonrpc.ID
 	initialized bool
+	// initRefusal is the connector's reason for an initialize it answered with an
+	// error (a refused token exchange, say), for the audit line of the session's end.
+	initRefusal string
 	version     string // the protocol version the server answered initialize with
 	ending      bool
 	reason      error
@@ -252,6 +255,9 @@ func (s *session) settle(resp *jsonrpc.Response) *call {
 	defer s.mu.Unlock()
 	c := s.calls[resp.ID]
 	delete(s.calls, resp.ID)
+	if s.initID.IsValid() && resp.ID == s.initID && resp.Error != nil {
+		s.initRefusal = connector.ReasonOf(resp.Error)
+	}
 	if s.initID.IsValid() && resp.ID == s.initID && resp.Error == nil {
 		s.initialized = true
 		var result struct {
@@ -428,3 +434,14 @@ func isToolError(result json.RawMessage) bool {
 
 // clip bounds a client-chosen string for the audit log.
 func clip(s string) string { return connector.TruncateUTF8(s, maxAuditText) }
+
+// notInitialized is why a session whose initialize did not succeed ends: the
+// connector's reason when it refused initialize, for the audit line.
+func (s *session) notInitialized() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.initRefusal != "" {
+		return fmt.Errorf("%w: initialize was refused: %s", errNotReady, s.initRefusal)
+	}
+	return errNotReady
+}

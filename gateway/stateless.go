@@ -74,7 +74,7 @@ func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, key con
 	}
 	client, done, err := g.upstreamClients.acquire(r.Context(), key, caller, upstreamCaller(r, caller))
 	if err != nil {
-		g.refuseSession(w, id, err)
+		g.refuseSession(w, id, caller, key.Namespace, []any{"server", key.Name}, err)
 		return
 	}
 	defer done()
@@ -305,7 +305,7 @@ func (g *Gateway) serveToolsetStateless(w http.ResponseWriter, r *http.Request, 
 	}
 	s, err := g.sessionlessToolsetSession(key, caller)
 	if err != nil {
-		g.refuseSession(w, id, err)
+		g.refuseSession(w, id, caller, key.Namespace, []any{"toolset", key.Name}, err)
 		return
 	}
 	if !s.activity.Begin() {

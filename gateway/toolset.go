@@ -151,7 +151,7 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 	}
 	s, err := g.startToolsetSession(key, caller)
 	if err != nil {
-		g.refuseSession(w, req.ID, err)
+		g.refuseSession(w, req.ID, caller, key.Namespace, []any{"toolset", key.Name}, err)
 		return
 	}
 	s.presentCaller(upstreamCaller(r, caller))

@@ -279,6 +279,10 @@ func startManagerWithGateway(t *testing.T, kubeconfig, idpNamespace string) (str
 	go logs.read(stderr)
 	t.Cleanup(func() {
 		_ = manager.Process.Signal(syscall.SIGTERM)
+		select { // read the log to its end before Wait closes the pipe
+		case <-logs.done:
+		case <-time.After(30 * time.Second):
+		}
 		_ = manager.Wait()
 		if t.Failed() {
 			t.Logf("manager log:\n%s", strings.Join(logs.snapshot(), "\n"))

@@ -131,7 +131,12 @@ func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() {
+		// Wait closes the stderr pipe once the process is gone, dropping what is still
+		// unread in it: read to its end first, as exec.Cmd asks.
+		<-logs.done
+		exited <- cmd.Wait()
+	}()
 	select {
 	case err := <-exited:
 		if err != nil {
@@ -142,7 +147,6 @@ func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
 	}
 
 	// Every log line is one JSON object with a level and a message.
-	<-logs.done
 	all := logs.snapshot()
 	if len(all) == 0 {
 		t.Fatal("manager logged nothing")

@@ -156,8 +156,9 @@ func (p *page) codeSpans() []located {
 
 // located is a piece of text and the line of its page it is on.
 type located struct {
-	line int
-	text string
+	line  int
+	text  string
+	block bool // a line of a code block, not a code span
 }
 
 // links returns the targets of the Markdown links in the prose, with their line numbers;

@@ -6,6 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,7 +31,9 @@ const defaultNamespace = "docs-examples"
 // and docs/ on a real API server with the CRDs installed, as a server-side dry run, so
 // that schema, CEL and built-in validation judge it as they would a user's
 // `kubectl apply`. A block must hold whole objects: a fragment cannot be checked, and a
-// reader cannot apply it.
+// reader cannot apply it. A block whose first line is a comment naming "Helm values"
+// holds values of charts/switchboard instead: `helm template` must render the chart with
+// them (values.schema.json rejects unknown and invalid values).
 func TestEveryYAMLExampleIsAccepted(t *testing.T) {
 	_, c := testenv.StartForTest(t)
 	ctx := context.Background()
@@ -43,13 +49,20 @@ func TestEveryYAMLExampleIsAccepted(t *testing.T) {
 		namespaces[name] = true
 	}
 
-	objects := 0
+	objects, charts := 0, 0
 	for _, p := range docPages(t) {
 		for _, b := range p.blocks {
 			if b.info != "yaml" && b.info != "yml" {
 				continue
 			}
 			where := fmt.Sprintf("%s:%d", p.path, b.line)
+			if len(b.lines) > 0 && helmValuesRe.MatchString(b.lines[0]) {
+				if err := renderChart(t, strings.Join(b.lines, "\n")); err != nil {
+					t.Errorf("%s: the chart does not render with these values: %v", where, err)
+				}
+				charts++
+				continue
+			}
 			docs, err := decodeObjects(strings.Join(b.lines, "\n"))
 			if err != nil {
 				t.Errorf("%s: the YAML example does not parse: %v", where, err)
@@ -81,7 +94,7 @@ func TestEveryYAMLExampleIsAccepted(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("the API server accepted %d objects of the docs' YAML examples", objects)
+	t.Logf("the API server accepted %d objects of the docs' YAML examples; the chart rendered with %d examples of values", objects, charts)
 	if objects < 10 {
 		t.Errorf("checked only %d objects of the docs' YAML examples", objects)
 	}
@@ -104,4 +117,26 @@ func decodeObjects(text string) ([]*unstructured.Unstructured, error) {
 			out = append(out, obj)
 		}
 	}
+}
+
+// helmValuesRe matches the first line of a YAML example of the chart's values.
+var helmValuesRe = regexp.MustCompile(`^\s*#.*\bHelm values\b`)
+
+// renderChart renders charts/switchboard with values, with the helm binary go.mod pins.
+func renderChart(t *testing.T, values string) error {
+	t.Helper()
+	root := testenv.RepoRoot()
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(file, []byte(values), 0o600); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(context.Background(), "go", "tool", "helm", "template", "sb",
+		filepath.Join(root, "charts", "switchboard"), "-n", "switchboard-system", "-f", file)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }

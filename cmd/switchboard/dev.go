@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -87,7 +88,8 @@ func (o *devOptions) bind(fs *flag.FlagSet) {
 }
 
 // runDev starts a control plane, the manager and the demo servers, applies the dev
-// samples and runs until SIGINT or SIGTERM, then stops everything it started.
+// samples and runs until SIGINT, SIGTERM or SIGHUP, or until nothing reads its output any
+// more (it was piped into a process that has exited), then stops everything it started.
 func runDev(args []string) int {
 	var opts devOptions
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
@@ -98,16 +100,70 @@ func runDev(args []string) int {
 		}
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := dev(ctx, opts); err != nil {
+	ctx, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
+	stopOnSignals(stop)
+	out := &devOutput{w: os.Stdout, stop: stop}
+	go watchOutputReader(ctx, os.Stdout, stop)
+	if err := dev(ctx, out, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "switchboard dev: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func dev(ctx context.Context, opts devOptions) (err error) {
+// stopOnSignals ends the run through stop on the first SIGINT, SIGTERM or SIGHUP; later
+// ones are ignored while dev stops what it started. It also takes SIGPIPE from the Go
+// runtime, which otherwise kills a process whose write to a closed standard output pipe
+// fails (`switchboard dev | tee log`, tee ended first) before it could stop its control
+// plane: such a write now fails with EPIPE, which devOutput turns into a clean stop.
+func stopOnSignals(stop context.CancelCauseFunc) {
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	// The handlers stay until dev exits: a signal once stopping must not kill it before
+	// it has stopped what it started, nor a write to a closed pipe while it does.
+	go func() {
+		for sig := range signals {
+			if sig != syscall.SIGPIPE {
+				stop(fmt.Errorf("%w: %s", errDevSignal, sig))
+			}
+		}
+	}()
+}
+
+// errDevSignal is the cause of a stop asked for by a signal; errDevOutputClosed of one
+// caused by an output nobody reads any more.
+var (
+	errDevSignal       = errors.New("received a signal")
+	errDevOutputClosed = errors.New("nothing reads the output any more")
+)
+
+// devOutput is dev's standard output. The first write that fails (its reader is gone)
+// stops the run through stop, and it drops whatever is written afterwards, so that
+// stopping prints nothing more to a closed pipe.
+type devOutput struct {
+	mu     sync.Mutex
+	w      io.Writer
+	stop   context.CancelCauseFunc
+	failed bool
+}
+
+// Write writes p, or drops it once a write has failed; it never returns an error, since
+// the run is already stopping.
+func (o *devOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failed {
+		return len(p), nil
+	}
+	if _, err := o.w.Write(p); err != nil {
+		o.failed = true
+		o.stop(fmt.Errorf("%w: %w", errDevOutputClosed, err))
+	}
+	return len(p), nil
+}
+
+func dev(ctx context.Context, out io.Writer, opts devOptions) (err error) {
 	started := time.Now()
 	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
 		return err
@@ -136,37 +192,46 @@ func dev(ctx context.Context, opts devOptions) (err error) {
 	}
 	defer closeAll(listeners)
 
-	assets, err := controlPlaneAssets(ctx, opts.assetsDir)
+	assets, err := controlPlaneAssets(ctx, out, opts.assetsDir)
 	if err != nil {
 		return err
 	}
-	step("Starting etcd and kube-apiserver")
+	etcdPath, apiServerPath, err := guardedControlPlane(filepath.Join(opts.stateDir, "bin"), assets)
+	if err != nil {
+		return err
+	}
+	step(out, "Starting etcd and kube-apiserver")
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{opts.crdDir},
 		ErrorIfCRDPathMissing: true,
 	}
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: etcdPath}
+	env.ControlPlane.GetAPIServer().Path = apiServerPath
 	cfg, err := env.Start()
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
 	defer func() {
-		step("Stopping the control plane")
+		step(out, "Stopping the control plane")
 		err = errors.Join(err, env.Stop())
 	}()
+	if ctx.Err() != nil { // stopped while the control plane started
+		return nil
+	}
 	kubeconfig, err := writeDevKubeconfig(env, opts.stateDir)
 	if err != nil {
 		return err
 	}
 
-	servers, err := serveDemoServers(listeners, objects)
+	servers, err := serveDemoServers(out, listeners, objects)
 	if err != nil {
 		return err
 	}
 	defer shutdownAll(servers)
 
 	managerCtx, stopManager := context.WithCancel(ctx)
-	managerDone, err := startDevManager(managerCtx, cfg, opts)
+	managerDone, err := startDevManager(managerCtx, out, cfg, opts)
 	if err != nil {
 		stopManager()
 		return err
@@ -184,11 +249,14 @@ func dev(ctx context.Context, opts devOptions) (err error) {
 		return err
 	}
 	if len(objects) > 0 {
-		step("Applying %s", opts.samplesDir)
+		step(out, "Applying %s", opts.samplesDir)
 		if err := applyAll(ctx, c, objects); err != nil {
+			if ctx.Err() != nil { // stopped while applying
+				return nil
+			}
 			return err
 		}
-		settle(ctx, c, objects, opts.settleWait)
+		settle(ctx, out, c, objects, opts.settleWait)
 	}
 
 	endpoints := gatewayEndpoints(opts.catalogAddr, objects)
@@ -196,18 +264,18 @@ func dev(ctx context.Context, opts devOptions) (err error) {
 	for _, e := range endpoints {
 		if e.name == string(demo.Notes) && !e.toolset {
 			notesURL = e.url
-			step("Calling the notes server's tools through the gateway with a go-sdk client, without a token")
-			callNotesThroughGateway(ctx, os.Stdout, notesURL)
+			step(out, "Calling the notes server's tools through the gateway with a go-sdk client, without a token")
+			callNotesThroughGateway(ctx, out, notesURL)
 		}
 	}
 	for _, e := range endpoints {
 		if e.toolset {
-			step("Listing the tools of toolset %s and calling search_notes through it", e.name)
-			callToolsetThroughGateway(ctx, os.Stdout, e.url)
+			step(out, "Listing the tools of toolset %s and calling search_notes through it", e.name)
+			callToolsetThroughGateway(ctx, out, e.url)
 		}
 	}
 
-	fmt.Printf(`
+	fmt.Fprintf(out, `
 Switchboard dev is up (%s). In another terminal:
 
   export KUBECONFIG=%s
@@ -217,23 +285,23 @@ Switchboard dev is up (%s). In another terminal:
 
 Catalogue:      http://%s/api/v1 (REST), http://%s/mcp (MCP), no authentication
 `, time.Since(started).Round(100*time.Millisecond), kubeconfig, opts.catalogAddr, opts.catalogAddr, opts.catalogAddr)
-	printGatewayEndpoints(os.Stdout, endpoints)
+	printGatewayEndpoints(out, endpoints)
 	metricsURL := "http://" + opts.metricsAddr + "/metrics"
 	if opts.metricsAddr == "0" {
 		metricsURL = "off (--metrics-bind-address=0)"
 	}
-	fmt.Printf(`Metrics:        %s
+	fmt.Fprintf(out, `Metrics:        %s
 Manager log:    %s
 `, metricsURL, logFile.Name())
 	if notesURL != "" {
-		printGatewayCurl(os.Stdout, notesURL)
+		printGatewayCurl(out, notesURL)
 	}
-	fmt.Print("\nPress Ctrl-C to stop.\n")
+	fmt.Fprint(out, "\nPress Ctrl-C to stop.\n")
 
 	select {
 	case <-ctx.Done():
-		fmt.Println()
-		step("Stopping")
+		fmt.Fprintln(out)
+		step(out, "Stopping (%v)", context.Cause(ctx))
 	case managerErr := <-managerDone:
 		managerDone <- managerErr // for the deferred wait
 		if managerErr == nil {
@@ -245,14 +313,14 @@ Manager log:    %s
 }
 
 // step prints one line of progress.
-func step(format string, args ...any) {
-	fmt.Printf("==> "+format+"\n", args...)
+func step(out io.Writer, format string, args ...any) {
+	fmt.Fprintf(out, "==> "+format+"\n", args...)
 }
 
 // controlPlaneAssets returns the folder holding etcd and kube-apiserver: the given one, or
 // what hack/envtest-assets.sh prints, which builds them on a first run and shows its
 // progress on the terminal.
-func controlPlaneAssets(ctx context.Context, dir string) (string, error) {
+func controlPlaneAssets(ctx context.Context, out io.Writer, dir string) (string, error) {
 	if dir != "" {
 		return dir, nil
 	}
@@ -260,15 +328,18 @@ func controlPlaneAssets(ctx context.Context, dir string) (string, error) {
 	if _, err := os.Stat(script); err != nil {
 		return "", fmt.Errorf("no control plane binaries: set KUBEBUILDER_ASSETS or --assets, or run from the source tree (make dev)")
 	}
-	step("Finding etcd and kube-apiserver (the first run builds them from source, about 10 minutes)")
-	var out strings.Builder
+	step(out, "Finding etcd and kube-apiserver (the first run builds them from source, about 10 minutes)")
+	var printed strings.Builder
 	cmd := exec.CommandContext(ctx, "bash", script, "--control-plane-only")
-	cmd.Stdout = &out
+	cmd.Stdout = &printed
 	cmd.Stderr = os.Stderr
+	// The script runs go build: stop its whole process group, not only bash, when dev stops.
+	cmd.SysProcAttr = childProcAttr()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("%s: %w", script, err)
 	}
-	return strings.TrimSpace(out.String()), nil
+	return strings.TrimSpace(printed.String()), nil
 }
 
 // writeDevKubeconfig writes an administrator's kubeconfig for the control plane.
@@ -292,7 +363,7 @@ func writeDevKubeconfig(env *envtest.Environment, dir string) (string, error) {
 // startDevManager runs the manager in this process, as `switchboard manager` would with
 // --stdio-runtime=local and --catalog-auth=none, and returns a channel that receives its
 // result.
-func startDevManager(ctx context.Context, cfg *rest.Config, opts devOptions) (chan error, error) {
+func startDevManager(ctx context.Context, out io.Writer, cfg *rest.Config, opts devOptions) (chan error, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -314,7 +385,7 @@ func startDevManager(ctx context.Context, cfg *rest.Config, opts devOptions) (ch
 		catalogAddr:             opts.catalogAddr,
 		catalogAuth:             "none",
 	}
-	step("Starting the manager (log: %s)", filepath.Join(opts.stateDir, "manager.log"))
+	step(out, "Starting the manager (log: %s)", filepath.Join(opts.stateDir, "manager.log"))
 	done := make(chan error, 1)
 	go func() { done <- startManager(ctx, cfg, managerOpts) }()
 	return done, nil
@@ -342,8 +413,8 @@ func applyAll(ctx context.Context, c client.Client, objects []*unstructured.Unst
 
 // settle waits until every applied MCPServer is Current or Failed by kstatus rules, or
 // until wait passes, then prints them as kubectl get mcps would.
-func settle(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, wait time.Duration) {
-	step("Waiting for the MCPServers to connect")
+func settle(ctx context.Context, out io.Writer, c client.Client, objects []*unstructured.Unstructured, wait time.Duration) {
+	step(out, "Waiting for the MCPServers to connect")
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var servers []mcpv1alpha1.MCPServer
@@ -367,13 +438,13 @@ func settle(ctx context.Context, c client.Client, objects []*unstructured.Unstru
 		}
 		select {
 		case <-ctx.Done():
-			step("Some servers have not settled after %s", wait)
-			printServers(servers)
+			step(out, "Some servers have not settled after %s", wait)
+			printServers(out, servers)
 			return
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	printServers(servers)
+	printServers(out, servers)
 }
 
 // isSettled says whether the manager has reported on the server's current spec and
@@ -391,8 +462,8 @@ func isSettled(server *mcpv1alpha1.MCPServer) bool {
 	return err == nil && (result.Status == status.CurrentStatus || result.Status == status.FailedStatus)
 }
 
-func printServers(servers []mcpv1alpha1.MCPServer) {
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+func printServers(out io.Writer, servers []mcpv1alpha1.MCPServer) {
+	w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(w, "    NAMESPACE\tNAME\tREADY\tREASON\tTRANSPORT\tTOOLS")
 	for _, s := range servers {
 		ready, reason := "Unknown", ""
@@ -429,12 +500,12 @@ func listenDemoServers() ([]demoListener, error) {
 
 // serveDemoServers serves the demo servers on their listeners. The notes server accepts
 // exactly the Authorization value of the samples' notes-token Secret.
-func serveDemoServers(listeners []demoListener, objects []*unstructured.Unstructured) ([]*http.Server, error) {
+func serveDemoServers(out io.Writer, listeners []demoListener, objects []*unstructured.Unstructured) ([]*http.Server, error) {
 	token, err := sampleSecretValue(objects, notesTokenSecret, notesTokenKey)
 	if err != nil {
 		return nil, err
 	}
-	step("Serving the demo MCP servers on 127.0.0.1")
+	step(out, "Serving the demo MCP servers on 127.0.0.1")
 	var servers []*http.Server
 	for _, l := range listeners {
 		mux := http.NewServeMux()

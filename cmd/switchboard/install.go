@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // runInstall copies the running switchboard binary to the path given as its argument.
@@ -12,7 +13,12 @@ import (
 // distroless, so there is no cp to do it, and the server container then runs the
 // copied binary's bridge subcommand in front of the user's command.
 func runInstall(args []string) int {
-	if len(args) != 1 {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		fmt.Fprintln(os.Stderr, "Usage: switchboard install DEST")
+		return 0
+	}
+	// A destination that looks like a flag is a mistake, not a file to create.
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
 		fmt.Fprintln(os.Stderr, "Usage: switchboard install DEST")
 		return 2
 	}

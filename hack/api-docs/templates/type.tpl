@@ -4,7 +4,7 @@
 
 #### {{ $type.Name }}
 
-{{ if $type.IsAlias }}_Underlying type:_ _{{ markdownRenderTypeLink $type.UnderlyingType  }}_{{ end }}
+{{ if $type.IsAlias }}{{ if hasPrefix "struct{" $type.UnderlyingType.Name }}_Fields:_ see the type in [api/v1alpha1](../api/v1alpha1) (`kubectl explain` lists them too).{{ else }}_Underlying type:_ _{{ markdownRenderTypeLink $type.UnderlyingType  }}_{{ end }}{{ end }}
 
 {{ $type.Doc }}
 

@@ -17,7 +17,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
+	oteltrace "go.opentelemetry.io/otel/trace"
+
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // maxResponseHeaderBytes bounds the response headers of any request.
@@ -146,7 +150,13 @@ func (s *httpStack) send(out *http.Request) (*http.Response, error) {
 		}
 	}}
 	ctx := context.WithValue(out.Context(), dialRequestKey{}, dialRequest{stack: s, binding: b})
-	out = out.WithContext(httptrace.WithClientTrace(ctx, trace))
+	ctx = httptrace.WithClientTrace(ctx, trace)
+	if spanTrace := tracing.ClientTrace(oteltrace.SpanFromContext(ctx)); spanTrace != nil {
+		// The request's span (the gateway's client span of a call, a connect's or a
+		// probe's span) gets the dial and TLS handshake as events.
+		ctx = httptrace.WithClientTrace(ctx, spanTrace)
+	}
+	out = out.WithContext(ctx)
 	var resp *http.Response
 	var err error
 	if carriesOwnConnection(out) {
@@ -210,7 +220,20 @@ func (t *sharedTransport) dialFunc(scheme string) func(ctx context.Context, netw
 		for _, addr := range addrs {
 			addr = addr.Unmap()
 			dest := egress.Destination{Scheme: scheme, Host: host, Addr: addr, Port: uint16(port)}
-			if e := judgeWith(box, dest); e != nil {
+			e := judgeWith(box, dest)
+			if span := oteltrace.SpanFromContext(ctx); span.IsRecording() {
+				// The egress decision, with the address judged; the reason of a denial
+				// names the rule, never a header or a query string.
+				attrs := []attribute.KeyValue{attribute.String("server.address", host),
+					attribute.String("network.peer.address", addr.String()), attribute.Int("server.port", int(port)),
+					tracing.Decision.String("allowed")}
+				if e != nil {
+					attrs[3] = tracing.Decision.String("denied")
+					attrs = append(attrs, tracing.Reason.String(e.Message))
+				}
+				span.AddEvent("egress.decision", oteltrace.WithAttributes(attrs...))
+			}
+			if e != nil {
 				denial = e
 				continue
 			}
@@ -523,6 +546,13 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	sameOrigin := egress.SameOrigin(req.URL, s.endpoint)
+	// The trace context of the request's span goes to the server, never to another
+	// origin; one the request carried from elsewhere is replaced.
+	if sameOrigin {
+		tracing.InjectHeader(req.Context(), out.Header)
+	} else {
+		tracing.InjectHeader(context.Background(), out.Header)
+	}
 	bearer := s.bearer()
 	var sent string // the bearer token the request carries
 	if sameOrigin {

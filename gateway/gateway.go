@@ -199,6 +199,8 @@ type Gateway struct {
 	// openQuestions are the elicitations of session-era servers waiting for the answer
 	// of a sessionless client (see input_bridge.go).
 	openQuestions openQuestions
+	// fronts are the front door's timings of the requests being served, for their spans.
+	fronts frontTraces
 }
 
 // New returns a Gateway.
@@ -337,6 +339,8 @@ func (g *Gateway) serveServer(w http.ResponseWriter, r *http.Request) {
 	if !mcphttp.HostAllowed(w, r) {
 		return
 	}
+	r, forget := g.fronts.begin(r)
+	defer forget()
 	key := connector.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	caller, ok := g.authorize(w, r, key, g.serverUse())
 	if !ok {
@@ -428,10 +432,23 @@ func (g *Gateway) toolsetUse() useOf {
 // listed and called.
 func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connector.Key, use useOf) (*catalog.Identity, bool) {
 	caller, ok := g.authenticate(w, r)
+	ft := frontTraceOf(r.Context())
+	if ft != nil {
+		ft.authenticated = time.Now()
+	}
+	if !ok {
+		refusedSpan(r, ft, "unauthenticated")
+	}
 	if !ok || g.access == nil {
 		return caller, ok
 	}
 	allowed, err := g.access.allowedOn(r.Context(), caller, use.resource, key)
+	if ft != nil {
+		ft.authorizing, ft.authorized, ft.denied = true, time.Now(), err == nil && !allowed
+	}
+	if err != nil || !allowed {
+		refusedSpan(r, ft, "forbidden")
+	}
 	if err != nil {
 		g.log.Error(err, "Could not review a caller's access", "kind", use.kind, "object", key.String())
 		g.refuse(w, http.StatusServiceUnavailable, "could not review the caller's access; retry shortly")

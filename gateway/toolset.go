@@ -103,6 +103,8 @@ func (g *Gateway) serveToolset(w http.ResponseWriter, r *http.Request) {
 	if !mcphttp.HostAllowed(w, r) {
 		return
 	}
+	r, forget := g.fronts.begin(r)
+	defer forget()
 	key := connector.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	caller, ok := g.authorize(w, r, key, g.toolsetUse())
 	if !ok {

@@ -539,6 +539,9 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 	if !ok {
 		return
 	}
+	if ft := frontTraceOf(r.Context()); ft != nil && len(msgs.Messages) == 1 {
+		ft.id = msgs.Messages[0].ID
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if sessionless.IsRequest(r, msgs) {
 		g.serveStateless(w, r, key, caller, srv, msgs)

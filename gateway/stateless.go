@@ -135,15 +135,11 @@ func (g *Gateway) startStatelessSpan(ctx context.Context, method string, req mcp
 	if p := req.GetParams(); p != nil {
 		meta = tracing.MetaOf(p.GetMeta())
 	}
-	var id jsonrpc.ID
-	if sr, ok := req.(interface{ GetRequestID() jsonrpc.ID }); ok {
-		id = sr.GetRequestID()
-	}
 	var header http.Header
 	if extra := req.GetExtra(); extra != nil {
 		header = extra.Header
 	}
-	return g.startServerSpan(ctx, header, meta, method, id, t)
+	return g.startServerSpan(ctx, header, meta, method, jsonrpc.ID{}, t)
 }
 
 // outcomeOf is the outcome of a call go-sdk answers with res and err, as the audit

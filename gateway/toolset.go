@@ -132,6 +132,9 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 	if !ok {
 		return
 	}
+	if ft := frontTraceOf(r.Context()); ft != nil && len(msgs.Messages) == 1 {
+		ft.id = msgs.Messages[0].ID
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if sessionless.IsRequest(r, msgs) {
 		g.serveToolsetStateless(w, r, key, caller, msgs)

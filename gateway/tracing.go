@@ -38,6 +38,9 @@ type frontTrace struct {
 	// reviewed is false when the access answer came from the cache; authorizing is
 	// false with authorization off; denied when the caller may not use the object.
 	reviewed, authorizing, denied bool
+	// id is the JSON-RPC id of the request's one message, as the front door decoded it
+	// (go-sdk does not hand it to its middleware).
+	id jsonrpc.ID
 }
 
 // frontTraceKey carries a request's *frontTrace in its context, for the front door's
@@ -108,6 +111,9 @@ type target struct {
 func (g *Gateway) startServerSpan(ctx context.Context, header http.Header, meta tracing.Meta, method string, id jsonrpc.ID, t target) (context.Context, trace.Span) {
 	ctx = meta.Context(tracing.HeaderContext(ctx, header))
 	ft := g.fronts.of(header)
+	if !id.IsValid() && ft != nil {
+		id = ft.id
+	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 	if ft != nil {
 		opts = append(opts, trace.WithTimestamp(ft.start))
@@ -284,15 +290,16 @@ func withTraceMeta(params json.RawMessage, m tracing.Meta) (json.RawMessage, err
 		}
 		var members []member
 		for dec.PeekKind() == '"' {
-			name, err := dec.ReadToken()
+			tok, err := dec.ReadToken()
 			if err != nil {
 				return nil, err
 			}
+			name := tok.String()
 			v, err := dec.ReadValue()
 			if err != nil {
 				return nil, err
 			}
-			members = append(members, member{name: name.String(), value: v})
+			members = append(members, member{name: name, value: bytes.Clone(v)})
 		}
 		return members, nil
 	}

@@ -1,0 +1,278 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
+)
+
+// installTracing makes exp receive every span of this process (the gateway's, the
+// connector's, the test's agent's and upstream's) until the test ends.
+func installTracing(t testing.TB, exp sdktrace.SpanExporter) *sdktrace.TracerProvider {
+	t.Helper()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prev)
+		_ = tp.Shutdown(context.Background())
+	})
+	return tp
+}
+
+// tracedUpstream is an MCP server instrumented as a traced server would be: each tool
+// call makes a span that continues the trace of the request's _meta, else of its HTTP
+// headers, and the test can see both as they arrived.
+type tracedUpstream struct {
+	*httptest.Server
+	mu      sync.Mutex
+	headers []string // traceparent headers of POSTs carrying a tools/call
+	metas   []string // _meta.traceparent of each tools/call
+	baggage []string // _meta.baggage of each tools/call
+}
+
+func newTracedUpstream(t testing.TB, stateless bool) *tracedUpstream {
+	t.Helper()
+	u := &tracedUpstream{}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "search_notes", Description: "Searches notes."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			header := req.Extra.Header
+			meta := tracing.MetaOf(req.Params.Meta)
+			u.mu.Lock()
+			u.headers = append(u.headers, header.Get("traceparent"))
+			u.metas = append(u.metas, meta.Traceparent)
+			u.baggage = append(u.baggage, meta.Baggage)
+			u.mu.Unlock()
+			ctx = meta.Context(tracing.HeaderContext(ctx, header))
+			_, span := otel.Tracer("upstream-notes").Start(ctx, "notes tools/call search_notes", trace.WithSpanKind(trace.SpanKindServer))
+			time.Sleep(time.Millisecond)
+			span.End()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil, nil
+		})
+	u.Server = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: stateless}))
+	t.Cleanup(func() {
+		u.CloseClientConnections()
+		u.Close()
+	})
+	return u
+}
+
+func (u *tracedUpstream) last() (header, meta, baggage string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.metas) == 0 {
+		return "", "", ""
+	}
+	n := len(u.metas) - 1
+	return u.headers[n], u.metas[n], u.baggage[n]
+}
+
+// propagatingTransport sends the trace context of each request's context in its
+// headers, as an instrumented agent's HTTP client does; with only it false, a
+// traceparent of the test's own choosing instead.
+type propagatingTransport struct {
+	token       string
+	traceparent string // when set, sent instead of the context's
+}
+
+func (p propagatingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	propagation.TraceContext{}.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	propagation.Baggage{}.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	if p.traceparent != "" {
+		r.Header.Set("traceparent", p.traceparent)
+	}
+	if p.token != "" {
+		r.Header.Set("Authorization", "Bearer "+p.token)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// agentCall connects to url as a client of version, starts a span of its own and calls
+// search_notes in it, its trace context in the HTTP headers and, when inMeta, in
+// _meta too. It returns the agent span's context.
+func agentCall(t *testing.T, url, version string, rt http.RoundTripper, inMeta bool, meta map[string]any) trace.SpanContext {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", url, err)
+	}
+	defer cs.Close()
+	ctx, span := otel.Tracer("agent").Start(ctx, "agent turn", trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	params := &mcp.CallToolParams{Name: "search_notes", Arguments: map[string]any{}}
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	if inMeta {
+		meta = withCarrier(ctx, meta)
+	}
+	if len(meta) > 0 {
+		params.Meta = meta
+	}
+	res, err := cs.CallTool(ctx, params)
+	if err != nil || res.IsError {
+		t.Fatalf("calling search_notes through %s: %v %+v", url, err, res)
+	}
+	return span.SpanContext()
+}
+
+// withCarrier returns meta with ctx's traceparent and tracestate.
+func withCarrier(ctx context.Context, meta map[string]any) map[string]any {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	out := map[string]any{}
+	for k, v := range meta {
+		out[k] = v
+	}
+	for k, v := range c {
+		out[k] = v
+	}
+	return out
+}
+
+// spanNamed returns the ended span of trace id named name (of kind, when given), or
+// fails.
+func spanNamed(t *testing.T, spans tracetest.SpanStubs, id trace.TraceID, name string, kind ...trace.SpanKind) tracetest.SpanStub {
+	t.Helper()
+	for _, s := range spans {
+		if s.SpanContext.TraceID() == id && s.Name == name && (len(kind) == 0 || s.SpanKind == kind[0]) {
+			return s
+		}
+	}
+	var names []string
+	for _, s := range spans {
+		names = append(names, s.Name+" "+s.SpanContext.TraceID().String())
+	}
+	t.Fatalf("no span %q in trace %s; spans: %s", name, id, strings.Join(names, ", "))
+	return tracetest.SpanStub{}
+}
+
+func attrs(s tracetest.SpanStub) map[string]string {
+	m := map[string]string{}
+	for _, kv := range s.Attributes {
+		m[string(kv.Key)] = kv.Value.Emit()
+	}
+	return m
+}
+
+// TestOneTraceFromTheAgentThroughTheGatewayToTheServer calls a tool through the gateway
+// in both eras, the agent's trace context in the HTTP headers (2025-11-25) or in _meta
+// (2026-07-28), and finds one trace: the agent's span, the gateway's server span with the
+// semantic convention attributes, its authentication, authorization, policy and upstream
+// client spans, and the upstream's own span, which continued the trace from what the
+// gateway sent it in _meta and in its headers alike.
+func TestOneTraceFromTheAgentThroughTheGatewayToTheServer(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	installTracing(t, exp)
+	for _, era := range []struct {
+		version   string
+		stateless bool
+		inMeta    bool
+	}{{sessionEra, false, false}, {sessionlessVersion, true, true}} {
+		t.Run(era.version, func(t *testing.T) {
+			exp.Reset()
+			up := newTracedUpstream(t, era.stateless)
+			var reviews atomic.Int32
+			h := newHarness(t, harnessOptions{upstreamURL: up.URL, gateway: func(o *gateway.Options) {
+				o.Authenticator = tokens{callerToken: "system:serviceaccount:team-a:agent"}
+				o.Access = grantAll(t, &reviews).AuthorizationV1().SubjectAccessReviews()
+			}, server: publish("search_notes")})
+			agent := agentCall(t, h.url(), era.version, propagatingTransport{token: callerToken}, era.inMeta, nil)
+			spans := exp.GetSpans()
+			id := agent.TraceID()
+			server := spanNamed(t, spans, id, "tools/call search_notes", trace.SpanKindServer)
+			if server.SpanKind != trace.SpanKindServer || server.Parent.SpanID() != agent.SpanID() {
+				t.Errorf("the gateway's span is a %s span whose parent is %s, want a server span under the agent's %s",
+					server.SpanKind, server.Parent.SpanID(), agent.SpanID())
+			}
+			want := map[string]string{
+				"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_notes",
+				"network.transport": "tcp", "switchboard.namespace": namespace, "switchboard.server": "notes",
+				"switchboard.outcome": "ok", "user.name": "system:serviceaccount:team-a:agent", "mcp.protocol.version": era.version,
+			}
+			got := attrs(server)
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("server span %s = %q, want %q (all: %v)", k, got[k], v, got)
+				}
+			}
+			if got["jsonrpc.request.id"] == "" {
+				t.Errorf("server span has no jsonrpc.request.id: %v", got)
+			}
+			if _, ok := got["mcp.session.id"]; ok == era.stateless {
+				t.Errorf("mcp.session.id present=%v in era %s: %v", ok, era.version, got)
+			}
+			for _, name := range []string{"authenticate", "authorize", "policy"} {
+				if s := spanNamed(t, spans, id, name); s.Parent.SpanID() != server.SpanContext.SpanID() {
+					t.Errorf("%s is not a child of the server span", name)
+				}
+			}
+			client := spanNamed(t, spans, id, "tools/call search_notes", trace.SpanKindClient)
+			if client.Parent.SpanID() != server.SpanContext.SpanID() {
+				t.Fatalf("no upstream client span under the server span")
+			}
+			upstream := spanNamed(t, spans, id, "notes tools/call search_notes")
+			if upstream.Parent.SpanID() != client.SpanContext.SpanID() {
+				t.Errorf("the upstream's span continues %s, want the gateway's client span %s", upstream.Parent.SpanID(), client.SpanContext.SpanID())
+			}
+			header, meta, _ := up.last()
+			for where, tp := range map[string]string{"header": header, "_meta": meta} {
+				if !strings.Contains(tp, client.SpanContext.SpanID().String()) {
+					t.Errorf("the upstream's %s traceparent is %q, want the gateway's client span %s", where, tp, client.SpanContext.SpanID())
+				}
+			}
+			if lines := h.audit.matching("Tool call", id.String()); len(lines) != 1 {
+				t.Errorf("want one audit line with trace id %s, got %q", id, h.audit.all())
+			}
+		})
+	}
+}
+
+// publish makes the harness's server publish tools in its status.
+func publish(tools ...string) func(*mcpv1alpha1.MCPServer) {
+	return func(obj *mcpv1alpha1.MCPServer) {
+		for _, name := range tools {
+			obj.Status.Tools = append(obj.Status.Tools, mcpv1alpha1.ToolInfo{Name: name})
+		}
+	}
+}
+
+// grantAll answers every SubjectAccessReview allowed, counting them.
+func grantAll(t *testing.T, reviews *atomic.Int32) *fake.Clientset {
+	t.Helper()
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "subjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		reviews.Add(1)
+		sar := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		sar.Status.Allowed = true
+		return true, sar, nil
+	})
+	return cs
+}

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -124,6 +126,11 @@ func agentCall(t *testing.T, url, version string, rt http.RoundTripper, inMeta b
 		t.Fatalf("connecting to %s: %v", url, err)
 	}
 	defer cs.Close()
+	bag, err := baggage.Parse(agentBaggage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx = baggage.ContextWithBaggage(ctx, bag)
 	ctx, span := otel.Tracer("agent").Start(ctx, "agent turn", trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
 	params := &mcp.CallToolParams{Name: "search_notes", Arguments: map[string]any{}}
@@ -143,10 +150,14 @@ func agentCall(t *testing.T, url, version string, rt http.RoundTripper, inMeta b
 	return span.SpanContext()
 }
 
-// withCarrier returns meta with ctx's traceparent and tracestate.
+// agentBaggage is the baggage the agent sends, which the gateway passes through.
+const agentBaggage = "tenant=acme"
+
+// withCarrier returns meta with ctx's traceparent, tracestate and baggage.
 func withCarrier(ctx context.Context, meta map[string]any) map[string]any {
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, c)
+	propagation.Baggage{}.Inject(ctx, c)
 	out := map[string]any{}
 	for k, v := range meta {
 		out[k] = v
@@ -191,12 +202,22 @@ func attrs(s tracetest.SpanStub) map[string]string {
 func TestOneTraceFromTheAgentThroughTheGatewayToTheServer(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	installTracing(t, exp)
+	// Another trace's context, in the HTTP header where the agent's own is in _meta:
+	// _meta wins.
+	const otherTrace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	for _, era := range []struct {
-		version   string
-		stateless bool
-		inMeta    bool
-	}{{sessionEra, false, false}, {sessionlessVersion, true, true}} {
-		t.Run(era.version, func(t *testing.T) {
+		name, version string
+		stateless     bool
+		inMeta        bool
+		header        string
+	}{
+		{"2025-11-25 header", sessionEra, false, false, ""},
+		{"2025-11-25 _meta over header", sessionEra, false, true, otherTrace},
+		{"2026-07-28 _meta", sessionlessVersion, true, true, ""},
+		{"2026-07-28 _meta over header", sessionlessVersion, true, true, otherTrace},
+		{"2026-07-28 header", sessionlessVersion, true, false, ""},
+	} {
+		t.Run(era.name, func(t *testing.T) {
 			exp.Reset()
 			up := newTracedUpstream(t, era.stateless)
 			var reviews atomic.Int32
@@ -204,7 +225,7 @@ func TestOneTraceFromTheAgentThroughTheGatewayToTheServer(t *testing.T) {
 				o.Authenticator = tokens{callerToken: "system:serviceaccount:team-a:agent"}
 				o.Access = grantAll(t, &reviews).AuthorizationV1().SubjectAccessReviews()
 			}, server: publish("search_notes")})
-			agent := agentCall(t, h.url(), era.version, propagatingTransport{token: callerToken}, era.inMeta, nil)
+			agent := agentCall(t, h.url(), era.version, propagatingTransport{token: callerToken, traceparent: era.header}, era.inMeta, nil)
 			spans := exp.GetSpans()
 			id := agent.TraceID()
 			server := spanNamed(t, spans, id, "tools/call search_notes", trace.SpanKindServer)
@@ -242,11 +263,14 @@ func TestOneTraceFromTheAgentThroughTheGatewayToTheServer(t *testing.T) {
 			if upstream.Parent.SpanID() != client.SpanContext.SpanID() {
 				t.Errorf("the upstream's span continues %s, want the gateway's client span %s", upstream.Parent.SpanID(), client.SpanContext.SpanID())
 			}
-			header, meta, _ := up.last()
+			header, meta, baggage := up.last()
 			for where, tp := range map[string]string{"header": header, "_meta": meta} {
 				if !strings.Contains(tp, client.SpanContext.SpanID().String()) {
 					t.Errorf("the upstream's %s traceparent is %q, want the gateway's client span %s", where, tp, client.SpanContext.SpanID())
 				}
+			}
+			if baggage != agentBaggage {
+				t.Errorf("the upstream's _meta baggage is %q, want the agent's %q passed through", baggage, agentBaggage)
 			}
 			if lines := h.audit.matching("Tool call", id.String()); len(lines) != 1 {
 				t.Errorf("want one audit line with trace id %s, got %q", id, h.audit.all())
@@ -275,4 +299,139 @@ func grantAll(t *testing.T, reviews *atomic.Int32) *fake.Clientset {
 		return true, sar, nil
 	})
 	return cs
+}
+
+// TestATraceThroughAToolset calls a toolset's tool in both eras and finds the gateway's
+// server span named after the toolset's own tool name, with the toolset and the origin
+// server it went to, and the upstream client span named after the origin's tool, whose
+// context reached the origin server.
+func TestATraceThroughAToolset(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	installTracing(t, exp)
+	h := newToolsetHarness(t, nil)
+	for _, version := range []string{sessionEra, sessionlessVersion} {
+		t.Run(version, func(t *testing.T) {
+			exp.Reset()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url(),
+				HTTPClient: &http.Client{Transport: propagatingTransport{}}, MaxRetries: -1},
+				&mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			ctx, agent := otel.Tracer("agent").Start(ctx, "agent turn")
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search", Arguments: map[string]any{}})
+			agent.End()
+			if err != nil || res.IsError {
+				t.Fatalf("calling search through the toolset: %v %+v", err, res)
+			}
+			spans := exp.GetSpans()
+			id := agent.SpanContext().TraceID()
+			server := spanNamed(t, spans, id, "tools/call search", trace.SpanKindServer)
+			got := attrs(server)
+			for k, v := range map[string]string{"switchboard.toolset": "support-agent", "switchboard.origin": "notes",
+				"gen_ai.tool.name": "search", "switchboard.outcome": "ok", "mcp.protocol.version": version} {
+				if got[k] != v {
+					t.Errorf("server span %s = %q, want %q (all: %v)", k, got[k], v, got)
+				}
+			}
+			if server.Parent.SpanID() != agent.SpanContext().SpanID() {
+				t.Errorf("the toolset's span does not continue the agent's")
+			}
+			up := spanNamed(t, spans, id, "tools/call search_notes", trace.SpanKindClient)
+			if up.Parent.SpanID() != server.SpanContext.SpanID() || attrs(up)["switchboard.server"] != "notes" {
+				t.Errorf("the upstream client span is not the server span's child for notes: %v", attrs(up))
+			}
+			want := up.SpanContext.SpanID().String()
+			found := false
+			for _, tp := range h.notes.seenHeaders("Traceparent") {
+				found = found || strings.Contains(tp, want)
+			}
+			if !found {
+				t.Errorf("notes never got a traceparent of the client span %s: %q", want, h.notes.seenHeaders("Traceparent"))
+			}
+		})
+	}
+}
+
+// TestAMalformedTraceContextStartsANewTrace sends nonsense as the trace context in the
+// header and in _meta: the call goes through, and the gateway's span starts a trace of
+// its own.
+func TestAMalformedTraceContextStartsANewTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	installTracing(t, exp)
+	up := newTracedUpstream(t, true)
+	h := newHarness(t, harnessOptions{upstreamURL: up.URL, server: publish("search_notes")})
+	for _, version := range []string{sessionEra, sessionlessVersion} {
+		exp.Reset()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url(),
+			HTTPClient: &http.Client{Transport: propagatingTransport{traceparent: "00-not-a-trace-01"}}, MaxRetries: -1},
+			&mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_notes", Arguments: map[string]any{},
+			Meta: mcp.Meta{"traceparent": "ff-" + strings.Repeat("0", 32) + "-" + strings.Repeat("0", 16) + "-00", "tracestate": 7}})
+		_ = cs.Close()
+		cancel()
+		if err != nil || res.IsError {
+			t.Fatalf("%s: a call with a malformed trace context failed: %v %+v", version, err, res)
+		}
+		var server *tracetest.SpanStub
+		for _, s := range exp.GetSpans() {
+			if s.Name == "tools/call search_notes" && s.SpanKind == trace.SpanKindServer {
+				server = &s
+			}
+		}
+		if server == nil || server.Parent.IsValid() || !server.SpanContext.IsValid() {
+			t.Fatalf("%s: want the gateway's server span at the root of a new trace, got %+v", version, server)
+		}
+	}
+}
+
+// TestNoSecretInSpans calls through a server whose connection carries a Secret header
+// value and an upstream token, as a caller with a token of its own, and finds none of
+// them anywhere in what was exported: names, attributes, events, status.
+func TestNoSecretInSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	installTracing(t, exp)
+	up := newTracedUpstream(t, false)
+	var reviews atomic.Int32
+	h := newHarness(t, harnessOptions{upstreamURL: up.URL, upstreamQuery: "?key=query-secret-77", gateway: func(o *gateway.Options) {
+		o.Authenticator = tokens{callerToken: "system:serviceaccount:team-a:agent"}
+		o.Access = grantAll(t, &reviews).AuthorizationV1().SubjectAccessReviews()
+	}, server: publish("search_notes")})
+	for _, version := range []string{sessionEra, sessionlessVersion} {
+		agentCall(t, h.url(), version, propagatingTransport{token: callerToken}, true, map[string]any{"note": "argument-secret-5"})
+	}
+	// A refused caller's span too.
+	agentCallRefused(t, h.url(), "forged-token-31")
+	dump, err := json.Marshal(exp.GetSpans())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exp.GetSpans()) < 10 {
+		t.Fatalf("only %d spans were exported", len(exp.GetSpans()))
+	}
+	for _, secret := range []string{callerToken, "forged-token-31", "upstream-secret-4f1d", "query-secret-77", "argument-secret-5", "found"} {
+		if strings.Contains(string(dump), secret) {
+			t.Errorf("the exported spans carry %q", secret)
+		}
+	}
+}
+
+// agentCallRefused tries to connect with a token the gateway does not know.
+func agentCallRefused(t *testing.T, url, token string) {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	if cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url,
+		HTTPClient: &http.Client{Transport: propagatingTransport{token: token}}, MaxRetries: -1}, sessionEraClient); err == nil {
+		_ = cs.Close()
+		t.Fatal("a forged token was let in")
+	}
 }

@@ -22,8 +22,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
-	"github.com/switchboard-mcp/switchboard/internal/tracing"
 	"github.com/switchboard-mcp/switchboard/internal/toolsets"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // toolsetRecheck is how often a session that has listed its tools recomputes them even

@@ -17,5 +17,7 @@
 //
 // It must not: record arguments, results, header values, tokens, claims beyond a
 // username, or query strings in span names, attributes or events (the helpers here take
-// none), nor parse a client's message: _meta arrives as what the caller already decoded.
+// none), nor judge a client's message: _meta's trace context arrives as what the caller
+// already decoded (mcpmsg's reading, or go-sdk's), and MetaParams only splices the
+// trace context into params that reading has checked.
 package tracing

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
 // installTracing makes exp receive every span of this process (the gateway's, the
@@ -433,5 +435,56 @@ func agentCallRefused(t *testing.T, url, token string) {
 		HTTPClient: &http.Client{Transport: propagatingTransport{token: token}}, MaxRetries: -1}, sessionEraClient); err == nil {
 		_ = cs.Close()
 		t.Fatal("a forged token was let in")
+	}
+}
+
+// TestATraceThroughTheBridge calls a stdio server through the bridge behind the gateway
+// in both eras: the bridge's span continues the gateway's client span, and the stdio
+// server got the bridge's span as its parent in _meta, the only place a stdio server
+// can read it from.
+func TestATraceThroughTheBridge(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	installTracing(t, exp)
+	bridged := startBridge(t, testenv.BuildGoBinary(t, "./test/tracedserver"))
+	h := newHarness(t, harnessOptions{upstreamURL: bridged, server: publish("search_notes")})
+	for _, version := range []string{sessionEra, sessionlessVersion} {
+		t.Run(version, func(t *testing.T) {
+			exp.Reset()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url(),
+				HTTPClient: &http.Client{Transport: propagatingTransport{}}, MaxRetries: -1},
+				&mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			ctx, agent := otel.Tracer("agent").Start(ctx, "agent turn")
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_notes", Arguments: map[string]any{}})
+			agent.End()
+			if err != nil || res.IsError || len(res.Content) == 0 {
+				t.Fatalf("calling search_notes through the bridge: %v %+v", err, res)
+			}
+			received := strings.TrimPrefix(res.Content[0].(*mcp.TextContent).Text, "traceparent=")
+			spans := exp.GetSpans()
+			id := agent.SpanContext().TraceID()
+			client2 := spanNamed(t, spans, id, "tools/call search_notes", trace.SpanKindClient)
+			var bridgeSpan *tracetest.SpanStub
+			for _, s := range spans {
+				if s.SpanContext.TraceID() == id && s.SpanKind == trace.SpanKindServer && s.InstrumentationScope.Name == "github.com/switchboard-mcp/switchboard/bridge" {
+					bridgeSpan = &s
+				}
+			}
+			if bridgeSpan == nil {
+				t.Fatalf("no bridge span in the agent's trace")
+			}
+			if bridgeSpan.Name != "tools/call search_notes" || bridgeSpan.Parent.SpanID() != client2.SpanContext.SpanID() {
+				t.Errorf("the bridge's span %q continues %s, want the gateway's client span %s", bridgeSpan.Name, bridgeSpan.Parent.SpanID(), client2.SpanContext.SpanID())
+			}
+			if want := fmt.Sprintf("00-%s-%s-01", id, bridgeSpan.SpanContext.SpanID()); received != want {
+				t.Errorf("the stdio server received traceparent %q in _meta, want the bridge span's %q", received, want)
+			}
+		})
 	}
 }

@@ -64,6 +64,9 @@ type httpStack struct {
 	bound  atomic.Pointer[binding]
 	bindMu sync.Mutex
 	closed bool
+
+	// tokenParent is the span of the request that last needed a token (tracing.go).
+	tokenParent atomic.Pointer[oteltrace.SpanContext]
 }
 
 // deciderBox lets an interface value live in an atomic.Pointer.
@@ -560,6 +563,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Header.Set(h.Name, h.Value)
 		}
 		if bearer != nil {
+			s.noteTokenParent(req.Context())
 			tok, e := bearer.current()
 			if e != nil {
 				s.obs.record(e)

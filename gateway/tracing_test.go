@@ -56,7 +56,16 @@ type tracedUpstream struct {
 }
 
 func newTracedUpstream(t testing.TB, stateless bool) *tracedUpstream {
+	return newTracedUpstreamWith(t, stateless, nil)
+}
+
+// newTracedUpstreamWith is newTracedUpstream with the server's spans made by tp (nil:
+// the global provider).
+func newTracedUpstreamWith(t testing.TB, stateless bool, tp trace.TracerProvider) *tracedUpstream {
 	t.Helper()
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
 	u := &tracedUpstream{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "search_notes", Description: "Searches notes."},
@@ -69,7 +78,7 @@ func newTracedUpstream(t testing.TB, stateless bool) *tracedUpstream {
 			u.baggage = append(u.baggage, meta.Baggage)
 			u.mu.Unlock()
 			ctx = meta.Context(tracing.HeaderContext(ctx, header))
-			_, span := otel.Tracer("upstream-notes").Start(ctx, "notes tools/call search_notes", trace.WithSpanKind(trace.SpanKindServer))
+			_, span := tp.Tracer("upstream-notes").Start(ctx, "notes tools/call search_notes", trace.WithSpanKind(trace.SpanKindServer))
 			time.Sleep(time.Millisecond)
 			span.End()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil, nil
@@ -118,7 +127,15 @@ func (p propagatingTransport) RoundTrip(r *http.Request) (*http.Response, error)
 // search_notes in it, its trace context in the HTTP headers and, when inMeta, in
 // _meta too. It returns the agent span's context.
 func agentCall(t *testing.T, url, version string, rt http.RoundTripper, inMeta bool, meta map[string]any) trace.SpanContext {
+	return agentCallWith(t, nil, url, version, rt, inMeta, meta)
+}
+
+// agentCallWith is agentCall with the agent's span made by tp (nil: the global provider).
+func agentCallWith(t *testing.T, tp trace.TracerProvider, url, version string, rt http.RoundTripper, inMeta bool, meta map[string]any) trace.SpanContext {
 	t.Helper()
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
@@ -133,7 +150,7 @@ func agentCall(t *testing.T, url, version string, rt http.RoundTripper, inMeta b
 		t.Fatal(err)
 	}
 	ctx = baggage.ContextWithBaggage(ctx, bag)
-	ctx, span := otel.Tracer("agent").Start(ctx, "agent turn", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := tp.Tracer("agent").Start(ctx, "agent turn", trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
 	params := &mcp.CallToolParams{Name: "search_notes", Arguments: map[string]any{}}
 	if meta == nil {

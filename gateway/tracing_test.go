@@ -56,12 +56,13 @@ type tracedUpstream struct {
 }
 
 func newTracedUpstream(t testing.TB, stateless bool) *tracedUpstream {
-	return newTracedUpstreamWith(t, stateless, nil)
+	return newTracedUpstreamWith(t, stateless, nil, "")
 }
 
 // newTracedUpstreamWith is newTracedUpstream with the server's spans made by tp (nil:
-// the global provider).
-func newTracedUpstreamWith(t testing.TB, stateless bool, tp trace.TracerProvider) *tracedUpstream {
+// the global provider), answering 401 to requests without the bearer token token
+// when one is given.
+func newTracedUpstreamWith(t testing.TB, stateless bool, tp trace.TracerProvider, token string) *tracedUpstream {
 	t.Helper()
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -83,8 +84,16 @@ func newTracedUpstreamWith(t testing.TB, stateless bool, tp trace.TracerProvider
 			span.End()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil, nil
 		})
-	u.Server = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Stateless: stateless}))
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: stateless})
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		u.CloseClientConnections()
 		u.Close()

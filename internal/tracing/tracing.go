@@ -28,9 +28,10 @@ type Options struct {
 	// (parentbased_traceidratio); negative leaves the choice to OTEL_TRACES_SAMPLER and
 	// OTEL_TRACES_SAMPLER_ARG (parentbased_always_on when unset).
 	SamplingRatio float64
-	// Endpoint, when set, turns tracing on and sends spans by OTLP over HTTP to this URL
-	// (http://127.0.0.1:4318, say), whatever OTEL_EXPORTER_OTLP_ENDPOINT says
-	// (`switchboard dev --otlp-endpoint`).
+	// Endpoint, when set, turns tracing on and sends spans by OTLP over HTTP to the
+	// collector at this base URL (http://127.0.0.1:4318, say; /v1/traces is appended as
+	// for OTEL_EXPORTER_OTLP_ENDPOINT), whatever the variables say (`switchboard dev
+	// --otlp-endpoint`).
 	Endpoint string
 	// Exporter, when set, receives the spans instead of an OTLP exporter (tests and
 	// benchmarks).
@@ -97,7 +98,7 @@ func exporterFromEnv(ctx context.Context, endpoint string) (sdktrace.SpanExporte
 		return nil, nil
 	}
 	if endpoint != "" {
-		return otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+		return otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(TracesURL(endpoint)))
 	}
 	switch kind := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")); kind {
 	case "none":
@@ -174,4 +175,10 @@ func TraceID(ctx context.Context) string {
 func Fail(span trace.Span, kind string) {
 	span.SetAttributes(ErrorType.String(kind))
 	span.SetStatus(codes.Error, kind)
+}
+
+// TracesURL returns the OTLP/HTTP traces URL of a collector's base URL, as
+// OTEL_EXPORTER_OTLP_ENDPOINT is read: /v1/traces appended to its path.
+func TracesURL(base string) string {
+	return strings.TrimSuffix(base, "/") + "/v1/traces"
 }

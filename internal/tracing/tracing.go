@@ -60,6 +60,9 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 // OTEL_TRACES_EXPORTER is none, or OTEL_SDK_DISABLED is true. Either way the caller's
 // trace context still passes through to upstream servers.
 func Setup(ctx context.Context, opts Options) (*Provider, error) {
+	if opts.SamplingRatio > 1 {
+		return nil, fmt.Errorf("tracing: the sampling ratio must be between 0 and 1, not %g", opts.SamplingRatio)
+	}
 	exp := opts.Exporter
 	if exp == nil {
 		var err error
@@ -82,9 +85,6 @@ func Setup(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
 	if opts.SamplingRatio >= 0 {
-		if opts.SamplingRatio > 1 {
-			return nil, fmt.Errorf("tracing: the sampling ratio must be between 0 and 1, not %g", opts.SamplingRatio)
-		}
 		tpOpts = append(tpOpts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(opts.SamplingRatio))))
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)

@@ -100,17 +100,16 @@ func (c mapCarrier) Keys() []string {
 	return keys
 }
 
-// InjectMeta returns meta with the trace context of ctx in place of the one meta
-// carried: traceparent and tracestate are ctx's span's (removed when ctx has none), and
-// baggage is ctx's when it has some (the caller's, passed through), left as it was
-// otherwise. meta itself is not modified; nil comes back when there is nothing to send.
+// InjectMeta returns meta with the trace context of ctx's span in place of the one meta
+// carried: traceparent and tracestate are the span's, and baggage is ctx's when it has
+// some (the caller's, passed through), left as it was otherwise. Without a span context
+// in ctx (tracing off, and no caller context) meta comes back as it was, so that a
+// caller's own context passes through. meta itself is not modified.
 func InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
-	out := MetaOfContext(ctx)
-	_, hadParent := meta[TraceparentKey]
-	_, hadState := meta[TracestateKey]
-	if out.Traceparent == "" && out.Baggage == "" && !hadParent && !hadState {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return meta
 	}
+	out := MetaOfContext(ctx)
 	next := make(map[string]any, len(meta)+3)
 	for k, v := range meta {
 		if k != TraceparentKey && k != TracestateKey {

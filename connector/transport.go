@@ -152,14 +152,12 @@ func (s *httpStack) send(out *http.Request) (*http.Response, error) {
 			jc.user.Store(&connUser{stack: s, box: b.box})
 		}
 	}}
+	// The request's span (the gateway's client span of a call, a connect's or a probe's
+	// span) gets the DNS lookup, dial and TLS handshake as events: hooks of this same
+	// ClientTrace, not a second one composed in (which net/http does by reflection).
+	tracing.AddClientTraceEvents(trace, oteltrace.SpanFromContext(out.Context()))
 	ctx := context.WithValue(out.Context(), dialRequestKey{}, dialRequest{stack: s, binding: b})
-	ctx = httptrace.WithClientTrace(ctx, trace)
-	if spanTrace := tracing.ClientTrace(oteltrace.SpanFromContext(ctx)); spanTrace != nil {
-		// The request's span (the gateway's client span of a call, a connect's or a
-		// probe's span) gets the dial and TLS handshake as events.
-		ctx = httptrace.WithClientTrace(ctx, spanTrace)
-	}
-	out = out.WithContext(ctx)
+	out = out.WithContext(httptrace.WithClientTrace(ctx, trace))
 	var resp *http.Response
 	var err error
 	if carriesOwnConnection(out) {

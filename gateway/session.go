@@ -38,6 +38,7 @@ const maxAuditText = 128
 type session struct {
 	g        *Gateway
 	id       string // Mcp-Session-Id; a bearer secret, never logged
+	traceID  string // what spans record as mcp.session.id: a digest of id
 	seq      uint64 // names the session in logs
 	key      connector.Key
 	caller   *catalog.Identity
@@ -90,6 +91,7 @@ func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *ca
 	s := &session{
 		g:         g,
 		id:        id,
+		traceID:   tracing.SessionID(id),
 		seq:       seq,
 		key:       key,
 		caller:    caller,
@@ -155,7 +157,7 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 	if traced && paramsErr == nil {
 		ctx, c.span = s.g.startServerSpan(ctx, requestHeader(req.Extra),
 			tracing.Meta{Traceparent: params.Traceparent, Tracestate: params.Tracestate, Baggage: params.Baggage},
-			req.Method, req.ID, target{key: s.key, caller: s.caller, session: s.id, version: s.negotiatedVersion()})
+			req.Method, req.ID, target{key: s.key, caller: s.caller, session: s.traceID, version: s.negotiatedVersion()})
 	}
 	if req.Method == "tools/list" {
 		if paramsErr != nil {

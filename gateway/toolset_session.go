@@ -169,7 +169,7 @@ func (s *toolsetSession) connect() error {
 			if s.sessionless {
 				t.version = sessionlessVersion
 			} else {
-				t.session, t.version = s.id, s.requestedVersion()
+				t.session, t.version = tracing.SessionID(s.id), s.requestedVersion()
 			}
 			ctx, span := s.g.startStatelessSpan(ctx, method, req, t)
 			if span == nil {

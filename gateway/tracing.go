@@ -95,7 +95,7 @@ type target struct {
 	key     connector.Key
 	toolset bool
 	caller  *catalog.Identity
-	session string // the client session's id; recorded as a digest
+	session string // what mcp.session.id records: tracing.SessionID of the client session's id
 	version string // the protocol version, when known
 }
 
@@ -138,7 +138,7 @@ func (g *Gateway) startServerSpan(ctx context.Context, header http.Header, meta 
 		attrs = append(attrs, tracing.UserName.String(t.caller.User.Username))
 	}
 	if t.session != "" {
-		attrs = append(attrs, tracing.MCPSessionID.String(tracing.SessionID(t.session)))
+		attrs = append(attrs, tracing.MCPSessionID.String(t.session))
 	}
 	if t.version != "" {
 		attrs = append(attrs, tracing.MCPProtocolVersion.String(t.version))

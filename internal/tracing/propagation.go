@@ -138,38 +138,58 @@ func InjectHeader(ctx context.Context, h http.Header) {
 	propagator.Inject(ctx, propagation.HeaderCarrier(h))
 }
 
-// ClientTrace returns hooks that record the connection work of an outgoing HTTP request
-// as events of span: DNS, connect (the address, never the path or query), TLS
-// handshake and whether a connection was reused. Nil when span does not record.
-func ClientTrace(span trace.Span) *httptrace.ClientTrace {
+// AddClientTraceEvents adds to ct hooks that record the connection work of an outgoing
+// HTTP request as events of span: DNS, connect (the address, never the path or query)
+// and the TLS handshake, which happen only when a connection is made. It leaves ct as it
+// is when span does not record, and keeps ct's own DNS, connect and TLS hooks (it has
+// none today: it would call them first).
+func AddClientTraceEvents(ct *httptrace.ClientTrace, span trace.Span) {
 	if !span.IsRecording() {
-		return nil
+		return
 	}
-	return &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) {
-			span.AddEvent("http.got_connection", trace.WithAttributes(attribute.Bool("http.connection.reused", info.Reused)))
-		},
-		DNSStart: func(info httptrace.DNSStartInfo) {
-			span.AddEvent("dns.start", trace.WithAttributes(attribute.String("server.address", info.Host)))
-		},
-		DNSDone: func(info httptrace.DNSDoneInfo) {
-			span.AddEvent("dns.done", trace.WithAttributes(attribute.Bool("dns.failed", info.Err != nil)))
-		},
-		ConnectStart: func(network, addr string) {
-			span.AddEvent("dial.start", trace.WithAttributes(attribute.String("network.transport", network),
-				attribute.String("network.peer.address", addr)))
-		},
-		ConnectDone: func(network, addr string, err error) {
-			span.AddEvent("dial.done", trace.WithAttributes(attribute.String("network.peer.address", addr),
-				attribute.Bool("dial.failed", err != nil)))
-		},
-		TLSHandshakeStart: func() { span.AddEvent("tls.handshake.start") },
-		TLSHandshakeDone: func(state tls.ConnectionState, err error) {
-			span.AddEvent("tls.handshake.done", trace.WithAttributes(
-				attribute.String("tls.protocol.version", tls.VersionName(state.Version)),
-				attribute.String("network.protocol.name", state.NegotiatedProtocol),
-				attribute.Bool("tls.failed", err != nil)))
-		},
+	dnsStart, dnsDone := ct.DNSStart, ct.DNSDone
+	ct.DNSStart = func(info httptrace.DNSStartInfo) {
+		if dnsStart != nil {
+			dnsStart(info)
+		}
+		span.AddEvent("dns.start", trace.WithAttributes(attribute.String("server.address", info.Host)))
+	}
+	ct.DNSDone = func(info httptrace.DNSDoneInfo) {
+		if dnsDone != nil {
+			dnsDone(info)
+		}
+		span.AddEvent("dns.done", trace.WithAttributes(attribute.Bool("dns.failed", info.Err != nil)))
+	}
+	connectStart, connectDone := ct.ConnectStart, ct.ConnectDone
+	ct.ConnectStart = func(network, addr string) {
+		if connectStart != nil {
+			connectStart(network, addr)
+		}
+		span.AddEvent("dial.start", trace.WithAttributes(attribute.String("network.transport", network),
+			attribute.String("network.peer.address", addr)))
+	}
+	ct.ConnectDone = func(network, addr string, err error) {
+		if connectDone != nil {
+			connectDone(network, addr, err)
+		}
+		span.AddEvent("dial.done", trace.WithAttributes(attribute.String("network.peer.address", addr),
+			attribute.Bool("dial.failed", err != nil)))
+	}
+	tlsStart, tlsDone := ct.TLSHandshakeStart, ct.TLSHandshakeDone
+	ct.TLSHandshakeStart = func() {
+		if tlsStart != nil {
+			tlsStart()
+		}
+		span.AddEvent("tls.handshake.start")
+	}
+	ct.TLSHandshakeDone = func(state tls.ConnectionState, err error) {
+		if tlsDone != nil {
+			tlsDone(state, err)
+		}
+		span.AddEvent("tls.handshake.done", trace.WithAttributes(
+			attribute.String("tls.protocol.version", tls.VersionName(state.Version)),
+			attribute.String("network.protocol.name", state.NegotiatedProtocol),
+			attribute.Bool("tls.failed", err != nil)))
 	}
 }
 

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -75,7 +76,7 @@ func endCallSpan(span trace.Span, method, tool string, resp *jsonrpc.Response) {
 		span.SetAttributes(tracing.ErrorType.String("no_answer"))
 	case resp.Error != nil:
 		kind := "error"
-		if wire, ok := resp.Error.(*jsonrpc.Error); ok {
+		if wire, ok := errors.AsType[*jsonrpc.Error](resp.Error); ok {
 			kind = fmt.Sprint(wire.Code)
 		}
 		span.SetStatus(codes.Error, kind)

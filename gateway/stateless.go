@@ -145,8 +145,7 @@ func (g *Gateway) startStatelessSpan(ctx context.Context, method string, req mcp
 // outcomeOf is the outcome of a call go-sdk answers with res and err, as the audit
 // line records it.
 func outcomeOf(res mcp.Result, err error) string {
-	switch {
-	case err != nil:
+	if err != nil {
 		if wire, ok := errors.AsType[*jsonrpc.Error](err); ok && wire.Code == codeRefused {
 			return outcomeDenied
 		}

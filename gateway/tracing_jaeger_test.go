@@ -273,7 +273,9 @@ func serveBridge(t *testing.T, b *bridge.Bridge) string {
 	go func() { served <- b.ListenAndServe(ctx, addr) }()
 	t.Cleanup(func() {
 		cancel()
-		<-served
+		if err := <-served; err != nil {
+			t.Errorf("the bridge stopped with %v", err)
+		}
 	})
 	testutilWaitHTTP(t, "http://"+addr+"/healthz")
 	return "http://" + addr + "/mcp"

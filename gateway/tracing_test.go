@@ -32,7 +32,7 @@ import (
 
 // installTracing makes exp receive every span of this process (the gateway's, the
 // connector's, the test's agent's and upstream's) until the test ends.
-func installTracing(t testing.TB, exp sdktrace.SpanExporter) *sdktrace.TracerProvider {
+func installTracing(t testing.TB, exp sdktrace.SpanExporter) {
 	t.Helper()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	prev := otel.GetTracerProvider()
@@ -41,7 +41,6 @@ func installTracing(t testing.TB, exp sdktrace.SpanExporter) *sdktrace.TracerPro
 		otel.SetTracerProvider(prev)
 		_ = tp.Shutdown(context.Background())
 	})
-	return tp
 }
 
 // tracedUpstream is an MCP server instrumented as a traced server would be: each tool
@@ -216,7 +215,7 @@ func spanNamed(t *testing.T, spans tracetest.SpanStubs, id trace.TraceID, name s
 func attrs(s tracetest.SpanStub) map[string]string {
 	m := map[string]string{}
 	for _, kv := range s.Attributes {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }

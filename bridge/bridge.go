@@ -105,7 +105,9 @@ func New(opts Options) (*Bridge, error) {
 
 // startProcess starts a subprocess of the server command and logs its stderr.
 func (b *Bridge) startProcess() (*process, error) {
-	proc, err := startProcess(b.opts.Command, b.opts.Env, b.opts.Dir)
+	proc, err := traceProcessStart(b.opts.Command, func() (*process, error) {
+		return startProcess(b.opts.Command, b.opts.Env, b.opts.Dir)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,9 @@
 //     a warm spare) or once for Shared mode (restarted with backoff when it dies),
 //     stopped by closing stdin, then a grace period, then SIGTERM and a second later
 //     SIGKILL to the whole group, and always reaped, so that no zombie is left;
-//   - bounds: message size in both directions, stderr line length and log rate.
+//   - bounds: message size in both directions, stderr line length and log rate;
+//   - its traces (tracing.go): a span per relayed client call, continuing the call's
+//     trace and handing it to the subprocess in params._meta, and one per process start.
 //
 // In PerSession mode it relays messages without interpreting MCP (Shared mode must route
 // them, which sharedProcess documents): go-sdk's StreamableServerTransport frames

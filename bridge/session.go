@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/relay"
@@ -56,6 +57,7 @@ type session struct {
 
 	mu          sync.Mutex
 	pending     map[jsonrpc.ID]struct{} // client calls the subprocess has not answered
+	spans       map[jsonrpc.ID]callSpan // their spans, while tracing is on
 	initID      jsonrpc.ID              // the initialize call, once seen
 	initialized bool                    // the subprocess answered initialize without error
 	protocol    string                  // the protocol version the subprocess chose
@@ -121,7 +123,7 @@ func (b *Bridge) startSession(id string, seq uint64) (*session, error) {
 // can be failed if the subprocess never answers; once the session is ending, a client call
 // is answered with the reason and nothing else reaches the subprocess. A response from the
 // subprocess settles the call it answers.
-func (s *session) relayHook(_ context.Context, from relay.Side, msg jsonrpc.Message) relay.Verdict {
+func (s *session) relayHook(ctx context.Context, from relay.Side, msg jsonrpc.Message) relay.Verdict {
 	if from == relay.Server {
 		if resp, ok := msg.(*jsonrpc.Response); ok {
 			s.settle(resp)
@@ -137,11 +139,39 @@ func (s *session) relayHook(_ context.Context, from relay.Side, msg jsonrpc.Mess
 			// ends, which answers it with the reason.
 			return relay.Drop()
 		}
+		if s.isEnding() {
+			return relay.Drop()
+		}
+		forwarded, cs := s.traceCall(ctx, req)
+		if cs != nil {
+			s.keepSpan(req.ID, cs)
+		}
+		return relay.Forward(forwarded)
 	}
 	if s.isEnding() {
 		return relay.Drop()
 	}
 	return relay.Forward(msg)
+}
+
+// callSpan is the span of a relayed call and what names it once answered.
+type callSpan struct {
+	span         trace.Span
+	method, tool string
+}
+
+// keepSpan remembers the span of a call until its answer settles it.
+func (s *session) keepSpan(id jsonrpc.ID, cs *callSpan) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		endCallSpan(cs.span, cs.method, "", nil)
+		return
+	}
+	if s.spans == nil {
+		s.spans = make(map[jsonrpc.ID]callSpan)
+	}
+	s.spans[id] = *cs
 }
 
 // relayWriteFailed handles a message the relay could not deliver. The client side keeps
@@ -226,6 +256,10 @@ func (s *session) settle(resp *jsonrpc.Response) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.pending, resp.ID)
+	if cs, ok := s.spans[resp.ID]; ok {
+		delete(s.spans, resp.ID)
+		endCallSpan(cs.span, cs.method, cs.tool, resp)
+	}
 	if s.initID.IsValid() && resp.ID == s.initID && resp.Error == nil {
 		s.initialized = true
 		var res struct {
@@ -307,7 +341,12 @@ func (s *session) end(reason error) {
 	s.activity.Stop()
 	pending := s.pending
 	s.pending = nil
+	spans := s.spans
+	s.spans = nil
 	s.mu.Unlock()
+	for _, cs := range spans {
+		endCallSpan(cs.span, cs.method, "", nil)
+	}
 	s.finishEnd(pending)
 }
 

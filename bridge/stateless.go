@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // maxStatelessInFlight bounds the sessionless requests the bridge serves at once; one
@@ -283,14 +284,19 @@ func (f *statelessFront) relay(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok || !sessionless.Relayed[method] {
 			return next(ctx, method, req)
 		}
-		meta, done := f.progress.Rewriter(ctx, req, true)
+		ctx, span := traceStateless(ctx, method, req)
+		rewrite, done := f.progress.Rewriter(ctx, req, true)
 		defer done()
+		meta := func(in map[string]any) map[string]any { return tracing.InjectMeta(ctx, rewrite(in)) }
 		var res mcp.Result
 		var err error
 		if method == "tools/call" {
 			res, err = sp.cs.CallTool(ctx, sessionless.ToolCall(req, meta))
 		} else {
 			res, err = sessionless.Call(ctx, sp.cs, method, req, meta)
+		}
+		if span != nil {
+			endStatelessSpan(span, method, req, res, err)
 		}
 		if err != nil {
 			return nil, processError(err)

@@ -6,12 +6,17 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+	"github.com/switchboard-mcp/switchboard/internal/sessionless"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // mcpCacheTTL is the freshness the MCP endpoint gives its cacheable answers
@@ -119,6 +124,8 @@ func (s *Server) mcpHandler() http.Handler {
 			"with their gateway path, servers, readiness and tool count.",
 		Annotations: readOnly,
 	}, s.mcpListToolsets)
+
+	srv.AddReceivingMiddleware(traceMCP)
 
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{
@@ -246,4 +253,48 @@ func (s *Server) mcpListToolsets(ctx context.Context, req *mcp.CallToolRequest, 
 		return nil, nil, aerr
 	}
 	return nil, out, nil
+}
+
+// tracer makes the catalogue's spans: a server span per MCP request.
+var tracer = tracing.NewTracer("github.com/switchboard-mcp/switchboard/catalog")
+
+// catalogTools are the catalogue's tools, the only tool names its spans are named after.
+var catalogTools = map[string]bool{"search_tools": true, "list_servers": true, "get_server": true, "list_toolsets": true}
+
+// traceMCP is the catalogue's receiving middleware that makes a server span of each
+// request, in the trace of its params._meta (as go-sdk decoded it) or else its HTTP
+// headers, named {mcp.method.name} and, for a call of one of its tools, the tool.
+func traceMCP(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if !tracing.Enabled() || strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req)
+		}
+		var meta tracing.Meta
+		if p := req.GetParams(); p != nil {
+			meta = tracing.MetaOf(p.GetMeta())
+		}
+		if extra := req.GetExtra(); extra != nil {
+			ctx = tracing.HeaderContext(ctx, extra.Header)
+		}
+		name := method
+		attrs := []attribute.KeyValue{tracing.MCPMethodName.String(method), tracing.NetworkTransport.String("tcp"),
+			tracing.MCPProtocolVersion.String(sessionless.Version)}
+		if method == "tools/call" {
+			attrs = append(attrs, tracing.GenAIOperationName.String("execute_tool"))
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil && catalogTools[p.Name] {
+				name = method + " " + p.Name
+				attrs = append(attrs, tracing.GenAIToolName.String(p.Name))
+			}
+		}
+		ctx, span := tracer.Start(meta.Context(ctx), name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+		defer span.End()
+		res, err := next(ctx, method, req)
+		switch r, _ := res.(*mcp.CallToolResult); {
+		case err != nil:
+			tracing.Fail(span, "error")
+		case r != nil && r.IsError:
+			tracing.Fail(span, "tool_error")
+		}
+		return res, err
+	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // live is one established MCP session.
@@ -90,19 +92,25 @@ func newSharedClient(p *Pool) *mcp.Client {
 }
 
 // connect establishes a session and runs a full discovery on it.
-func (s *session) connect() (*live, *Error) {
-	l, err := s.establish()
+func (s *session) connect() (_ *live, e *Error) {
+	ctx, span := s.startSpan(s.ctx, "connect")
+	defer func() { endSpan(span, e) }()
+	l, err := s.establish(ctx)
 	if err != nil {
 		return nil, err
 	}
+	span.SetAttributes(tracing.Transport.String(string(l.transport)), tracing.MCPProtocolVersion.String(l.protocol))
 	s.stack.obs.reset()
-	d, derr := discover(s.ctx, l.cs, s.cfg, s.red, s.mem)
+	dctx, dspan := s.startSpan(ctx, "discover")
+	d, derr := discover(dctx, l.cs, s.cfg, s.red, s.mem)
 	if derr != nil {
 		l.close()
 		e := classify(derr, s.stack.obs.last())
+		endSpan(dspan, e)
 		s.pool.metrics.discoveryError(s.key, e.Reason)
 		return nil, e
 	}
+	endSpan(dspan, nil)
 	init := l.cs.InitializeResult()
 	s.update(func(snap *Snapshot) {
 		snap.State = StateReady
@@ -149,7 +157,7 @@ func capabilitiesOf(c *mcp.ServerCapabilities) Capabilities {
 
 // establish opens an MCP session over the configured (or detected) transport, holding
 // one of the pool's connect slots while it does.
-func (s *session) establish() (*live, *Error) {
+func (s *session) establish(ctx context.Context) (*live, *Error) {
 	select {
 	case s.pool.connectSlots <- struct{}{}:
 		defer func() { <-s.pool.connectSlots }()
@@ -167,7 +175,7 @@ func (s *session) establish() (*live, *Error) {
 		}
 	}
 	if transport != "" {
-		l, err := s.open(transport)
+		l, err := s.open(ctx, transport)
 		if err != nil && s.detected != "" && (err.Reason == ReasonNotFound || err.Reason == ReasonProtocolError) {
 			// The server may have changed transports: detect again next time.
 			s.detected = ""
@@ -177,7 +185,7 @@ func (s *session) establish() (*live, *Error) {
 
 	// Auto: Streamable HTTP first; on 400, 404 or 405 without a JSON-RPC error body,
 	// the legacy HTTP+SSE transport (MCP specification, backwards compatibility).
-	l, err := s.open(TransportStreamableHTTP)
+	l, err := s.open(ctx, TransportStreamableHTTP)
 	if err == nil {
 		s.detected = TransportStreamableHTTP
 		return l, nil
@@ -185,7 +193,7 @@ func (s *session) establish() (*live, *Error) {
 	if !err.legacyHint {
 		return nil, err
 	}
-	l, sseErr := s.open(TransportSSE)
+	l, sseErr := s.open(ctx, TransportSSE)
 	if sseErr == nil {
 		s.detected = TransportSSE
 		return l, nil
@@ -199,11 +207,12 @@ func (s *session) establish() (*live, *Error) {
 // open connects over one transport. The session's long-lived context is what the
 // transport's streams live on (go-sdk's SSE GET uses the context given to Connect);
 // the connect timeout cancels it only while the handshake is running.
-func (s *session) open(transport Transport) (*live, *Error) {
+func (s *session) open(spanCtx context.Context, transport Transport) (*live, *Error) {
 	l := &live{transport: transport, owner: s}
 	client := s.pool.client
 	var t mcp.Transport
-	connectCtx := s.ctx
+	// The connect span comes along for the handshake's requests.
+	connectCtx := tracing.CarryOver(s.ctx, spanCtx)
 	switch transport {
 	case TransportSSE:
 		t = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.stack.client, MaxEventSize: s.cfg.Limits.MaxEventBytes}

@@ -37,6 +37,12 @@
 // Upstream relays. The pool's own session never acts as a caller: without an operator
 // credential it checks the server's metadata only ([Snapshot.ToolsPerCaller]).
 //
+// Traces (tracing.go): a span per connect (with its handshake's requests), discovery and
+// probe, carrying the server's key, and per token request; every request it sends
+// carries the trace context of the span in its context (an Upstream takes it from the
+// context its Write is given) in its traceparent header, to the server's own origin
+// only, with its DNS, dial, TLS and egress decision as that span's events.
+//
 // What it must not do:
 //   - know about Kubernetes objects: callers hand it a plain [Config] with secrets
 //     already resolved, and read back a plain [Snapshot];

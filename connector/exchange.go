@@ -7,8 +7,11 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // Token types (RFC 8693 section 3, SEP-990) and grants of the per-caller flows.
@@ -51,7 +54,9 @@ type tokenRequest struct {
 // through clientcredentials.Config with grant_type overridden, as golang.org/x/oauth2
 // allows. oauthex.ExchangeToken would do for the exchange but sends the client secret
 // in the body only (client_secret_post), where the API promises client_secret_basic.
-func (c *callerTokens) post(r tokenRequest) (*oauth2.Token, *Error) {
+func (c *callerTokens) post(r tokenRequest) (tok *oauth2.Token, e *Error) {
+	_, span := c.ts.stack.startTokenSpan(context.Background(), grantOf(r), r.url)
+	defer func() { endTokenSpan(span, e) }()
 	// Judged at every request: plain http only to a loopback address by itself.
 	if e := c.ts.checkTokenURL(r.url); e != nil {
 		return nil, authError(e.Reason, ReasonTokenRequestFailed,
@@ -69,7 +74,7 @@ func (c *callerTokens) post(r tokenRequest) (*oauth2.Token, *Error) {
 	if r.clientSecret == "" {
 		cc.AuthStyle = oauth2.AuthStyleInParams // client_id alone, in the body
 	}
-	ctx, cancel := context.WithTimeout(c.ts.ctx, c.ts.timeout)
+	ctx, cancel := context.WithTimeout(tracing.CarryOver(c.ts.ctx, trace.ContextWithSpan(context.Background(), span)), c.ts.timeout)
 	defer cancel()
 	capture := &fetchCapture{}
 	ctx = context.WithValue(ctx, fetchCaptureKey{}, capture)
@@ -79,6 +84,17 @@ func (c *callerTokens) post(r tokenRequest) (*oauth2.Token, *Error) {
 		return nil, tokenRequestError(r.what+" at "+origin(r.url), r.clientID, r.scopes, err, capture)
 	}
 	return tok, nil
+}
+
+// grantOf names the grant of a per-caller token request for its span.
+func grantOf(r tokenRequest) string {
+	switch r.params.Get("grant_type") {
+	case grantTokenExchange:
+		return "token_exchange"
+	case grantTypeJWTBearer:
+		return "jwt_bearer"
+	}
+	return "token_request"
 }
 
 // checkIssuedType refuses an RFC 8693 response whose issued_token_type is not the one

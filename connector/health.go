@@ -168,9 +168,11 @@ func (w *watch) recheck() {
 }
 
 // rediscover refreshes the lists after a list_changed notification.
-func (s *session) rediscover(l *live) *Error {
+func (s *session) rediscover(l *live) (e *Error) {
+	ctx, span := s.startSpan(s.ctx, "discover")
+	defer func() { endSpan(span, e) }()
 	s.stack.obs.reset()
-	d, err := discover(s.ctx, l.cs, s.cfg, s.red, s.mem)
+	d, err := discover(ctx, l.cs, s.cfg, s.red, s.mem)
 	if err != nil {
 		e := classify(err, s.stack.obs.last())
 		s.pool.metrics.discoveryError(s.key, e.Reason)
@@ -183,8 +185,10 @@ func (s *session) rediscover(l *live) *Error {
 // probe touches the network in both protocol eras: ping where sessions exist; where
 // they do not (2026-07-28), ping is gone and a fresh server/discover is the cheapest
 // request that must reach the server.
-func (s *session) probe(l *live) *Error {
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Timeout)
+func (s *session) probe(l *live) (e *Error) {
+	ctx, span := s.startSpan(s.ctx, "probe")
+	defer func() { endSpan(span, e) }()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	s.stack.obs.reset()
 	start := time.Now()

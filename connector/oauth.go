@@ -830,7 +830,13 @@ func (a *tokenSource) jwtBearer(ctx context.Context, tokenURL *url.URL, assertio
 // source's timeout, and checks that a bearer token came back. The token is
 // remembered for redaction; a token that lives shorter than twice tokenRefreshMargin
 // is due at half its life.
-func (a *tokenSource) requestToken(ctx context.Context, cc *clientcredentials.Config, tokenURL *url.URL, scopes []string) (*oauth2.Token, *Error) {
+func (a *tokenSource) requestToken(ctx context.Context, cc *clientcredentials.Config, tokenURL *url.URL, scopes []string) (tok *oauth2.Token, e *Error) {
+	grant := "client_credentials"
+	if cc.EndpointParams.Get("grant_type") == grantTypeJWTBearer {
+		grant = "jwt_bearer"
+	}
+	ctx, span := a.stack.startTokenSpan(ctx, grant, tokenURL)
+	defer func() { endTokenSpan(span, e) }()
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	capture := &fetchCapture{}

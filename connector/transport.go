@@ -17,7 +17,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
+	oteltrace "go.opentelemetry.io/otel/trace"
+
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // maxResponseHeaderBytes bounds the response headers of any request.
@@ -60,6 +64,9 @@ type httpStack struct {
 	bound  atomic.Pointer[binding]
 	bindMu sync.Mutex
 	closed bool
+
+	// tokenParent is the span of the request that last needed a token (tracing.go).
+	tokenParent atomic.Pointer[oteltrace.SpanContext]
 }
 
 // deciderBox lets an interface value live in an atomic.Pointer.
@@ -145,6 +152,10 @@ func (s *httpStack) send(out *http.Request) (*http.Response, error) {
 			jc.user.Store(&connUser{stack: s, box: b.box})
 		}
 	}}
+	// The request's span (the gateway's client span of a call, a connect's or a probe's
+	// span) gets the DNS lookup, dial and TLS handshake as events: hooks of this same
+	// ClientTrace, not a second one composed in (which net/http does by reflection).
+	tracing.AddClientTraceEvents(trace, oteltrace.SpanFromContext(out.Context()))
 	ctx := context.WithValue(out.Context(), dialRequestKey{}, dialRequest{stack: s, binding: b})
 	out = out.WithContext(httptrace.WithClientTrace(ctx, trace))
 	var resp *http.Response
@@ -210,7 +221,20 @@ func (t *sharedTransport) dialFunc(scheme string) func(ctx context.Context, netw
 		for _, addr := range addrs {
 			addr = addr.Unmap()
 			dest := egress.Destination{Scheme: scheme, Host: host, Addr: addr, Port: uint16(port)}
-			if e := judgeWith(box, dest); e != nil {
+			e := judgeWith(box, dest)
+			if span := oteltrace.SpanFromContext(ctx); span.IsRecording() {
+				// The egress decision, with the address judged; the reason of a denial
+				// names the rule, never a header or a query string.
+				attrs := []attribute.KeyValue{attribute.String("server.address", host),
+					attribute.String("network.peer.address", addr.String()), attribute.Int("server.port", int(port)),
+					tracing.Decision.String("allowed")}
+				if e != nil {
+					attrs[3] = tracing.Decision.String("denied")
+					attrs = append(attrs, tracing.Reason.String(e.Message))
+				}
+				span.AddEvent("egress.decision", oteltrace.WithAttributes(attrs...))
+			}
+			if e != nil {
 				denial = e
 				continue
 			}
@@ -523,6 +547,13 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	sameOrigin := egress.SameOrigin(req.URL, s.endpoint)
+	// The trace context of the request's span goes to the server, never to another
+	// origin; one the request carried from elsewhere is replaced.
+	if sameOrigin {
+		tracing.InjectHeader(req.Context(), out.Header)
+	} else {
+		tracing.InjectHeader(context.Background(), out.Header)
+	}
 	bearer := s.bearer()
 	var sent string // the bearer token the request carries
 	if sameOrigin {
@@ -530,6 +561,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Header.Set(h.Name, h.Value)
 		}
 		if bearer != nil {
+			s.noteTokenParent(req.Context())
 			tok, e := bearer.current()
 			if e != nil {
 				s.obs.record(e)

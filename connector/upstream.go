@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // Errors of OpenUpstream besides a classified *Error.
@@ -310,7 +312,7 @@ func (u *Upstream) interrupt() {
 // send once Write has returned. The call is bounded by the server's timeout; a call that
 // fails or times out is answered with a JSON-RPC error, read like the server's answers.
 // Anything else is sent before Write returns, within the timeout.
-func (u *Upstream) Write(_ context.Context, msg jsonrpc.Message) error {
+func (u *Upstream) Write(wctx context.Context, msg jsonrpc.Message) error {
 	select {
 	case <-u.failed:
 		return u.failure
@@ -318,7 +320,9 @@ func (u *Upstream) Write(_ context.Context, msg jsonrpc.Message) error {
 	}
 	// Not a child of u.ctx, which would keep every call's context until the Upstream
 	// closes; Close cancels the calls still owed an answer instead.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(u.ctx))
+	// The write's span comes along (the gateway's client span of the call): the request's
+	// trace context goes upstream in its headers, its dial and TLS are that span's events.
+	ctx, cancel := context.WithCancel(tracing.CarryOver(context.WithoutCancel(u.ctx), wctx))
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 		u.call(ctx, cancel, req)
 		return nil

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/internal/sharding"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // mcpServerFinalizer makes deletion wait until the operator has closed the server's
@@ -115,7 +116,14 @@ type MCPServerReconciler struct {
 // Reconcile brings one MCPServer's session, workload and status in line with its spec.
 // The steps record what they observe; computeStatus then derives every condition from
 // that in one place, and one patch writes the status when a user would see a change.
-func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	ctx, span := startReconcile(ctx, "MCPServer", tracing.Server, req)
+	defer func() { endReconcile(span, res, err) }()
+	return r.reconcile(ctx, req)
+}
+
+// reconcile is Reconcile inside its span.
+func (r *MCPServerReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := connector.Key{Namespace: req.Namespace, Name: req.Name}
 
 	last := r.lastWrites(key) // before the object is read: see lastWrites

@@ -18,6 +18,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/internal/toolsets"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcptoolsets,verbs=get;list;watch
@@ -35,7 +36,14 @@ type MCPToolsetReconciler struct {
 // Reconcile recomputes one toolset's status from the MCPServers of its namespace and
 // patches it when it changed. An invalid selector is Stalled and terminal: only a new
 // spec can fix it.
-func (r *MCPToolsetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *MCPToolsetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	ctx, span := startReconcile(ctx, "MCPToolset", tracing.Toolset, req)
+	defer func() { endReconcile(span, res, err) }()
+	return r.reconcile(ctx, req)
+}
+
+// reconcile is Reconcile inside its span.
+func (r *MCPToolsetReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ts := &mcpv1alpha1.MCPToolset{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ts); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -198,13 +199,20 @@ func (l *LocalRuntime) start(obj *mcpv1alpha1.MCPServer, env []string, fingerpri
 }
 
 // resolveEnv returns the bridge process's environment: the manager's own PATH and HOME
-// (the server's interpreter lives there on a developer machine) and the spec's env, with
-// values from Secrets and ConfigMaps of the server's namespace.
+// (the server's interpreter lives there on a developer machine), its OTEL_* variables
+// (so that the bridge sends its traces where the manager sends its own, as `switchboard
+// dev --otlp-endpoint` asks) and the spec's env, with values from Secrets and ConfigMaps
+// of the server's namespace, which wins over both.
 func (l *LocalRuntime) resolveEnv(ctx context.Context, obj *mcpv1alpha1.MCPServer) ([]string, error) {
 	env := []string{}
 	for _, name := range []string{"PATH", "HOME", "TMPDIR"} {
 		if v, ok := os.LookupEnv(name); ok {
 			env = append(env, name+"="+v)
+		}
+	}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "OTEL_") {
+			env = append(env, kv)
 		}
 	}
 	secrets := &secretResolver{reader: l.Reader, namespace: obj.Namespace}

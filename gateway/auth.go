@@ -57,6 +57,9 @@ func (a *accessReviewer) allowedOn(ctx context.Context, caller *catalog.Identity
 		allowed, _ := v.(bool)
 		return allowed, nil
 	}
+	if ft := frontTraceOf(ctx); ft != nil {
+		ft.reviewed = true
+	}
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	review, err := a.reviews.Create(ctx, caller.AccessReview(authorizationv1.ResourceAttributes{

@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/switchboard-mcp/switchboard/catalog"
@@ -34,7 +37,8 @@ import (
 // is the floor of any relay that adds an HTTP hop: what the hop alone costs on this
 // machine. Besides ns/op it reports the median, 90th and 99th percentile of one call's
 // latency, which is what the targets (a 2026-07-28 call within 1.2x of the bare proxy,
-// and every call below thv) are about:
+// and every call below thv) are about. "gateway-traced" is the gateway with tracing on,
+// every trace sampled (the tracing target: at most 5% over "gateway" at p50):
 //
 //	go test -run '^$' -bench ToolsCall -benchtime 2000x -count 3 ./gateway/
 func BenchmarkToolsCall(b *testing.B) {
@@ -61,15 +65,35 @@ func BenchmarkToolsCall(b *testing.B) {
 			} else {
 				b.Logf("thv left out: %v", err)
 			}
+			// The gateway again with tracing on, every trace sampled, into a batch span
+			// processor that drops what it exports: the cost of making the spans and
+			// propagating their context (target: at most 5% at p50 over "gateway").
+			targets = append(targets, struct{ name, url string }{"gateway-traced", h.url()})
 			for _, clients := range []int{1, 64} {
 				for _, target := range targets {
 					b.Run(fmt.Sprintf("clients=%d/%s", clients, target.name), func(b *testing.B) {
+						if target.name == "gateway-traced" {
+							traceEverything(b)
+						}
 						benchmarkToolsCall(b, target.url, era.version, clients, &mcp.CallToolParams{Name: "test_simple_text"})
 					})
 				}
 			}
 		})
 	}
+}
+
+// traceEverything installs, until b ends, a tracer provider that samples every trace
+// and hands the spans to a batch span processor whose exporter drops them.
+func traceEverything(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(1))),
+		sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	b.Cleanup(func() {
+		otel.SetTracerProvider(prev)
+		_ = tp.Shutdown(context.Background())
+	})
 }
 
 // startBareProxy serves a reverse proxy to target's origin that copies requests and

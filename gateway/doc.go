@@ -28,7 +28,12 @@
 //   - limits: sessions per replica and per server, requests per second per caller and
 //     server, message size, calls in flight per session, idle sessions;
 //   - the audit log (one line per session start and end and per tools/call) and the
-//     gateway's metrics.
+//     gateway's metrics;
+//   - its traces (tracing.go): a server span per client request, in the trace of the
+//     request's params._meta or else its HTTP headers (read from the one decoding the
+//     decisions are made on), with the front door's authentication and authorization,
+//     the policy decision and the upstream request as children; the upstream request
+//     carries the client span's context in _meta and (through the connector) its headers.
 //
 // It must not: build HTTP clients, attach credentials or judge egress (the connector does,
 // in one place, for the operator's sessions and the gateway's alike); forward anything

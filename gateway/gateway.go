@@ -200,6 +200,8 @@ type Gateway struct {
 	// openQuestions are the elicitations of session-era servers waiting for the answer
 	// of a sessionless client (see input_bridge.go).
 	openQuestions openQuestions
+	// fronts are the front door's timings of the requests being served, for their spans.
+	fronts frontTraces
 }
 
 // New returns a Gateway.
@@ -338,6 +340,8 @@ func (g *Gateway) serveServer(w http.ResponseWriter, r *http.Request) {
 	if !mcphttp.HostAllowed(w, r) {
 		return
 	}
+	r, forget := g.fronts.begin(r)
+	defer forget()
 	key := connector.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	caller, ok := g.authorize(w, r, key, g.serverUse())
 	if !ok {
@@ -429,10 +433,23 @@ func (g *Gateway) toolsetUse() useOf {
 // listed and called.
 func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connector.Key, use useOf) (*catalog.Identity, bool) {
 	caller, ok := g.authenticate(w, r)
+	ft := frontTraceOf(r.Context())
+	if ft != nil {
+		ft.authenticated = time.Now()
+	}
+	if !ok {
+		refusedSpan(r, ft, "unauthenticated")
+	}
 	if !ok || g.access == nil {
 		return caller, ok
 	}
 	allowed, err := g.access.allowedOn(r.Context(), caller, use.resource, key)
+	if ft != nil {
+		ft.authorizing, ft.authorized, ft.denied = true, time.Now(), err == nil && !allowed
+	}
+	if err != nil || !allowed {
+		refusedSpan(r, ft, "forbidden")
+	}
 	if err != nil {
 		g.log.Error(err, "Could not review a caller's access", "kind", use.kind, "object", key.String())
 		g.refuse(w, http.StatusServiceUnavailable, "could not review the caller's access; retry shortly")
@@ -522,6 +539,9 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 	body, msgs, ok := mcphttp.ReadMessages(w, r, int64(g.opts.MaxMessageBytes), bodyReadTimeout)
 	if !ok {
 		return
+	}
+	if ft := frontTraceOf(r.Context()); ft != nil && len(msgs.Messages) == 1 {
+		ft.id = msgs.Messages[0].ID
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if sessionless.IsRequest(r, msgs) {

@@ -197,6 +197,8 @@ type harnessOptions struct {
 	timeout time.Duration
 	// statelessUpstream makes the harness's upstream a sessionless (2026-07-28) server.
 	statelessUpstream bool
+	// config, when set, adjusts the connection's configuration.
+	config func(*connector.Config)
 }
 
 func newHarness(t testing.TB, ho harnessOptions) *harness {
@@ -219,6 +221,9 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 	}
 	if ho.timeout > 0 {
 		cfg.Timeout = ho.timeout
+	}
+	if ho.config != nil {
+		ho.config(&cfg)
 	}
 	pool.Ensure(h.key, cfg)
 	testutil.Eventually(t, 10*time.Second, "the pool's session to become ready", func() error {

@@ -14,11 +14,13 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
 
@@ -36,6 +38,7 @@ const maxAuditText = 128
 type session struct {
 	g        *Gateway
 	id       string // Mcp-Session-Id; a bearer secret, never logged
+	traceID  string // what spans record as mcp.session.id: a digest of id
 	seq      uint64 // names the session in logs
 	key      connector.Key
 	caller   *catalog.Identity
@@ -72,12 +75,26 @@ type call struct {
 	// firstPage is true for a tools/list without a cursor.
 	firstPage bool
 	start     time.Time
+	// span is the call's server span and client the span of its request upstream;
+	// nil while tracing is off.
+	span, client trace.Span
+}
+
+// finish ends the call's spans with outcome.
+func (c *call) finish(outcome string) {
+	if c.client != nil {
+		endSpan(c.client, outcome)
+	}
+	if c.span != nil {
+		endSpan(c.span, outcome)
+	}
 }
 
 func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *catalog.Identity, up *connector.Upstream) (*session, error) {
 	s := &session{
 		g:         g,
 		id:        id,
+		traceID:   tracing.SessionID(id),
 		seq:       seq,
 		key:       key,
 		caller:    caller,
@@ -114,7 +131,7 @@ func (s *session) start() {
 // hook is the session's policy on the relay: calls from the client are checked against
 // the server's tool policy and remembered; answers from the server settle them, are
 // filtered (tools/list) and audited (tools/call).
-func (s *session) hook(_ context.Context, from relay.Side, msg jsonrpc.Message) relay.Verdict {
+func (s *session) hook(ctx context.Context, from relay.Side, msg jsonrpc.Message) relay.Verdict {
 	if from == relay.Server {
 		if resp, ok := msg.(*jsonrpc.Response); ok {
 			return s.answer(resp)
@@ -125,32 +142,51 @@ func (s *session) hook(_ context.Context, from relay.Side, msg jsonrpc.Message) 
 	if !ok || !req.IsCall() {
 		return relay.Forward(msg)
 	}
-	return s.request(req)
+	return s.request(ctx, req)
 }
 
 // request decides a client call.
-func (s *session) request(req *jsonrpc.Request) relay.Verdict {
+func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdict {
 	c := &call{method: req.Method, start: time.Now()}
+	traced := tracing.Enabled()
+	var params *mcpmsg.Params
+	var paramsErr error
+	if traced || req.Method == "tools/list" || req.Method == "tools/call" {
+		// The front door checked the body; this is the one decoding of params the
+		// decisions (and the call's trace context) are made on, and req.Params, the bytes
+		// it read, are what the server is sent.
+		params, paramsErr = mcpmsg.DecodeParams(req.Params)
+	}
+	if traced && paramsErr == nil {
+		ctx, c.span = s.g.startServerSpan(ctx, requestHeader(req.Extra),
+			tracing.Meta{Traceparent: params.Traceparent, Tracestate: params.Tracestate, Baggage: params.Baggage},
+			req.Method, req.ID, target{key: s.key, caller: s.caller, session: s.traceID, version: s.negotiatedVersion()})
+	}
 	if req.Method == "tools/list" {
-		params, err := mcpmsg.DecodeParams(req.Params)
-		if err != nil {
-			return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, err))
+		if paramsErr != nil {
+			return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, paramsErr))
 		}
 		c.firstPage = params.Cursor == ""
 	}
+	published := false
 	if req.Method == "tools/call" {
-		// The front door checked the body; this is the one decoding the decision is made
-		// on, and req.Params, the bytes it read, are what the server is sent.
-		params, err := mcpmsg.DecodeParams(req.Params)
-		if err != nil {
+		if paramsErr != nil {
 			s.g.metrics.call(s.key, c.method, outcomeDenied, time.Since(c.start))
 			s.auditCall(req.ID, c, outcomeDenied, "reason", "invalid params")
-			return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, err))
+			return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, paramsErr))
 		}
 		c.tool = params.Name
-		if why := s.refusal(c.tool); why != "" {
+		decided := time.Now()
+		why := s.refusal(c.tool)
+		if c.span != nil {
+			published = s.g.server(s.key).publishes(c.tool)
+			nameTool(c.span, c.method, c.tool, published)
+			policySpan(ctx, decided, why)
+		}
+		if why != "" {
 			s.g.metrics.call(s.key, c.method, outcomeDenied, time.Since(c.start))
 			s.auditCall(req.ID, c, outcomeDenied, "reason", why)
+			c.finish(outcomeDenied)
 			return relay.Answer(relay.ErrorResponse(req.ID, codeRefused, errors.New(why)))
 		}
 	}
@@ -158,13 +194,16 @@ func (s *session) request(req *jsonrpc.Request) relay.Verdict {
 	defer s.mu.Unlock()
 	switch {
 	case s.ending:
+		c.finish(outcomeUpstreamError)
 		return relay.Answer(relay.ErrorResponse(req.ID, codeUnavailable, s.reason))
 	case s.calls[req.ID] != nil:
 		// Its answer could not be told from the pending call's, and it would slip past
 		// MaxPendingCalls.
+		c.finish(outcomeDenied)
 		return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidRequest,
 			fmt.Errorf("request id %s is already waiting for an answer in this session", clip(fmt.Sprint(req.ID.Raw())))))
 	case len(s.calls) >= s.g.opts.MaxPendingCalls:
+		c.finish(outcomeDenied)
 		return relay.Answer(relay.ErrorResponse(req.ID, codeUnavailable,
 			fmt.Errorf("more than %d calls of this session are waiting for the server", s.g.opts.MaxPendingCalls)))
 	}
@@ -172,7 +211,22 @@ func (s *session) request(req *jsonrpc.Request) relay.Verdict {
 		s.initID = req.ID
 	}
 	s.calls[req.ID] = c
-	return relay.Forward(req)
+	if c.span == nil {
+		return relay.Forward(req)
+	}
+	tool := ""
+	if published {
+		tool = c.tool
+	}
+	ctx, c.client = startClientSpan(ctx, req.Method, tool, s.key)
+	// The server continues the trace from _meta as well as from the HTTP headers the
+	// connector sets: the caller's trace context in _meta gives way to the gateway's.
+	if rewritten, err := tracing.MetaParams(req.Params, tracing.MetaOfContext(ctx)); err == nil {
+		forwarded := *req
+		forwarded.Params = rewritten
+		return relay.ForwardContext(ctx, &forwarded)
+	}
+	return relay.ForwardContext(ctx, req)
 }
 
 // refusal says why the tool may not be called now, or "".
@@ -245,6 +299,7 @@ func (s *session) answer(resp *jsonrpc.Response) relay.Verdict {
 		s.auditCall(resp.ID, c, outcome)
 	}
 	s.g.metrics.call(s.key, c.method, outcome, time.Since(c.start))
+	c.finish(outcome)
 	return relay.Forward(resp)
 }
 
@@ -279,10 +334,14 @@ func (s *session) negotiatedVersion() string {
 	return s.version
 }
 
-// auditCall writes the audit line of one tools/call: never its arguments or result.
+// auditCall writes the audit line of one tools/call: never its arguments or result; the
+// trace id of its span when it has one.
 func (s *session) auditCall(id jsonrpc.ID, c *call, outcome string, extra ...any) {
 	kv := append([]any{"tool", clip(c.tool), "outcome", outcome,
 		"duration", time.Since(c.start).Round(time.Microsecond).String(), "id", clip(fmt.Sprint(id.Raw()))}, extra...)
+	if c.span != nil && c.span.SpanContext().HasTraceID() {
+		kv = append(kv, "traceID", c.span.SpanContext().TraceID().String())
+	}
 	s.audit.Info("Tool call", kv...)
 }
 
@@ -306,6 +365,7 @@ func (s *session) writeFailed(_ context.Context, to relay.Side, msg jsonrpc.Mess
 		if c.method == "tools/call" {
 			s.auditCall(req.ID, c, outcomeUpstreamError, "reason", err.Error())
 		}
+		c.finish(outcomeUpstreamError)
 	}
 	s.replyError(req.ID, fmt.Errorf("MCPServer %s: %w", s.key, err))
 	return false
@@ -368,6 +428,7 @@ func (s *session) end(reason error) {
 		if c.method == "tools/call" {
 			s.auditCall(id, c, outcomeUpstreamError, "reason", reason.Error())
 		}
+		c.finish(outcomeUpstreamError)
 	}
 	if errors.Is(reason, errClientEnded) {
 		_ = s.client.Close()

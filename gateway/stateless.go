@@ -12,12 +12,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // sessionlessVersion is the first MCP version without sessions (see internal/sessionless).
@@ -100,14 +102,59 @@ func (g *Gateway) relayStateless(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return next(ctx, method, req)
 		}
-		switch {
-		case method == "tools/call":
-			return g.relayToolCall(ctx, sr, req)
-		case sessionless.Relayed[method]:
+		if method != "tools/call" && !sessionless.Relayed[method] {
+			return next(ctx, method, req)
+		}
+		ctx, span := g.startStatelessSpan(ctx, method, req, target{key: sr.key, caller: sr.caller, version: sessionlessVersion})
+		if span == nil {
+			if method == "tools/call" {
+				return g.relayToolCall(ctx, sr, req)
+			}
 			return g.relayCall(ctx, sr, method, req)
 		}
-		return next(ctx, method, req)
+		var res mcp.Result
+		var err error
+		if method == "tools/call" {
+			res, err = g.relayToolCall(ctx, sr, req)
+		} else {
+			res, err = g.relayCall(ctx, sr, method, req)
+		}
+		endSpan(span, outcomeOf(res, err))
+		return res, err
 	}
+}
+
+// startStatelessSpan starts the server span of a request go-sdk decoded: its trace
+// context comes from the params' _meta as go-sdk read it, else from the HTTP headers.
+// It returns a nil span while tracing is off.
+func (g *Gateway) startStatelessSpan(ctx context.Context, method string, req mcp.Request, t target) (context.Context, trace.Span) {
+	if !tracing.Enabled() {
+		return ctx, nil
+	}
+	var meta tracing.Meta
+	if p := req.GetParams(); p != nil {
+		meta = tracing.MetaOf(p.GetMeta())
+	}
+	var header http.Header
+	if extra := req.GetExtra(); extra != nil {
+		header = extra.Header
+	}
+	return g.startServerSpan(ctx, header, meta, method, jsonrpc.ID{}, t)
+}
+
+// outcomeOf is the outcome of a call go-sdk answers with res and err, as the audit
+// line records it.
+func outcomeOf(res mcp.Result, err error) string {
+	if err != nil {
+		if wire, ok := errors.AsType[*jsonrpc.Error](err); ok && wire.Code == codeRefused {
+			return outcomeDenied
+		}
+		return outcomeUpstreamError
+	}
+	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+		return outcomeToolError
+	}
+	return outcomeOK
 }
 
 // relayCall relays a request other than tools/call to the server, with the _meta
@@ -117,7 +164,13 @@ func (g *Gateway) relayCall(ctx context.Context, sr *statelessRequest, method st
 	start := time.Now()
 	meta, done := g.upstreamClients.progress.Rewriter(ctx, req, sr.client.key.caller == "")
 	defer done()
-	res, err := sessionless.Call(ctx, sr.client.cs, method, req, meta)
+	ctx, client := startClientSpan(ctx, method, "", sr.key)
+	res, err := sessionless.Call(ctx, sr.client.cs, method, req, func(in map[string]any) map[string]any {
+		return tracing.InjectMeta(ctx, meta(in))
+	})
+	if client.IsRecording() {
+		endSpan(client, outcomeOf(res, err))
+	}
 	if list, ok := res.(*mcp.ListToolsResult); ok && err == nil {
 		params, _ := req.GetParams().(*mcp.ListToolsParams)
 		err = g.judgeStatelessToolList(sr, list, params)
@@ -133,8 +186,15 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	if params == nil {
 		params = &mcp.CallToolParamsRaw{}
 	}
-	c := &call{method: "tools/call", tool: params.Name, start: start}
-	if why := g.statelessRefusal(sr, params.Name); why != "" {
+	c := &call{method: "tools/call", tool: params.Name, start: start, span: trace.SpanFromContext(ctx)}
+	why := g.statelessRefusal(sr, params.Name)
+	published := false
+	if c.span.IsRecording() {
+		published = g.server(sr.key).publishes(params.Name)
+		nameTool(c.span, c.method, params.Name, published)
+		policySpan(ctx, start, why)
+	}
+	if why != "" {
 		g.metrics.call(sr.key, c.method, outcomeDenied, time.Since(start))
 		g.auditStatelessCall(sr, c, outcomeDenied, "reason", why)
 		return nil, &jsonrpc.Error{Code: codeRefused, Message: why}
@@ -145,7 +205,12 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	}
 	meta, forget := g.upstreamMeta(ctx, sr, req, params.Meta)
 	defer forget()
-	up.Meta = meta
+	tool := ""
+	if published {
+		tool = params.Name
+	}
+	ctx, client := startClientSpan(ctx, c.method, tool, sr.key)
+	up.Meta = tracing.InjectMeta(ctx, meta)
 	var res *mcp.CallToolResult
 	var err error
 	target := bridgeTarget{key: sr.key, caller: sr.caller.Key, tool: params.Name, bridge: sr.client.inputs, cs: sr.client.cs}
@@ -165,6 +230,9 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 		outcome = outcomeToolError
 	}
 	g.metrics.call(sr.key, c.method, outcome, time.Since(start))
+	if client.IsRecording() {
+		endSpan(client, outcome)
+	}
 	if err != nil {
 		g.auditStatelessCall(sr, c, outcome, "reason", err.Error())
 		return nil, upstreamError(sr.key, err)
@@ -252,6 +320,9 @@ func (g *Gateway) auditStatelessCall(sr *statelessRequest, c *call, outcome stri
 	kv := append([]any{"caller", sr.caller.User.Username, "namespace", sr.key.Namespace, "server", sr.key.Name,
 		"tool", clip(c.tool), "outcome", outcome,
 		"duration", time.Since(c.start).Round(time.Microsecond).String(), "era", sessionlessVersion}, extra...)
+	if c.span != nil && c.span.SpanContext().HasTraceID() {
+		kv = append(kv, "traceID", c.span.SpanContext().TraceID().String())
+	}
 	g.audit.Info("Tool call", kv...)
 }
 

@@ -103,6 +103,8 @@ func (g *Gateway) serveToolset(w http.ResponseWriter, r *http.Request) {
 	if !mcphttp.HostAllowed(w, r) {
 		return
 	}
+	r, forget := g.fronts.begin(r)
+	defer forget()
 	key := connector.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	caller, ok := g.authorize(w, r, key, g.toolsetUse())
 	if !ok {
@@ -129,6 +131,9 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 	body, msgs, ok := mcphttp.ReadMessages(w, r, int64(g.opts.MaxMessageBytes), bodyReadTimeout)
 	if !ok {
 		return
+	}
+	if ft := frontTraceOf(r.Context()); ft != nil && len(msgs.Messages) == 1 {
+		ft.id = msgs.Messages[0].ID
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if sessionless.IsRequest(r, msgs) {

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
@@ -22,6 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 	"github.com/switchboard-mcp/switchboard/internal/toolsets"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // toolsetRecheck is how often a session that has listed its tools recomputes them even
@@ -157,6 +159,26 @@ func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, cal
 func (s *toolsetSession) connect() error {
 	s.server = mcp.NewServer(&mcp.Implementation{Name: "switchboard-toolset", Title: s.key.String(), Version: "v1alpha1"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if strings.HasPrefix(method, "notifications/") {
+				return next(ctx, method, req)
+			}
+			t := target{key: s.key, toolset: true, caller: s.caller}
+			if s.sessionless {
+				t.version = sessionlessVersion
+			} else {
+				t.session, t.version = tracing.SessionID(s.id), s.requestedVersion()
+			}
+			ctx, span := s.g.startStatelessSpan(ctx, method, req, t)
+			if span == nil {
+				return next(ctx, method, req)
+			}
+			res, err := next(ctx, method, req)
+			endSpan(span, outcomeOf(res, err))
+			return res, err
+		}
 	})
 	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -647,13 +669,24 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 		return nil, &jsonrpc.Error{Code: codeRefused, Message: unknownToolMessage(name, unlisted)}
 	}
 	key := connector.Key{Namespace: s.key.Namespace, Name: r.server}
+	span := trace.SpanFromContext(ctx)
 	audit := func(outcome string, extra ...any) {
 		s.g.metrics.call(key, "tools/call", outcome, time.Since(start))
 		kv := append([]any{"tool", clip(name), "server", r.server, "serverTool", clip(r.tool), "outcome", outcome,
 			"duration", durationSince(start)}, extra...)
+		if span.SpanContext().HasTraceID() {
+			kv = append(kv, "traceID", span.SpanContext().TraceID().String())
+		}
 		s.audit.Info("Tool call", kv...)
 	}
-	if why := s.refusal(ctx, key, r.tool); why != "" {
+	why := s.refusal(ctx, key, r.tool)
+	if span.IsRecording() {
+		// The exposed name is one of the toolset's own: the route found it.
+		nameTool(span, "tools/call", name, true)
+		span.SetAttributes(tracing.Origin.String(r.server))
+		policySpan(ctx, start, why)
+	}
+	if why != "" {
 		audit(outcomeDenied, "reason", why)
 		return nil, &jsonrpc.Error{Code: codeRefused, Message: why}
 	}
@@ -673,8 +706,10 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 	}
 	o.beginCall(ctx)
 	defer o.endCall(ctx)
+	ctx, client := startClientSpan(ctx, "tools/call", r.tool, key)
 	meta, forget := s.originMeta(ctx, req, cs, params.Meta)
 	defer forget()
+	meta = tracing.InjectMeta(ctx, meta)
 	up := &mcp.CallToolParams{Meta: meta, Name: r.tool, InputResponses: params.InputResponses, RequestState: params.RequestState}
 	if len(args) > 0 {
 		up.Arguments = args
@@ -693,14 +728,20 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 		res, err = cs.CallTool(ctx, up)
 	}
 	if err != nil {
+		if client.IsRecording() {
+			endSpan(client, outcomeUpstreamError)
+		}
 		audit(outcomeUpstreamError, "reason", upstreamReason(err))
 		return nil, toolError(fmt.Errorf("MCPServer %s: %w", key, err))
 	}
+	outcome := outcomeOK
 	if res.IsError {
-		audit(outcomeToolError)
-	} else {
-		audit(outcomeOK)
+		outcome = outcomeToolError
 	}
+	if client.IsRecording() {
+		endSpan(client, outcome)
+	}
+	audit(outcome)
 	return res, nil
 }
 

@@ -39,10 +39,18 @@ func (s Side) String() string {
 type Verdict struct {
 	forward jsonrpc.Message // written to the other side when non-nil
 	answer  jsonrpc.Message // written back to the side the message came from when non-nil
+	ctx     context.Context // the context of the write when non-nil
 }
 
 // Forward passes msg on to the other side: the message the hook saw, or a rewrite of it.
 func Forward(msg jsonrpc.Message) Verdict { return Verdict{forward: msg} }
+
+// ForwardContext is Forward with the write made in ctx instead of the relay's: a
+// context derived from the one the hook got that carries what the write should know
+// (the span of the outgoing request, say).
+func ForwardContext(ctx context.Context, msg jsonrpc.Message) Verdict {
+	return Verdict{forward: msg, ctx: ctx}
+}
 
 // Drop forwards nothing.
 func Drop() Verdict { return Verdict{} }
@@ -73,7 +81,15 @@ func Chain(hooks ...Hook) Hook {
 			if h == nil {
 				continue
 			}
-			if v = h(ctx, from, v.forward); v.forward == nil {
+			hctx := ctx
+			if v.ctx != nil {
+				hctx = v.ctx
+			}
+			next := h(hctx, from, v.forward)
+			if next.ctx == nil {
+				next.ctx = v.ctx
+			}
+			if v = next; v.forward == nil {
 				return v
 			}
 		}
@@ -148,8 +164,12 @@ func (r *Relay) loop(ctx context.Context, from Side) {
 		if v.forward == nil {
 			continue
 		}
-		if err := dst.Write(ctx, v.forward); err != nil && r.opts.WriteFailed != nil {
-			if r.opts.WriteFailed(ctx, from.Other(), v.forward, err) {
+		wctx := ctx
+		if v.ctx != nil {
+			wctx = v.ctx
+		}
+		if err := dst.Write(wctx, v.forward); err != nil && r.opts.WriteFailed != nil {
+			if r.opts.WriteFailed(wctx, from.Other(), v.forward, err) {
 				return
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/switchboard-mcp/switchboard/bridge"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // bridgeOptions are the bridge subcommand's flags.
@@ -94,6 +95,13 @@ Flags:
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// Traces go where the OTEL_* variables of the pod (spec.stdio.env) say, if anywhere.
+	provider, err := tracing.Setup(ctx, tracing.Options{ServiceName: "switchboard-bridge", SamplingRatio: -1})
+	if err != nil {
+		log.Error(err, "Invalid tracing configuration")
+		return 2
+	}
+	defer shutdownTracing(log, provider)
 	if err := b.ListenAndServe(ctx, opts.listen); err != nil {
 		log.Error(err, "Bridge stopped with an error")
 		return 1

@@ -37,6 +37,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
 	"github.com/switchboard-mcp/switchboard/internal/kustomize"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // The dev samples (config/samples/dev) point at these loopback addresses; `switchboard
@@ -63,6 +64,8 @@ type devOptions struct {
 	metricsAddr string
 	settleWait  time.Duration
 	verbose     bool
+	// otlpEndpoint is where traces go by OTLP over HTTP; empty exports none.
+	otlpEndpoint string
 }
 
 func (o *devOptions) bind(fs *flag.FlagSet) {
@@ -85,6 +88,8 @@ func (o *devOptions) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.settleWait, "settle-timeout", 2*time.Minute,
 		"How long to wait for the demo servers to settle before printing their state.")
 	fs.BoolVar(&o.verbose, "v", false, "Write the manager's log to the terminal too.")
+	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "",
+		"Base URL of an OTLP/HTTP collector (a local Jaeger: http://127.0.0.1:4318) to send the manager's, the gateway's and the stdio bridges' traces to; empty sends none.")
 }
 
 // runDev starts a control plane, the manager and the demo servers, applies the dev
@@ -229,6 +234,19 @@ func dev(ctx context.Context, out io.Writer, opts devOptions) (err error) {
 		return err
 	}
 	defer shutdownAll(servers)
+
+	if opts.otlpEndpoint != "" {
+		// The stdio bridges dev starts inherit it from this process's environment.
+		if err := os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", opts.otlpEndpoint); err != nil {
+			return err
+		}
+		provider, err := tracing.Setup(ctx, tracing.Options{ServiceName: "switchboard-manager", SamplingRatio: -1})
+		if err != nil {
+			return err
+		}
+		defer shutdownTracing(logger, provider)
+		step(out, "Sending traces to %s", opts.otlpEndpoint)
+	}
 
 	managerCtx, stopManager := context.WithCancel(ctx)
 	managerDone, err := startDevManager(managerCtx, out, cfg, opts)

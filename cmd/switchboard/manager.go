@@ -43,6 +43,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/sharding"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // leaderElectionID names the Lease that manager replicas compete for.
@@ -116,6 +117,10 @@ type managerOptions struct {
 	shardIdentity      string
 	shardNamespace     string
 	shardLeaseDuration time.Duration
+
+	// tracingSamplingRatio is --tracing-sampling-ratio; negative leaves sampling to
+	// OTEL_TRACES_SAMPLER.
+	tracingSamplingRatio float64
 }
 
 // Sharding modes (--sharding).
@@ -125,6 +130,8 @@ const (
 )
 
 func (o *managerOptions) bind(fs *flag.FlagSet) {
+	fs.Float64Var(&o.tracingSamplingRatio, "tracing-sampling-ratio", -1,
+		"Fraction (0 to 1) of the traces the manager starts that it samples; a caller's sampled flag is followed (parentbased_traceidratio). Negative leaves it to OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (parentbased_always_on when unset). Traces are exported only when an OTLP exporter is configured (OTEL_EXPORTER_OTLP_ENDPOINT, see docs/observability-traces.md).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443",
 		"Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
@@ -580,12 +587,31 @@ func runManager(args []string) int {
 		log.Info("Go memory limit set from the container's", "bytes", limit)
 	}
 
-	if err := startManager(ctrl.SetupSignalHandler(), nil, opts); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	provider, err := tracing.Setup(ctx, tracing.Options{ServiceName: "switchboard-manager", SamplingRatio: opts.tracingSamplingRatio})
+	if err != nil {
+		log.Error(err, "Invalid tracing configuration")
+		return 2
+	}
+	if provider != nil {
+		log.Info("Exporting traces by OTLP")
+	}
+	defer shutdownTracing(log, provider)
+	if err := startManager(ctx, nil, opts); err != nil {
 		log.Error(err, "Manager stopped with an error")
 		return 1
 	}
 	log.Info("Manager stopped")
 	return 0
+}
+
+// shutdownTracing sends the spans still batched, within a few seconds.
+func shutdownTracing(log logr.Logger, provider *tracing.Provider) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := provider.Shutdown(ctx); err != nil {
+		log.Error(err, "Could not send the last spans")
+	}
 }
 
 // startManager builds the manager, registers every controller and runs until ctx ends,

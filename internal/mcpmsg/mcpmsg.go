@@ -53,6 +53,10 @@ var paramsMembers = []string{"name", "arguments", "cursor", "uri", "_meta"}
 // metaMembers are the members of params._meta a front door decides on.
 var metaMembers = []string{"progressToken"}
 
+// traceMembers are the members of params._meta read for tracing alone (SEP-414): kept
+// when spelled exactly, never refused in another spelling.
+var traceMembers = []string{"traceparent", "tracestate", "baggage"}
+
 // CheckBody judges a POST body from an MCP client: one JSON-RPC message (an object) or a
 // non-empty batch (an array of objects), checked as the package documentation says. Two
 // calls of one batch may not share an id: their answers could not be told apart.
@@ -110,6 +114,10 @@ type Params struct {
 	URI string
 	// ProgressToken is params._meta.progressToken as sent; nil when absent.
 	ProgressToken json.RawMessage
+	// Traceparent, Tracestate and Baggage are the W3C trace context members of
+	// params._meta (SEP-414), read from this same decoding; empty when absent or not a
+	// string. Nothing is decided on them: a malformed one only starts a new trace.
+	Traceparent, Tracestate, Baggage string
 }
 
 // DecodeParams strictly decodes params (absent params decode to the zero Params): they
@@ -146,12 +154,20 @@ func decodeParams(raw json.RawMessage) (*Params, error) {
 		if v.Kind() == 'n' {
 			return p, nil
 		}
-		meta, err := objectMembers(v, "params._meta", metaMembers)
+		meta, err := objectMembers(v, "params._meta", metaMembers, traceMembers...)
 		if err != nil {
 			return nil, err
 		}
 		if t, ok := meta["progressToken"]; ok {
 			p.ProgressToken = json.RawMessage(t)
+		}
+		for _, f := range []struct {
+			name string
+			into *string
+		}{{"traceparent", &p.Traceparent}, {"tracestate", &p.Tracestate}, {"baggage", &p.Baggage}} {
+			if v, ok := meta[f.name]; ok && v.Kind() == '"' {
+				*f.into, _ = stringValue(v)
+			}
 		}
 	}
 	return p, nil
@@ -305,9 +321,10 @@ func decodeEnvelope(raw []byte) (Message, error) {
 }
 
 // objectMembers returns the decisive members of the JSON object raw by exact name,
-// refusing a member whose name differs from a decisive name only in case. raw has
-// passed Check, so names are unique. what names the object in errors.
-func objectMembers(raw []byte, what string, decisive []string) (map[string]jsontext.Value, error) {
+// refusing a member whose name differs from a decisive name only in case, and the
+// members named in also by exact name. raw has passed Check, so names are unique. what
+// names the object in errors.
+func objectMembers(raw []byte, what string, decisive []string, also ...string) (map[string]jsontext.Value, error) {
 	dec := newDecoder(raw)
 	defer decoders.Put(dec)
 	tok, err := dec.ReadToken()
@@ -334,7 +351,7 @@ func objectMembers(raw []byte, what string, decisive []string) (map[string]jsont
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		if isDecisive(name, decisive) {
+		if isDecisive(name, decisive) || isDecisive(name, also) {
 			members[name] = bytes.Clone(v)
 		}
 	}

@@ -1,0 +1,148 @@
+package tracing_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+	"github.com/switchboard-mcp/switchboard/internal/tracing"
+)
+
+const (
+	headerParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	metaParent   = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+)
+
+// TestMetaWinsOverTheHeaderAndNonsenseIsIgnored reads a request's trace context as the
+// gateway does: the header first, then _meta over it; malformed values change nothing.
+func TestMetaWinsOverTheHeaderAndNonsenseIsIgnored(t *testing.T) {
+	header := http.Header{"Traceparent": {headerParent}}
+	cases := []struct {
+		name   string
+		header http.Header
+		meta   tracing.Meta
+		want   string // trace id, "" for none
+	}{
+		{"header alone", header, tracing.Meta{}, "0af7651916cd43dd8448eb211c80319c"},
+		{"_meta alone", nil, tracing.Meta{Traceparent: metaParent}, "4bf92f3577b34da6a3ce929d0e0e4736"},
+		{"both: _meta wins", header, tracing.Meta{Traceparent: metaParent}, "4bf92f3577b34da6a3ce929d0e0e4736"},
+		{"malformed _meta: the header's", header, tracing.Meta{Traceparent: "00-xyz"}, "0af7651916cd43dd8448eb211c80319c"},
+		{"malformed both: none", http.Header{"Traceparent": {"garbage"}}, tracing.Meta{Traceparent: "ff-" + strings.Repeat("0", 55)}, ""},
+		{"all-zero ids: none", nil, tracing.Meta{Traceparent: "00-" + strings.Repeat("0", 32) + "-" + strings.Repeat("0", 16) + "-01"}, ""},
+	}
+	for _, c := range cases {
+		ctx := c.meta.Context(tracing.HeaderContext(context.Background(), c.header))
+		got := ""
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			got = sc.TraceID().String()
+		}
+		if got != c.want {
+			t.Errorf("%s: trace %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestMetaParamsReplacesOnlyTheTraceContext splices a new trace context into params a
+// caller sent: the caller's traceparent and tracestate give way (in any spelling of
+// their names), its baggage stays unless there is baggage to send, and every other
+// member is what it was, as a strict reader reads it.
+func TestMetaParamsReplacesOnlyTheTraceContext(t *testing.T) {
+	in := `{"name":"search_notes","arguments":{"q":"x","_meta":{"traceparent":"keep-me"}},` +
+		`"_meta":{"progressToken":7,"TraceParent":"old","tracestate":"old=1","baggage":"tenant=acme","other":{"a":[1,2]}}}`
+	out, err := tracing.MetaParams(json.RawMessage(in), tracing.Meta{Traceparent: metaParent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := mcpmsg.DecodeParams(out)
+	if err != nil {
+		t.Fatalf("the result is not params a strict reader accepts: %v\n%s", err, out)
+	}
+	if p.Name != "search_notes" || string(p.ProgressToken) != "7" || p.Traceparent != metaParent || p.Tracestate != "" || p.Baggage != "tenant=acme" {
+		t.Errorf("decoded %+v from %s", p, out)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	meta := got["_meta"].(map[string]any)
+	if _, ok := meta["TraceParent"]; ok {
+		t.Errorf("the caller's TraceParent is still there: %s", out)
+	}
+	if args, _ := json.Marshal(got["arguments"]); string(args) != `{"_meta":{"traceparent":"keep-me"},"q":"x"}` {
+		t.Errorf("arguments changed: %s", args)
+	}
+	if other, _ := json.Marshal(meta["other"]); string(other) != `{"a":[1,2]}` {
+		t.Errorf("_meta.other changed: %s", other)
+	}
+
+	// No params, or no _meta: one is added.
+	for _, in := range []string{``, `{}`, `{"name":"x","_meta":null}`} {
+		out, err := tracing.MetaParams(json.RawMessage(in), tracing.Meta{Traceparent: metaParent, Baggage: "k=v"})
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if p, err := mcpmsg.DecodeParams(out); err != nil || p.Traceparent != metaParent || p.Baggage != "k=v" {
+			t.Errorf("%q became %s (%+v, %v)", in, out, p, err)
+		}
+	}
+}
+
+// TestInjectMetaSendsOursAndPassesBaggageThrough builds the _meta of an outgoing
+// request from the client's: the trace context is the span's, the client's baggage goes
+// on, nothing else changes, and the client's map is left alone.
+func TestInjectMetaSendsOursAndPassesBaggageThrough(t *testing.T) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: [16]byte{1}, SpanID: [8]byte{2}, TraceFlags: trace.FlagsSampled,
+	})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	client := map[string]any{"traceparent": headerParent, "tracestate": "x=1", "progressToken": "p"}
+	out := tracing.InjectMeta(ctx, client)
+	if out["traceparent"] != "00-01000000000000000000000000000000-0200000000000000-01" || out["progressToken"] != "p" {
+		t.Errorf("got %v", out)
+	}
+	if _, ok := out["tracestate"]; ok {
+		t.Errorf("the client's tracestate went on: %v", out)
+	}
+	if client["traceparent"] != headerParent {
+		t.Errorf("the client's map was modified")
+	}
+	b, _ := baggage.Parse("tenant=acme")
+	out = tracing.InjectMeta(baggage.ContextWithBaggage(ctx, b), nil)
+	if out["baggage"] != "tenant=acme" {
+		t.Errorf("baggage not passed through: %v", out)
+	}
+	if got := tracing.InjectMeta(context.Background(), map[string]any{"a": 1}); len(got) != 1 || got["a"] != 1 {
+		t.Errorf("without a trace context _meta changed: %v", got)
+	}
+}
+
+// TestSetupIsOffWithoutAnExporter turns tracing on only when an exporter is
+// configured, and refuses what it cannot do.
+func TestSetupIsOffWithoutAnExporter(t *testing.T) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"} {
+		t.Setenv(k, "")
+	}
+	p, err := tracing.Setup(context.Background(), tracing.Options{SamplingRatio: -1})
+	if err != nil || p != nil {
+		t.Fatalf("with nothing configured: %v, %v; want off", p, err)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	if p, err := tracing.Setup(context.Background(), tracing.Options{SamplingRatio: -1}); err != nil || p != nil {
+		t.Fatalf("with OTEL_TRACES_EXPORTER=none: %v, %v; want off", p, err)
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "zipkin")
+	if _, err := tracing.Setup(context.Background(), tracing.Options{SamplingRatio: -1}); err == nil {
+		t.Fatal("an exporter it does not have was accepted")
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
+	if _, err := tracing.Setup(context.Background(), tracing.Options{SamplingRatio: 2}); err == nil {
+		t.Fatal("a sampling ratio of 2 was accepted")
+	}
+}

@@ -291,17 +291,25 @@ func startManagerWithGateway(t *testing.T, kubeconfig, idpNamespace string) (str
 	return gatewayURL, logs
 }
 
-// auditedCalls counts the audit lines of tool calls by caller with outcome ok.
+// auditedCalls counts the audit lines of tool calls by caller with outcome ok, waiting
+// up to 10 seconds for one: the line may be written as the answer leaves, and the log is
+// read from the manager's stderr as it comes.
 func auditedCalls(logs *logLines, caller string) int {
-	n := 0
-	for _, line := range logs.snapshot() {
-		var l map[string]any
-		if json.Unmarshal([]byte(line), &l) == nil && l["logger"] == "gateway.audit" && l["msg"] == "Tool call" &&
-			l["caller"] == caller && l["outcome"] == "ok" {
-			n++
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := 0
+		for _, line := range logs.snapshot() {
+			var l map[string]any
+			if json.Unmarshal([]byte(line), &l) == nil && l["logger"] == "gateway.audit" && l["msg"] == "Tool call" &&
+				l["caller"] == caller && l["outcome"] == "ok" {
+				n++
+			}
 		}
+		if n > 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return n
 }
 
 // serveRecoveredDiscovery serves, on loopback, a discovery document naming the

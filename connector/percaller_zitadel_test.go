@@ -2,15 +2,11 @@ package connector
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,35 +22,10 @@ import (
 // token reached it.
 func TestTokenExchangeAtZitadelGivesEachPersonTheirOwnToken(t *testing.T) {
 	issuer := testenv.StartZitadelOPWithAdmins(t)
-	introspectionURL := zitadelIntrospectionEndpoint(t, issuer)
-
 	var (
 		mu       sync.Mutex
 		received []string // every Authorization header the MCP endpoint got
 	)
-	introspect := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		form := url.Values{"token": {token}}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, introspectionURL, strings.NewReader(form.Encode()))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.SetBasicAuth(testenv.ZitadelClientID, testenv.ZitadelClientSecret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		var answer struct {
-			Active bool    `json:"active"`
-			Sub    string  `json:"sub"`
-			Exp    float64 `json:"exp"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || !answer.Active {
-			return nil, errors.Join(auth.ErrInvalidToken, err)
-		}
-		return &auth.TokenInfo{UserID: answer.Sub, Expiration: time.Unix(int64(answer.Exp), 0)}, nil
-	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "zitadel-protected", Version: "1"}, nil)
 	server.AddTool(&mcp.Tool{Name: "whoami", InputSchema: map[string]any{"type": "object"}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -71,7 +42,7 @@ func TestTokenExchangeAtZitadelGivesEachPersonTheirOwnToken(t *testing.T) {
 		mu.Unlock()
 		protected.ServeHTTP(rw, r)
 	}))
-	protected = auth.RequireBearerToken(introspect, &auth.RequireBearerTokenOptions{
+	protected = auth.RequireBearerToken(testenv.ZitadelTokenVerifier(t, issuer), &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: mcpServer.URL + "/.well-known/oauth-protected-resource/mcp",
 	})(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 
@@ -117,21 +88,4 @@ func TestTokenExchangeAtZitadelGivesEachPersonTheirOwnToken(t *testing.T) {
 		t.Errorf("the MCP server saw %d distinct tokens; want 2, one per person", len(presented))
 	}
 	t.Logf("two people, two exchanged tokens, subjects as the OP introspects them; %d requests reached the server", len(received))
-}
-
-// zitadelIntrospectionEndpoint reads the OP's introspection endpoint from its discovery.
-func zitadelIntrospectionEndpoint(t *testing.T, issuer string) string {
-	t.Helper()
-	resp, err := http.Get(issuer + ".well-known/openid-configuration") //nolint:noctx // a test fetch from the loopback OP
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var doc struct {
-		Introspection string `json:"introspection_endpoint"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || doc.Introspection == "" {
-		t.Fatalf("the OP's discovery names no introspection endpoint: %v", err)
-	}
-	return doc.Introspection
 }

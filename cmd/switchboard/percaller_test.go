@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -189,30 +187,6 @@ func (s *introspectingServer) authorizations() []string {
 
 func startIntrospectingServer(t *testing.T, issuer string) *introspectingServer {
 	t.Helper()
-	introspectionURL := discoveryEndpoint(t, issuer, "introspection_endpoint")
-	introspect := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		form := url.Values{"token": {token}}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, introspectionURL, strings.NewReader(form.Encode()))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.SetBasicAuth(testenv.ZitadelClientID, testenv.ZitadelClientSecret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		var answer struct {
-			Active bool    `json:"active"`
-			Sub    string  `json:"sub"`
-			Exp    float64 `json:"exp"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || !answer.Active {
-			return nil, errors.Join(auth.ErrInvalidToken, err)
-		}
-		return &auth.TokenInfo{UserID: answer.Sub, Expiration: time.Unix(int64(answer.Exp), 0)}, nil
-	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "zitadel-protected", Version: "1"}, nil)
 	server.AddTool(&mcp.Tool{Name: "whoami", Description: "Names whom the server was called for.", InputSchema: map[string]any{"type": "object"}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -233,27 +207,8 @@ func startIntrospectingServer(t *testing.T, issuer string) *introspectingServer 
 	}))
 	s.url = srv.URL
 	t.Cleanup(srv.Close)
-	protected = auth.RequireBearerToken(introspect, &auth.RequireBearerTokenOptions{
+	protected = auth.RequireBearerToken(testenv.ZitadelTokenVerifier(t, issuer), &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: srv.URL + "/.well-known/oauth-protected-resource/mcp",
 	})(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	return s
-}
-
-// discoveryEndpoint reads an endpoint from the OP's discovery document.
-func discoveryEndpoint(t *testing.T, issuer, field string) string {
-	t.Helper()
-	resp, err := http.Get(issuer + ".well-known/openid-configuration") //nolint:noctx // a test fetch from the loopback OP
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var doc map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
-	endpoint, _ := doc[field].(string)
-	if endpoint == "" {
-		t.Fatalf("the OP's discovery document names no %s", field)
-	}
-	return endpoint
 }

@@ -257,3 +257,45 @@ func redactQuery(raw string) string {
 	u.RawQuery = "…"
 	return u.String()
 }
+
+// ZitadelTokenVerifier is a go-sdk bearer token verifier for an MCP server that trusts
+// the example OP at issuer: it asks the OP's introspection endpoint (as the client
+// ZitadelClientID) about every token, and takes the active ones as their subject.
+func ZitadelTokenVerifier(t testing.TB, issuer string) auth.TokenVerifier {
+	t.Helper()
+	resp, err := http.Get(issuer + ".well-known/openid-configuration") //nolint:noctx,gosec // a test fetch from the loopback OP
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Introspection string `json:"introspection_endpoint"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&doc)
+	_ = resp.Body.Close()
+	if err != nil || doc.Introspection == "" {
+		t.Fatalf("the OP's discovery names no introspection endpoint: %v", err)
+	}
+	return func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		form := url.Values{"token": {token}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, doc.Introspection, strings.NewReader(form.Encode()))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(ZitadelClientID, ZitadelClientSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var answer struct {
+			Active bool    `json:"active"`
+			Sub    string  `json:"sub"`
+			Exp    float64 `json:"exp"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || !answer.Active {
+			return nil, errors.Join(auth.ErrInvalidToken, err)
+		}
+		return &auth.TokenInfo{UserID: answer.Sub, Expiration: time.Unix(int64(answer.Exp), 0)}, nil
+	}
+}

@@ -587,7 +587,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connecto
 	s.endRequest()
 	if !s.isInitialized() {
 		// The client went away, or the server refused initialize: nobody can use it.
-		s.end(s.notInitialized())
+		s.end(errNotReady)
 	}
 }
 

@@ -420,6 +420,12 @@ func (s *session) end(reason error) {
 	close(s.done)
 	pending := s.calls
 	s.calls = nil
+	// A session whose initialize the connector refused ends for that reason, whoever
+	// ends it: the gateway finding it uninitialized, or the client going first.
+	why := reason.Error()
+	if !s.initialized && s.initRefusal != "" {
+		why += ": initialize was refused: " + s.initRefusal
+	}
 	s.mu.Unlock()
 
 	s.g.forget(s)
@@ -439,7 +445,7 @@ func (s *session) end(reason error) {
 		time.AfterFunc(errorLinger, func() { _ = s.client.Close() })
 	}
 	go func() { _ = s.upstream.Close() }()
-	s.audit.Info("Session ended", "reason", reason.Error(),
+	s.audit.Info("Session ended", "reason", why,
 		"duration", time.Since(s.started).Round(time.Millisecond).String())
 }
 
@@ -495,14 +501,3 @@ func isToolError(result json.RawMessage) bool {
 
 // clip bounds a client-chosen string for the audit log.
 func clip(s string) string { return connector.TruncateUTF8(s, maxAuditText) }
-
-// notInitialized is why a session whose initialize did not succeed ends: the
-// connector's reason when it refused initialize, for the audit line.
-func (s *session) notInitialized() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.initRefusal != "" {
-		return fmt.Errorf("%w: initialize was refused: %s", errNotReady, s.initRefusal)
-	}
-	return errNotReady
-}

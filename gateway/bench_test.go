@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/switchboard-mcp/switchboard/catalog"
@@ -79,6 +80,89 @@ func BenchmarkToolsCall(b *testing.B) {
 					})
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkTracingCost measures what tracing adds to a tools/call through the gateway,
+// free of the drift between runs that BenchmarkToolsCall's separate "gateway" and
+// "gateway-traced" targets suffer (the later target runs in a process that has done
+// more): one client of each era calls in a loop, and every other call is made with
+// tracing on (every trace sampled, into a batch span processor whose exporter drops
+// them), the others with the tracer provider off, so the two halves share the machine's
+// every moment. It reports each half's p50 and p99 and the ratio of the p50s (target: at
+// most 1.05):
+//
+//	go test -run '^$' -bench TracingCost -benchtime 6000x -count 3 ./gateway/
+func BenchmarkTracingCost(b *testing.B) {
+	for _, era := range []struct {
+		version string
+		start   func(testing.TB) string
+	}{
+		{sessionlessVersion, testenv.StartStatelessConformanceServer},
+		{sessionEra, testenv.StartConformanceServer},
+	} {
+		b.Run("era="+era.version, func(b *testing.B) {
+			h := newHarness(b, harnessOptions{upstreamURL: era.start(b), gateway: func(o *gateway.Options) {
+				o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
+				withoutSessionQuotas(o)
+			}})
+			traced := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(1))),
+				sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			// Off is a provider that records nothing, as when no exporter is configured.
+			untraced := noop.NewTracerProvider()
+			previous := otel.GetTracerProvider()
+			b.Cleanup(func() {
+				otel.SetTracerProvider(previous)
+				_ = traced.Shutdown(context.Background())
+			})
+
+			ctx := context.Background()
+			transport := &http.Transport{}
+			defer transport.CloseIdleConnections()
+			client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-bench", Version: "v0"}, nil)
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+				Endpoint: h.url(), HTTPClient: &http.Client{Transport: transport}, DisableStandaloneSSE: true,
+			}, &mcp.ClientSessionOptions{ProtocolVersion: era.version})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cs.Close()
+			params := &mcp.CallToolParams{Name: "test_simple_text"}
+			var on, off []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				tracingOn := i%2 == 1
+				if tracingOn {
+					otel.SetTracerProvider(traced)
+				} else {
+					otel.SetTracerProvider(untraced)
+				}
+				start := time.Now()
+				res, err := cs.CallTool(ctx, params)
+				took := time.Since(start)
+				if err != nil || res.IsError {
+					b.Fatalf("tools/call: %+v, %v", res, err)
+				}
+				if tracingOn {
+					on = append(on, took)
+				} else {
+					off = append(off, took)
+				}
+			}
+			b.StopTimer()
+			if len(on) == 0 {
+				return // the framework's first round of one call
+			}
+			slices.Sort(on)
+			slices.Sort(off)
+			p50 := func(d []time.Duration) float64 { return float64(d[len(d)/2].Microseconds()) }
+			p99 := func(d []time.Duration) float64 { return float64(d[len(d)*99/100].Microseconds()) }
+			b.ReportMetric(p50(off), "µs-p50-off")
+			b.ReportMetric(p50(on), "µs-p50-on")
+			b.ReportMetric(p99(off), "µs-p99-off")
+			b.ReportMetric(p99(on), "µs-p99-on")
+			b.ReportMetric(p50(on)/p50(off), "p50-on/off")
 		})
 	}
 }

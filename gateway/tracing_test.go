@@ -513,3 +513,39 @@ func TestATraceThroughTheBridge(t *testing.T) {
 		})
 	}
 }
+
+// A caller's baggage is untrusted: one far over W3C's 8192-byte limit, or one whose
+// value smuggles a line break (which would split the upstream's baggage header), does
+// not fail the call and does not reach the server; a well-formed one is passed through
+// as the gateway parsed it. In both eras.
+func TestHostileBaggageIsNotForwarded(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	installTracing(t, exp)
+	for _, version := range []string{sessionEra, sessionlessVersion} {
+		up := newTracedUpstream(t, version == sessionlessVersion)
+		h := newHarness(t, harnessOptions{upstreamURL: up.URL, server: publish("search_notes")})
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url(), MaxRetries: -1},
+			&mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ name, baggage, want string }{
+			{"oversized", "k=" + strings.Repeat("v", 20000), ""},
+			{"line break", "k=v\r\nX-Injected: 1", ""},
+			{"well-formed", "tenant=blue", "tenant=blue"},
+		} {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_notes", Arguments: map[string]any{},
+				Meta: mcp.Meta{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "baggage": tc.baggage}})
+			if err != nil || res.IsError {
+				t.Fatalf("%s, %s baggage: the call failed: %v %+v", version, tc.name, err, res)
+			}
+			if _, _, got := up.last(); got != tc.want {
+				t.Errorf("%s, %s baggage: the server got baggage %.80q, want %q", version, tc.name, got, tc.want)
+			}
+		}
+		_ = cs.Close()
+		cancel()
+	}
+}

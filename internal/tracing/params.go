@@ -66,10 +66,12 @@ func MetaParams(params json.RawMessage, m Meta) (json.RawMessage, error) {
 		set := []member{{TraceparentKey, nil}, {TracestateKey, nil}, {BaggageKey, nil}}
 		values := []string{m.Traceparent, m.Tracestate, m.Baggage}
 		for _, mem := range members {
+			// The caller's trace context and baggage give way to m's, which is what the
+			// gateway parsed of them (baggage that did not parse, over W3C's limits
+			// say, is not sent on).
 			replaced := false
-			for i, s := range set {
-				// Baggage the caller sent stays when there is none to send instead.
-				if strings.EqualFold(mem.name, s.name) && (i < 2 || values[i] != "") {
+			for _, s := range set {
+				if strings.EqualFold(mem.name, s.name) {
 					replaced = true
 				}
 			}

@@ -101,8 +101,8 @@ func (c mapCarrier) Keys() []string {
 }
 
 // InjectMeta returns meta with the trace context of ctx's span in place of the one meta
-// carried: traceparent and tracestate are the span's, and baggage is ctx's when it has
-// some (the caller's, passed through), left as it was otherwise. Without a span context
+// carried: traceparent and tracestate are the span's, and baggage is ctx's (the caller's
+// as it was parsed, passed through; none when it did not parse). Without a span context
 // in ctx (tracing off, and no caller context) meta comes back as it was, so that a
 // caller's own context passes through. meta itself is not modified.
 func InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
@@ -112,7 +112,7 @@ func InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
 	out := MetaOfContext(ctx)
 	next := make(map[string]any, len(meta)+3)
 	for k, v := range meta {
-		if k != TraceparentKey && k != TracestateKey {
+		if k != TraceparentKey && k != TracestateKey && k != BaggageKey {
 			next[k] = v
 		}
 	}

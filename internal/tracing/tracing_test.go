@@ -49,9 +49,10 @@ func TestMetaWinsOverTheHeaderAndNonsenseIsIgnored(t *testing.T) {
 }
 
 // TestMetaParamsReplacesOnlyTheTraceContext splices a new trace context into params a
-// caller sent: the caller's traceparent and tracestate give way (in any spelling of
-// their names), its baggage stays unless there is baggage to send, and every other
-// member is what it was, as a strict reader reads it.
+// caller sent: the caller's traceparent, tracestate and baggage give way (in any
+// spelling of their names) to what is sent instead, which is what the gateway parsed of
+// them (no baggage when none parsed), and every other member is what it was, as a
+// strict reader reads it.
 func TestMetaParamsReplacesOnlyTheTraceContext(t *testing.T) {
 	in := `{"name":"search_notes","arguments":{"q":"x","_meta":{"traceparent":"keep-me"}},` +
 		`"_meta":{"progressToken":7,"TraceParent":"old","tracestate":"old=1","baggage":"tenant=acme","other":{"a":[1,2]}}}`
@@ -63,8 +64,15 @@ func TestMetaParamsReplacesOnlyTheTraceContext(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the result is not params a strict reader accepts: %v\n%s", err, out)
 	}
-	if p.Name != "search_notes" || string(p.ProgressToken) != "7" || p.Traceparent != metaParent || p.Tracestate != "" || p.Baggage != "tenant=acme" {
+	if p.Name != "search_notes" || string(p.ProgressToken) != "7" || p.Traceparent != metaParent || p.Tracestate != "" || p.Baggage != "" {
 		t.Errorf("decoded %+v from %s", p, out)
+	}
+	withBaggage, err := tracing.MetaParams(json.RawMessage(in), tracing.Meta{Traceparent: metaParent, Baggage: "tenant=blue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := mcpmsg.DecodeParams(withBaggage); err != nil || p.Baggage != "tenant=blue" {
+		t.Errorf("with baggage to send, decoded %+v, %v from %s", p, err, withBaggage)
 	}
 	var got map[string]any
 	if err := json.Unmarshal(out, &got); err != nil {

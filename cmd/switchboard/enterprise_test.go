@@ -84,11 +84,8 @@ func TestEnterpriseManagedScenarioThroughTheGateway(t *testing.T) {
 		idpNamespace    = "switchboard-idp"
 		username        = "idp:demo-user@example.com" // the scenario's ID token names sub demo-user@example.com
 	)
-	for _, ns := range []string{serverNamespace, idpNamespace} {
-		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createAll(ctx, t, admin, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: serverNamespace}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: idpNamespace}})
 
 	gatewayURL, logs := startManagerWithGateway(t, kubeconfig, idpNamespace)
 
@@ -161,22 +158,9 @@ func TestEnterpriseManagedScenarioThroughTheGateway(t *testing.T) {
 				}}},
 			}},
 		},
-		&rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "scenario-user"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{mcpv1alpha1.GroupVersion.Group}, Resources: []string{"mcpservers"},
-				ResourceNames: []string{serverName}, Verbs: []string{"use"}}},
-		},
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "demo-user-uses-scenario"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "scenario-user"},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: username}},
-		},
 	}
-	for _, obj := range objects {
-		if err := admin.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-		}
-	}
+	objects = append(objects, useGrant(serverNamespace, serverName, username)...)
+	createAll(ctx, t, admin, objects...)
 	idp := &mcpv1alpha1.MCPIdentityProvider{}
 	waitReady(ctx, t, admin, client.ObjectKey{Name: "enterprise-idp"}, idp, func() []metav1.Condition { return idp.Status.Conditions })
 	server := &mcpv1alpha1.MCPServer{}
@@ -244,6 +228,35 @@ func TestEnterpriseManagedScenarioThroughTheGateway(t *testing.T) {
 		if strings.Contains(log, secret) {
 			t.Errorf("the manager's log holds %s", what)
 		}
+	}
+}
+
+// createAll creates objs in order, failing the test at the first the API server refuses.
+func createAll(ctx context.Context, t *testing.T, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+}
+
+// useGrant is a Role allowing verb use on one MCPServer and a RoleBinding of it to users.
+func useGrant(namespace, server string, users ...string) []client.Object {
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: server + "-users"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: server + "-user"},
+	}
+	for _, user := range users {
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user})
+	}
+	return []client.Object{
+		&rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: server + "-user"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{mcpv1alpha1.GroupVersion.Group}, Resources: []string{"mcpservers"},
+				ResourceNames: []string{server}, Verbs: []string{"use"}}},
+		},
+		binding,
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -14,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,11 +41,8 @@ func TestTokenExchangeAtZitadelThroughTheGateway(t *testing.T) {
 		serverName      = "notes"
 		idpNamespace    = "switchboard-idp"
 	)
-	for _, ns := range []string{serverNamespace, idpNamespace} {
-		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createAll(ctx, t, admin, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: serverNamespace}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: idpNamespace}})
 	gatewayURL, logs := startManagerWithGateway(t, kubeconfig, idpNamespace)
 	upstream := startIntrospectingServer(t, issuer)
 
@@ -55,13 +52,6 @@ func TestTokenExchangeAtZitadelThroughTheGateway(t *testing.T) {
 		subject, _, _ := strings.Cut(name, "@")
 		people[name] = "oidc:" + subject + "@example.test"
 	}
-	subjects := slices.Collect(func(yield func(rbacv1.Subject) bool) {
-		for _, username := range people {
-			if !yield(rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: username}) {
-				return
-			}
-		}
-	})
 	clientSecret := mcpv1alpha1.SecretKeySource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: "zitadel-client", Key: "secret"}}
 	objects := []client.Object{
 		&corev1.Secret{
@@ -95,22 +85,9 @@ func TestTokenExchangeAtZitadelThroughTheGateway(t *testing.T) {
 				}}},
 			}},
 		},
-		&rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "notes-user"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{mcpv1alpha1.GroupVersion.Group}, Resources: []string{"mcpservers"},
-				ResourceNames: []string{serverName}, Verbs: []string{"use"}}},
-		},
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "people-use-notes"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "notes-user"},
-			Subjects:   subjects,
-		},
 	}
-	for _, obj := range objects {
-		if err := admin.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-		}
-	}
+	objects = append(objects, useGrant(serverNamespace, serverName, slices.Collect(maps.Values(people))...)...)
+	createAll(ctx, t, admin, objects...)
 	idp := &mcpv1alpha1.MCPIdentityProvider{}
 	waitReady(ctx, t, admin, client.ObjectKey{Name: "zitadel"}, idp, func() []metav1.Condition { return idp.Status.Conditions })
 	server := &mcpv1alpha1.MCPServer{}

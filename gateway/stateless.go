@@ -81,6 +81,9 @@ func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, key con
 	}
 	defer done()
 	sr := &statelessRequest{key: key, caller: caller, srv: srv, client: client}
+	if g.serveToolCallDirectly(w, r, sr, &body.Messages[0]) {
+		return
+	}
 	g.statelessHandler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), statelessRequestKey{}, sr)))
 }
 

@@ -157,8 +157,9 @@ func postSessionless(t *testing.T, h *harness, header map[string]string, body st
 }
 
 // A sessionless request whose Mcp-Method or Mcp-Name header says other than its body is
-// refused with HeaderMismatch, and one of a version the gateway does not speak with
-// UnsupportedProtocolVersion; neither reaches the server.
+// refused with HeaderMismatch, one of a version the gateway does not speak with
+// UnsupportedProtocolVersion, and one without the client's capabilities with
+// InvalidParams; none reaches the server.
 func TestSessionlessRequestsAreJudgedOnHeadersThatMatchTheirBody(t *testing.T) {
 	h := newHarness(t, harnessOptions{statelessUpstream: true})
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"%s","io.modelcontextprotocol/clientCapabilities":{}}`
@@ -169,7 +170,7 @@ func TestSessionlessRequestsAreJudgedOnHeadersThatMatchTheirBody(t *testing.T) {
 	headers := func(method, name, version string) map[string]string {
 		return map[string]string{"Mcp-Method": method, "Mcp-Name": name, "MCP-Protocol-Version": version}
 	}
-	const headerMismatch, unsupportedVersion = -32020, -32022
+	const headerMismatch, unsupportedVersion, invalidParams = -32020, -32022, -32602
 	for _, tc := range []struct {
 		name   string
 		header map[string]string
@@ -180,11 +181,13 @@ func TestSessionlessRequestsAreJudgedOnHeadersThatMatchTheirBody(t *testing.T) {
 		{"Mcp-Method names another method", headers("tools/list", "delete_all", sessionlessVersion), call(sessionlessVersion, "delete_all"), headerMismatch},
 		{"no Mcp-Name", map[string]string{"Mcp-Method": "tools/call", "MCP-Protocol-Version": sessionlessVersion}, call(sessionlessVersion, "delete_all"), headerMismatch},
 		{"an unknown protocol version", headers("tools/call", "delete_all", "2099-01-01"), call("2099-01-01", "delete_all"), unsupportedVersion},
+		{"no client capabilities", headers("tools/call", "delete_all", sessionlessVersion),
+			strings.Replace(call(sessionlessVersion, "delete_all"), `,"io.modelcontextprotocol/clientCapabilities":{}`, "", 1), invalidParams},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, code := postSessionless(t, h, tc.header, tc.body)
-			if code != tc.code {
-				t.Errorf("answered HTTP %d with JSON-RPC error %d, want %d", status, code, tc.code)
+			if code != tc.code || status != http.StatusBadRequest {
+				t.Errorf("answered HTTP %d with JSON-RPC error %d, want 400 with %d", status, code, tc.code)
 			}
 		})
 	}

@@ -283,6 +283,15 @@ func (h *ParamHeaders) Learn(front *mcp.Server, tools []*mcp.Tool) {
 	}
 }
 
+// Binds reports whether a tool Learn registered binds arguments to Mcp-Param headers,
+// which go-sdk's front server checks on its calls.
+func (h *ParamHeaders) Binds(tool string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.known[tool]
+	return ok
+}
+
 // answeredByTheMiddleware is the handler of the tools ParamHeaders registers, which the
 // front's middleware answers before go-sdk would call it.
 func answeredByTheMiddleware(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

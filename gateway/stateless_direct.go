@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+	"github.com/switchboard-mcp/switchboard/internal/sessionless"
+)
+
+// The headers a 2026-07-28 request names its method, its target and its arguments in.
+const (
+	methodHeader      = "Mcp-Method"
+	nameHeader        = "Mcp-Name"
+	paramHeaderPrefix = "Mcp-Param-"
+)
+
+// serveToolCallDirectly answers a sessionless tools/call without go-sdk's stateless
+// handler when the request is an ordinary one (see ordinaryToolCall), and reports
+// whether it did; otherwise it writes nothing and go-sdk serves the request, answering
+// whatever is unusual about it as the protocol says.
+//
+// Why: go-sdk's stateless handler builds a server session for every request and decodes
+// its body about a dozen times over, each decoding with a fresh 32 KiB buffer; for a
+// plain call that is most of what the gateway costs. The call itself goes the same way
+// as one go-sdk hands over: relayStateless judges, relays, audits and traces it. Only
+// the wrapping of one request and of its one answer is done here, from the front door's
+// strict decoding, and the answer is go-sdk's own JSON-RPC encoding, sent as JSON, as a
+// Streamable HTTP server may answer any request.
+func (g *Gateway) serveToolCallDirectly(w http.ResponseWriter, r *http.Request, sr *statelessRequest, msg *mcpmsg.Message) bool {
+	params, ok := ordinaryToolCall(r, sr, msg)
+	if !ok {
+		return false
+	}
+	req := &mcp.CallToolRequest{Params: params, Extra: &mcp.RequestExtra{Header: r.Header}}
+	ctx := context.WithValue(r.Context(), statelessRequestKey{}, sr)
+	res, err := g.relayStateless(nil)(ctx, "tools/call", req)
+	if err == nil {
+		annotateServerInfo(res, sr.client.serverInfo())
+	}
+	writeAnswer(w, msg.ID, res, err)
+	return true
+}
+
+// ordinaryToolCall returns the params of msg, a sessionless request, when it is a
+// tools/call that go-sdk's stateless handler would take as it stands and relay as
+// relayStateless does alone: one call, to a server of the sessionless era, at the
+// version this gateway speaks in both header and _meta, with the client's capabilities
+// (and its info, if given) in _meta as go-sdk requires them, Mcp-Method and Mcp-Name
+// headers equal to the body, no Mcp-Param headers or tool whose schema binds them, no
+// progress token (whose notifications need go-sdk's response stream) and no state of the
+// gateway's own input bridge. Anything else is left to go-sdk.
+func ordinaryToolCall(r *http.Request, sr *statelessRequest, msg *mcpmsg.Message) (*mcp.CallToolParamsRaw, bool) {
+	if msg.Method != "tools/call" || !msg.IsCall() || sr.client.key.caller != "" {
+		return nil, false
+	}
+	version := r.Header.Get(sessionless.ProtocolVersionHeader)
+	if version != sessionlessVersion || r.Header.Get(methodHeader) != msg.Method {
+		return nil, false
+	}
+	for name := range r.Header {
+		if strings.HasPrefix(name, paramHeaderPrefix) {
+			return nil, false
+		}
+	}
+	// Read as go-sdk reads params: exact member names, everything else ignored. The
+	// front door has made sure no member has a second spelling.
+	var wire struct {
+		Meta           map[string]any       `json:"_meta"`
+		Name           string               `json:"name"`
+		Arguments      jsontext.Value       `json:"arguments"`
+		InputResponses mcp.InputResponseMap `json:"inputResponses"`
+		RequestState   string               `json:"requestState"`
+	}
+	if jsonv2.Unmarshal(msg.Params, &wire) != nil || wire.Name == "" || r.Header.Get(nameHeader) != wire.Name {
+		return nil, false
+	}
+	if sr.client.paramHeaders.Binds(wire.Name) || strings.HasPrefix(wire.RequestState, inputStatePrefix) {
+		return nil, false
+	}
+	if v, _ := wire.Meta[mcp.MetaKeyProtocolVersion].(string); v != version {
+		return nil, false
+	}
+	if _, ok := wire.Meta["progressToken"]; ok {
+		return nil, false
+	}
+	if !metaDecodes[mcp.ClientCapabilities](wire.Meta, mcp.MetaKeyClientCapabilities) {
+		return nil, false
+	}
+	if _, given := wire.Meta[mcp.MetaKeyClientInfo]; given && !metaDecodes[mcp.Implementation](wire.Meta, mcp.MetaKeyClientInfo) {
+		return nil, false
+	}
+	params := &mcp.CallToolParamsRaw{Meta: wire.Meta, Name: wire.Name, InputResponses: wire.InputResponses, RequestState: wire.RequestState}
+	if len(wire.Arguments) > 0 {
+		params.Arguments = json.RawMessage(wire.Arguments)
+	}
+	return params, true
+}
+
+// metaDecodes reports whether _meta's member key is an object that decodes as a T, as
+// go-sdk requires of the client's capabilities and info.
+func metaDecodes[T any](meta map[string]any, key string) bool {
+	object, ok := meta[key].(map[string]any)
+	if !ok {
+		return false
+	}
+	raw, err := json.Marshal(object)
+	if err != nil {
+		return false
+	}
+	var v T
+	return json.Unmarshal(raw, &v) == nil
+}
+
+// serverInfo is the server's own name and version, as its session learnt them, which
+// results of the sessionless era name in _meta.
+func (c *upstreamClient) serverInfo() *mcp.Implementation {
+	if res := c.cs.InitializeResult(); res != nil && res.ServerInfo != nil {
+		return res.ServerInfo
+	}
+	return &mcp.Implementation{Name: c.key.server.String()}
+}
+
+// annotateServerInfo names the server in a result's _meta unless the result names one
+// already, as go-sdk's server does for every answer of the sessionless era.
+func annotateServerInfo(res mcp.Result, info *mcp.Implementation) {
+	if res == nil {
+		return
+	}
+	meta := res.GetMeta()
+	if _, named := meta[mcp.MetaKeyServerInfo]; named {
+		return
+	}
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[mcp.MetaKeyServerInfo] = info
+	res.SetMeta(meta)
+}
+
+// writeAnswer writes the JSON-RPC answer to the request id names: res, or err as the
+// JSON-RPC error go-sdk's server would make of it, with the HTTP status the protocol
+// gives that error.
+func writeAnswer(w http.ResponseWriter, id jsonrpc.ID, res mcp.Result, err error) {
+	answer := &jsonrpc.Response{ID: id}
+	status := http.StatusOK
+	if err == nil {
+		answer.Result, err = json.Marshal(res)
+	}
+	if err != nil {
+		wire, ok := errors.AsType[*jsonrpc.Error](err)
+		if !ok {
+			wire = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		answer.Result, answer.Error = nil, wire
+		status = errorStatus(wire.Code)
+	}
+	data, err := jsonrpc.EncodeMessage(answer)
+	if err != nil {
+		http.Error(w, "could not encode the answer", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}
+
+// errorStatus is the HTTP status of a sessionless request answered with a JSON-RPC error
+// of code (SEP-2575): 404 for an unknown method, 400 for invalid params, an unsupported
+// protocol version or a missing client capability, 200 otherwise.
+func errorStatus(code int64) int {
+	switch code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, mcp.CodeUnsupportedProtocolVersion, mcp.CodeMissingRequiredClientCapabilities:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}

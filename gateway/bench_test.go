@@ -42,6 +42,9 @@ import (
 // every trace sampled (the tracing target: at most 5% over "gateway" at p50):
 //
 //	go test -run '^$' -bench ToolsCall -benchtime 2000x -count 3 ./gateway/
+//
+// On a small or shared machine, hack/bench-toolscall.sh gives steadier figures: it runs
+// the targets in turn, one process each, round after round, and prints their medians.
 func BenchmarkToolsCall(b *testing.B) {
 	for _, era := range []struct {
 		version string

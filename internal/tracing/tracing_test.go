@@ -105,6 +105,18 @@ func TestMetaParamsReplacesOnlyTheTraceContext(t *testing.T) {
 		}
 	}
 
+	// _meta spelled with an escape is the _meta a strict reader finds: its trace context
+	// gives way too.
+	escaped := `{"name":"x","\u005fmeta":{"traceparent":"` + headerParent + `","progressToken":1}}`
+	out, err = tracing.MetaParams(json.RawMessage(escaped), tracing.Meta{Traceparent: metaParent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := mcpmsg.DecodeParams(out); err != nil || p.Traceparent != metaParent || string(p.ProgressToken) != "1" ||
+		strings.Contains(string(out), headerParent) {
+		t.Errorf("%s became %s (%+v, %v)", escaped, out, p, err)
+	}
+
 	// No params, or no _meta: one is added.
 	for _, in := range []string{``, `{}`, `{"name":"x","_meta":null}`} {
 		out, err := tracing.MetaParams(json.RawMessage(in), tracing.Meta{Traceparent: metaParent, Baggage: "k=v"})

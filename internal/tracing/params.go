@@ -11,15 +11,12 @@ import (
 )
 
 // MetaParams returns params, which passed mcpmsg's checks (no member two readers
-// could read apart), with m as the trace
-// context of their _meta in place of the caller's: every other member, of params and of
-// _meta, is kept as it was judged. A _meta member that names a trace context key in
-// another case is dropped too, so that no reader finds two.
-//
-// Only _meta's value is rewritten (or, when params have none, added as their last
-// member): the bytes of every other member are forwarded as they were judged. Every
-// traced call through a session passes here, so params are read once, by a reused
-// decoder, and copied once.
+// could read apart), with m as the trace context of their _meta in place of the
+// caller's. Only _meta's value is rewritten, or added as params' last member when they
+// have none: every other member of params is forwarded byte for byte as it was judged,
+// and every other member of _meta as it was read. A _meta member that names a trace
+// context key in another case is dropped too, so that no reader finds two. Every traced
+// call through a session passes here: params are read once, by a reused decoder.
 func MetaParams(params json.RawMessage, m Meta) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(params)) == 0 {
 		out, err := appendMeta([]byte(`{"_meta":`), nil, m)

@@ -5,30 +5,99 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
 
 // MetaParams returns params, which passed mcpmsg's checks (no member two readers
-// could read apart), with m as the trace
-// context of their _meta in place of the caller's: every other member, of params and of
-// _meta, is kept as it was judged. A _meta member that names a trace context key in
-// another case is dropped too, so that no reader finds two.
+// could read apart), with m as the trace context of their _meta in place of the
+// caller's. Only _meta's value is rewritten, or added as params' last member when they
+// have none: every other member of params is forwarded byte for byte as it was judged,
+// and every other member of _meta as it was read. A _meta member that names a trace
+// context key in another case is dropped too, so that no reader finds two. Every traced
+// call through a session passes here: params are read once, by a reused decoder.
 func MetaParams(params json.RawMessage, m Meta) (json.RawMessage, error) {
-	type member struct {
-		name  string
-		value jsontext.Value
+	if len(bytes.TrimSpace(params)) == 0 {
+		out, err := appendMeta([]byte(`{"_meta":`), nil, m)
+		if err != nil {
+			return nil, err
+		}
+		return append(out, '}'), nil
 	}
-	readObject := func(raw []byte) ([]member, error) {
-		dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	r := readers.Get().(*reader)
+	defer r.put(len(params))
+	dec := r.reset(params)
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	if tok.Kind() != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	// The offsets in params of _meta's value, when params have one, and whether params
+	// have any member.
+	metaStart, metaEnd, members := -1, -1, false
+	for dec.PeekKind() == '"' {
 		tok, err := dec.ReadToken()
 		if err != nil {
 			return nil, err
 		}
-		if tok.Kind() != '{' {
-			return nil, errors.New("not a JSON object")
+		name := tok.String() // before the next read, which may reuse the token's bytes
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, err
 		}
-		var members []member
+		members = true
+		if name == "_meta" {
+			// The decoder refuses a second _meta (duplicate names), as mcpmsg does.
+			metaEnd = int(dec.InputOffset())
+			metaStart = metaEnd - len(v)
+		}
+	}
+	if tok, err = dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	if tok.Kind() != '}' {
+		return nil, errors.New("not a JSON object")
+	}
+	end := int(dec.InputOffset()) // just after params' closing brace
+	// Room for what is added: the member's name and m's three keys, quoted.
+	out := make([]byte, 0, end+len(m.Traceparent)+len(m.Tracestate)+len(m.Baggage)+64)
+	if metaStart >= 0 {
+		out = append(out, params[:metaStart]...)
+		if out, err = appendMeta(out, jsontext.Value(params[metaStart:metaEnd]), m); err != nil {
+			return nil, err
+		}
+		return append(out, params[metaEnd:end]...), nil
+	}
+	out = append(out, params[:end-1]...)
+	if members {
+		out = append(out, ',')
+	}
+	out = append(out, `"_meta":`...)
+	if out, err = appendMeta(out, nil, m); err != nil {
+		return nil, err
+	}
+	return append(out, '}'), nil
+}
+
+// appendMeta appends to dst the _meta object to send: old's members (when old is an
+// object) but its trace context and baggage, in any spelling of their names, then m's.
+func appendMeta(dst []byte, old jsontext.Value, m Meta) ([]byte, error) {
+	w := writers.Get().(*writer)
+	defer w.put()
+	enc := w.reset()
+	if err := enc.WriteToken(jsontext.BeginObject); err != nil {
+		return nil, err
+	}
+	if old.Kind() == '{' {
+		r := readers.Get().(*reader)
+		defer r.put(len(old))
+		dec := r.reset(old)
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
 		for dec.PeekKind() == '"' {
 			tok, err := dec.ReadToken()
 			if err != nil {
@@ -39,94 +108,85 @@ func MetaParams(params json.RawMessage, m Meta) (json.RawMessage, error) {
 			if err != nil {
 				return nil, err
 			}
-			members = append(members, member{name: name, value: bytes.Clone(v)})
-		}
-		return members, nil
-	}
-	var top []member
-	if len(bytes.TrimSpace(params)) > 0 {
-		var err error
-		if top, err = readObject(params); err != nil {
-			return nil, err
-		}
-	}
-	var buf bytes.Buffer
-	enc := jsontext.NewEncoder(&buf)
-	writeMeta := func(old jsontext.Value) error {
-		var members []member
-		if old.Kind() == '{' {
-			var err error
-			if members, err = readObject(old); err != nil {
-				return err
-			}
-		}
-		if err := enc.WriteToken(jsontext.BeginObject); err != nil {
-			return err
-		}
-		set := []member{{TraceparentKey, nil}, {TracestateKey, nil}, {BaggageKey, nil}}
-		values := []string{m.Traceparent, m.Tracestate, m.Baggage}
-		for _, mem := range members {
 			// The caller's trace context and baggage give way to m's, which is what the
 			// gateway parsed of them (baggage that did not parse, over W3C's limits
 			// say, is not sent on).
-			replaced := false
-			for _, s := range set {
-				if strings.EqualFold(mem.name, s.name) {
-					replaced = true
-				}
-			}
-			if replaced {
+			if strings.EqualFold(name, TraceparentKey) || strings.EqualFold(name, TracestateKey) ||
+				strings.EqualFold(name, BaggageKey) {
 				continue
 			}
-			if err := enc.WriteToken(jsontext.String(mem.name)); err != nil {
-				return err
+			if err := enc.WriteToken(jsontext.String(name)); err != nil {
+				return nil, err
 			}
-			if err := enc.WriteValue(mem.value); err != nil {
-				return err
+			if err := enc.WriteValue(v); err != nil {
+				return nil, err
 			}
-		}
-		for i, s := range set {
-			if values[i] == "" {
-				continue
-			}
-			if err := enc.WriteToken(jsontext.String(s.name)); err != nil {
-				return err
-			}
-			if err := enc.WriteToken(jsontext.String(values[i])); err != nil {
-				return err
-			}
-		}
-		return enc.WriteToken(jsontext.EndObject)
-	}
-	if err := enc.WriteToken(jsontext.BeginObject); err != nil {
-		return nil, err
-	}
-	wroteMeta := false
-	for _, mem := range top {
-		if err := enc.WriteToken(jsontext.String(mem.name)); err != nil {
-			return nil, err
-		}
-		var err error
-		if mem.name == "_meta" {
-			wroteMeta = true
-			err = writeMeta(mem.value)
-		} else {
-			err = enc.WriteValue(mem.value)
-		}
-		if err != nil {
-			return nil, err
 		}
 	}
-	if !wroteMeta {
-		if err := enc.WriteToken(jsontext.String("_meta")); err != nil {
+	for _, kv := range [...][2]string{{TraceparentKey, m.Traceparent}, {TracestateKey, m.Tracestate}, {BaggageKey, m.Baggage}} {
+		if kv[1] == "" {
+			continue
+		}
+		if err := enc.WriteToken(jsontext.String(kv[0])); err != nil {
 			return nil, err
 		}
-		if err := writeMeta(nil); err != nil {
+		if err := enc.WriteToken(jsontext.String(kv[1])); err != nil {
 			return nil, err
 		}
 	}
 	if err := enc.WriteToken(jsontext.EndObject); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return append(dst, bytes.TrimRight(w.buf.Bytes(), "\n")...), nil
+}
+
+// maxPooledBytes bounds what a reused decoder or encoder is left holding: one that
+// handled more is dropped rather than kept.
+const maxPooledBytes = 64 << 10
+
+// reader is a reusable decoder over a byte slice.
+type reader struct {
+	src bytes.Reader
+	dec *jsontext.Decoder
+}
+
+var readers = sync.Pool{New: func() any { return &reader{dec: jsontext.NewDecoder(bytes.NewReader(nil))} }}
+
+func (r *reader) reset(b []byte) *jsontext.Decoder {
+	r.src.Reset(b)
+	r.dec.Reset(&r.src)
+	return r.dec
+}
+
+// put returns r to the pool unless it read more than maxPooledBytes, and lets go of
+// what it read.
+func (r *reader) put(n int) {
+	r.src.Reset(nil)
+	if n <= maxPooledBytes {
+		readers.Put(r)
+	}
+}
+
+// writer is a reusable encoder into a buffer.
+type writer struct {
+	buf bytes.Buffer
+	enc *jsontext.Encoder
+}
+
+var writers = sync.Pool{New: func() any {
+	w := &writer{}
+	w.enc = jsontext.NewEncoder(&w.buf)
+	return w
+}}
+
+func (w *writer) reset() *jsontext.Encoder {
+	w.buf.Reset()
+	w.enc.Reset(&w.buf)
+	return w.enc
+}
+
+func (w *writer) put() {
+	if w.buf.Cap() <= maxPooledBytes {
+		writers.Put(w)
+	}
 }

@@ -83,22 +83,26 @@ func (metaCarrier) Keys() []string     { return []string{TraceparentKey, Tracest
 // MetaOfContext returns the trace context to send in an outgoing request's _meta: that
 // of ctx's span and baggage; empty fields where there is none.
 func MetaOfContext(ctx context.Context) Meta {
-	var c mapCarrier = map[string]string{}
-	propagator.Inject(ctx, c)
-	return Meta{Traceparent: c[TraceparentKey], Tracestate: c[TracestateKey], Baggage: c[BaggageKey]}
+	var m Meta
+	propagator.Inject(ctx, (*metaSetter)(&m))
+	return m
 }
 
-type mapCarrier map[string]string
+// metaSetter fills in Meta as a TextMapCarrier; the propagator sets no other key.
+type metaSetter Meta
 
-func (c mapCarrier) Get(key string) string { return c[key] }
-func (c mapCarrier) Set(key, value string) { c[key] = value }
-func (c mapCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
+func (c *metaSetter) Get(key string) string { return metaCarrier(*c).Get(key) }
+func (c *metaSetter) Set(key, value string) {
+	switch key {
+	case TraceparentKey:
+		c.Traceparent = value
+	case TracestateKey:
+		c.Tracestate = value
+	case BaggageKey:
+		c.Baggage = value
 	}
-	return keys
 }
+func (*metaSetter) Keys() []string { return []string{TraceparentKey, TracestateKey, BaggageKey} }
 
 // InjectMeta returns meta with the trace context of ctx's span in place of the one meta
 // carried: traceparent and tracestate are the span's, and baggage is ctx's (the caller's

@@ -89,6 +89,34 @@ func TestMetaParamsReplacesOnlyTheTraceContext(t *testing.T) {
 		t.Errorf("_meta.other changed: %s", other)
 	}
 
+	// Every member but _meta is sent as the caller wrote it, the bytes that were judged.
+	arguments := `"arguments" : {"q":"caf\u00e9", "n":1.50}`
+	spaced := "{\n  \"name\":\"search_notes\",\n  " + arguments + "\n}"
+	for _, in := range []string{spaced, `{"_meta":{"progressToken":"p"},` + arguments + `}`} {
+		out, err := tracing.MetaParams(json.RawMessage(in), tracing.Meta{Traceparent: metaParent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), arguments) {
+			t.Errorf("the arguments were rewritten: %s became %s", in, out)
+		}
+		if p, err := mcpmsg.DecodeParams(out); err != nil || p.Traceparent != metaParent {
+			t.Errorf("%s became %s (%+v, %v)", in, out, p, err)
+		}
+	}
+
+	// _meta spelled with an escape is the _meta a strict reader finds: its trace context
+	// gives way too.
+	escaped := `{"name":"x","\u005fmeta":{"traceparent":"` + headerParent + `","progressToken":1}}`
+	out, err = tracing.MetaParams(json.RawMessage(escaped), tracing.Meta{Traceparent: metaParent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := mcpmsg.DecodeParams(out); err != nil || p.Traceparent != metaParent || string(p.ProgressToken) != "1" ||
+		strings.Contains(string(out), headerParent) {
+		t.Errorf("%s became %s (%+v, %v)", escaped, out, p, err)
+	}
+
 	// No params, or no _meta: one is added.
 	for _, in := range []string{``, `{}`, `{"name":"x","_meta":null}`} {
 		out, err := tracing.MetaParams(json.RawMessage(in), tracing.Meta{Traceparent: metaParent, Baggage: "k=v"})

@@ -1,0 +1,72 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/test/testenv"
+)
+
+// BenchmarkMetaCost measures what a trace context in params._meta alone costs a
+// 2025-11-25 tools/call between a go-sdk client and go-sdk's conformance server, with no
+// gateway between them: every other call carries `_meta.traceparent`, as every traced
+// call the gateway sends upstream does, while an untraced session-era call carries no
+// _meta at all. go-sdk reads any _meta into a map[string]any (in the client, for the
+// protocol version header, and in the server, more than once), and its JSON decoder
+// makes each such map with room for 64 members: this is the part of the tracing cost
+// that BenchmarkTracingCost's session era pays and the sessionless era does not (a
+// 2026-07-28 call carries _meta whether traced or not). It reports the p50 of each half
+// and their ratio:
+//
+//	go test -run '^$' -bench MetaCost -benchtime 6000x -count 3 ./gateway/
+func BenchmarkMetaCost(b *testing.B) {
+	url := testenv.StartConformanceServer(b)
+	ctx := context.Background()
+	transport := &http.Transport{}
+	defer transport.CloseIdleConnections()
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-bench", Version: "v0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: url, HTTPClient: &http.Client{Transport: transport}, DisableStandaloneSSE: true,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionEra})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	plain := &mcp.CallToolParams{Name: "test_simple_text"}
+	withMeta := &mcp.CallToolParams{Name: "test_simple_text",
+		Meta: mcp.Meta{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
+	var withOut, with []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		params := plain
+		if i%2 == 1 {
+			params = withMeta
+		}
+		start := time.Now()
+		res, err := cs.CallTool(ctx, params)
+		took := time.Since(start)
+		if err != nil || res.IsError {
+			b.Fatalf("tools/call: %+v, %v", res, err)
+		}
+		if i%2 == 1 {
+			with = append(with, took)
+		} else {
+			withOut = append(withOut, took)
+		}
+	}
+	b.StopTimer()
+	if len(with) == 0 {
+		return // the framework's first round of one call
+	}
+	slices.Sort(with)
+	slices.Sort(withOut)
+	p50 := func(d []time.Duration) float64 { return float64(d[len(d)/2].Microseconds()) }
+	b.ReportMetric(p50(withOut), "µs-p50-plain")
+	b.ReportMetric(p50(with), "µs-p50-meta")
+	b.ReportMetric(p50(with)/p50(withOut), "p50-meta/plain")
+}

@@ -120,45 +120,18 @@ func BenchmarkTracingCost(b *testing.B) {
 				_ = traced.Shutdown(context.Background())
 			})
 
-			ctx := context.Background()
-			transport := &http.Transport{}
-			defer transport.CloseIdleConnections()
-			client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-bench", Version: "v0"}, nil)
-			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-				Endpoint: h.url(), HTTPClient: &http.Client{Transport: transport}, DisableStandaloneSSE: true,
-			}, &mcp.ClientSessionOptions{ProtocolVersion: era.version})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cs.Close()
 			params := &mcp.CallToolParams{Name: "test_simple_text"}
-			var on, off []time.Duration
-			b.ResetTimer()
-			for i := range b.N {
-				tracingOn := i%2 == 1
-				if tracingOn {
+			off, on := alternateCalls(b, h.url(), era.version, func(i int) *mcp.CallToolParams {
+				if i%2 == 1 {
 					otel.SetTracerProvider(traced)
 				} else {
 					otel.SetTracerProvider(untraced)
 				}
-				start := time.Now()
-				res, err := cs.CallTool(ctx, params)
-				took := time.Since(start)
-				if err != nil || res.IsError {
-					b.Fatalf("tools/call: %+v, %v", res, err)
-				}
-				if tracingOn {
-					on = append(on, took)
-				} else {
-					off = append(off, took)
-				}
-			}
-			b.StopTimer()
+				return params
+			})
 			if len(on) == 0 {
 				return // the framework's first round of one call
 			}
-			slices.Sort(on)
-			slices.Sort(off)
 			p50 := func(d []time.Duration) float64 { return float64(d[len(d)/2].Microseconds()) }
 			p99 := func(d []time.Duration) float64 { return float64(d[len(d)*99/100].Microseconds()) }
 			b.ReportMetric(p50(off), "µs-p50-off")
@@ -181,6 +154,44 @@ func traceEverything(b *testing.B) {
 		otel.SetTracerProvider(prev)
 		_ = tp.Shutdown(context.Background())
 	})
+}
+
+// alternateCalls connects one client of the protocol version given to url and makes b.N
+// calls in a loop, the ith with the params prepare(i) returns (after doing whatever else
+// it does), and returns the latencies of the even calls and of the odd ones, sorted.
+// Both halves share the machine's every moment, so what tells them apart is what
+// prepare made different.
+func alternateCalls(b *testing.B, url, version string, prepare func(i int) *mcp.CallToolParams) (even, odd []time.Duration) {
+	ctx := context.Background()
+	transport := &http.Transport{}
+	defer transport.CloseIdleConnections()
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-bench", Version: "v0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: url, HTTPClient: &http.Client{Transport: transport}, DisableStandaloneSSE: true,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	b.ResetTimer()
+	for i := range b.N {
+		params := prepare(i)
+		start := time.Now()
+		res, err := cs.CallTool(ctx, params)
+		took := time.Since(start)
+		if err != nil || res.IsError {
+			b.Fatalf("tools/call: %+v, %v", res, err)
+		}
+		if i%2 == 1 {
+			odd = append(odd, took)
+		} else {
+			even = append(even, took)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(even)
+	slices.Sort(odd)
+	return even, odd
 }
 
 // startBareProxy serves a reverse proxy to target's origin that copies requests and

@@ -1,9 +1,6 @@
 package gateway_test
 
 import (
-	"context"
-	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -26,45 +23,18 @@ import (
 //	go test -run '^$' -bench MetaCost -benchtime 6000x -count 3 ./gateway/
 func BenchmarkMetaCost(b *testing.B) {
 	url := testenv.StartConformanceServer(b)
-	ctx := context.Background()
-	transport := &http.Transport{}
-	defer transport.CloseIdleConnections()
-	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-bench", Version: "v0"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: url, HTTPClient: &http.Client{Transport: transport}, DisableStandaloneSSE: true,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionEra})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cs.Close()
 	plain := &mcp.CallToolParams{Name: "test_simple_text"}
 	withMeta := &mcp.CallToolParams{Name: "test_simple_text",
 		Meta: mcp.Meta{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
-	var withOut, with []time.Duration
-	b.ResetTimer()
-	for i := range b.N {
-		params := plain
+	withOut, with := alternateCalls(b, url, sessionEra, func(i int) *mcp.CallToolParams {
 		if i%2 == 1 {
-			params = withMeta
+			return withMeta
 		}
-		start := time.Now()
-		res, err := cs.CallTool(ctx, params)
-		took := time.Since(start)
-		if err != nil || res.IsError {
-			b.Fatalf("tools/call: %+v, %v", res, err)
-		}
-		if i%2 == 1 {
-			with = append(with, took)
-		} else {
-			withOut = append(withOut, took)
-		}
-	}
-	b.StopTimer()
+		return plain
+	})
 	if len(with) == 0 {
 		return // the framework's first round of one call
 	}
-	slices.Sort(with)
-	slices.Sort(withOut)
 	p50 := func(d []time.Duration) float64 { return float64(d[len(d)/2].Microseconds()) }
 	b.ReportMetric(p50(withOut), "µs-p50-plain")
 	b.ReportMetric(p50(with), "µs-p50-meta")

@@ -391,11 +391,13 @@ func stringValue(v jsontext.Value) (string, error) {
 	if v.Kind() != '"' {
 		return "", errors.New("not a string")
 	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
+	// jsontext unquotes exactly as Check reads (it refuses what Check refuses, such as
+	// a lone surrogate escape), without encoding/json's reflection.
+	s, err := jsontext.AppendUnquote(nil, v)
+	if err != nil {
 		return "", err
 	}
-	return s, nil
+	return string(s), nil
 }
 
 // clip bounds a client-chosen name quoted in an error.

@@ -6,23 +6,17 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // TestCatalogueMCPRequestsAreTraced calls the catalogue's MCP endpoint with a trace
 // context in _meta, in both eras, and finds the catalogue's server span in that trace,
 // named after its tool.
 func TestCatalogueMCPRequestsAreTraced(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	exp := testutil.RecordSpans(t)
 
 	c := startCatalog(t, catalog.AuthTokenReview)
 	ns := newNamespace(t)

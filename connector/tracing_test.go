@@ -8,10 +8,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // TestConnectIsTraced connects to a server that wants an OAuth token and finds the
@@ -19,11 +18,7 @@ import (
 // and the dial and the egress decision of its handshake as its events; the token itself
 // and the client secret are nowhere in the spans.
 func TestConnectIsTraced(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	exp := testutil.RecordSpans(t)
 
 	const secret, token = "client-secret-41", "access-token-42"
 	sts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -5,21 +5,16 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // TestReconcilesAndConnectsCarryTheServersKey applies an MCPServer with tracing on and
 // finds its reconciles and its session's connect as spans that name the same server, so
 // that a slow Ready can be read from them.
 func TestReconcilesAndConnectsCarryTheServersKey(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	exp := testutil.RecordSpans(t)
 
 	g := NewWithT(t)
 	ns := newNamespace(t)

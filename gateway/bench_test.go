@@ -28,6 +28,25 @@ import (
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
+// benchEras are the protocol eras the benchmarks measure, each with go-sdk's conformance
+// server started as it serves that era: a 2026-07-28 client against the server in
+// sessionless mode, a 2025-11-25 client against it with sessions.
+var benchEras = []struct {
+	version string
+	start   func(testing.TB) string
+}{
+	{sessionlessVersion, testenv.StartStatelessConformanceServer},
+	{sessionEra, testenv.StartConformanceServer},
+}
+
+// benchGateway sets the gateway up as the benchmarks measure it: the manager's audit log
+// (zap's JSON encoder, here into nothing), and no session quotas, since every round
+// opens its sessions anew as one caller.
+func benchGateway(o *gateway.Options) {
+	o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
+	withoutSessionQuotas(o)
+}
+
 // BenchmarkToolsCall measures a tools/call round trip to go-sdk's conformance server
 // called directly, through the gateway, through a bare reverse proxy, and through
 // ToolHive's `thv proxy` (the peer the gateway's targets are set against; left out when
@@ -46,21 +65,10 @@ import (
 // On a small or shared machine, hack/bench-toolscall.sh gives steadier figures: it runs
 // the targets in turn, one process each, round after round, and prints their medians.
 func BenchmarkToolsCall(b *testing.B) {
-	for _, era := range []struct {
-		version string
-		start   func(testing.TB) string
-	}{
-		{sessionlessVersion, testenv.StartStatelessConformanceServer},
-		{sessionEra, testenv.StartConformanceServer},
-	} {
+	for _, era := range benchEras {
 		b.Run("era="+era.version, func(b *testing.B) {
 			upstream := era.start(b)
-			h := newHarness(b, harnessOptions{upstreamURL: upstream, gateway: func(o *gateway.Options) {
-				// The manager's audit log: zap's JSON encoder, here into nothing.
-				o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
-				// Every round opens its sessions anew, as one caller.
-				withoutSessionQuotas(o)
-			}})
+			h := newHarness(b, harnessOptions{upstreamURL: upstream, gateway: benchGateway})
 			targets := []struct{ name, url string }{
 				{"direct", upstream}, {"gateway", h.url()}, {"bare-proxy", startBareProxy(b, upstream)},
 			}
@@ -98,18 +106,9 @@ func BenchmarkToolsCall(b *testing.B) {
 //
 //	go test -run '^$' -bench TracingCost -benchtime 6000x -count 3 ./gateway/
 func BenchmarkTracingCost(b *testing.B) {
-	for _, era := range []struct {
-		version string
-		start   func(testing.TB) string
-	}{
-		{sessionlessVersion, testenv.StartStatelessConformanceServer},
-		{sessionEra, testenv.StartConformanceServer},
-	} {
+	for _, era := range benchEras {
 		b.Run("era="+era.version, func(b *testing.B) {
-			h := newHarness(b, harnessOptions{upstreamURL: era.start(b), gateway: func(o *gateway.Options) {
-				o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
-				withoutSessionQuotas(o)
-			}})
+			h := newHarness(b, harnessOptions{upstreamURL: era.start(b), gateway: benchGateway})
 			traced := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(1))),
 				sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 			// Off is a provider that records nothing, as when no exporter is configured.
@@ -278,10 +277,7 @@ func benchmarkToolsCall(b *testing.B, url, version string, n int, params *mcp.Ca
 // against the same tool of the same upstream through the server endpoint, in one run
 // (target: the toolset within 1.1x of /servers/).
 func BenchmarkToolsetCall(b *testing.B) {
-	h := newToolsetHarness(b, func(o *gateway.Options) {
-		o.Audit = zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(false))
-		withoutSessionQuotas(o)
-	})
+	h := newToolsetHarness(b, benchGateway)
 	h.gw.Update(readyServer(connector.Key{Namespace: namespace, Name: "notes"}))
 	args := map[string]any{"text": "hello"}
 	targets := []struct {

@@ -16,13 +16,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
-// The headers a 2026-07-28 request names its method, its target and its arguments in.
-const (
-	methodHeader      = "Mcp-Method"
-	nameHeader        = "Mcp-Name"
-	paramHeaderPrefix = "Mcp-Param-"
-)
-
 // serveToolCallDirectly answers a sessionless tools/call without go-sdk's stateless
 // handler when the request is an ordinary one (see ordinaryToolCall), and reports
 // whether it did; otherwise it writes nothing and go-sdk serves the request, answering
@@ -63,11 +56,11 @@ func ordinaryToolCall(r *http.Request, sr *statelessRequest, msg *mcpmsg.Message
 		return nil, false
 	}
 	version := r.Header.Get(sessionless.ProtocolVersionHeader)
-	if version != sessionlessVersion || r.Header.Get(methodHeader) != msg.Method {
+	if version != sessionlessVersion || r.Header.Get(sessionless.MethodHeader) != msg.Method {
 		return nil, false
 	}
 	for name := range r.Header {
-		if strings.HasPrefix(name, paramHeaderPrefix) {
+		if strings.HasPrefix(name, sessionless.ParamHeaderPrefix) {
 			return nil, false
 		}
 	}
@@ -80,7 +73,7 @@ func ordinaryToolCall(r *http.Request, sr *statelessRequest, msg *mcpmsg.Message
 		InputResponses mcp.InputResponseMap `json:"inputResponses"`
 		RequestState   string               `json:"requestState"`
 	}
-	if jsonv2.Unmarshal(msg.Params, &wire) != nil || wire.Name == "" || r.Header.Get(nameHeader) != wire.Name {
+	if jsonv2.Unmarshal(msg.Params, &wire) != nil || wire.Name == "" || r.Header.Get(sessionless.NameHeader) != wire.Name {
 		return nil, false
 	}
 	if sr.client.paramHeaders.Binds(wire.Name) || strings.HasPrefix(wire.RequestState, inputStatePrefix) {

@@ -310,3 +310,62 @@ func TestASessionClientUsesASessionlessServer(t *testing.T) {
 		t.Errorf("the gateway holds %d sessions, want the client's 1", n)
 	}
 }
+
+// A plain sessionless tools/call is answered by the gateway's own direct path, which
+// judges the name it forwards: a denied tool spelled with a JSON escape, in its value or
+// in its member's name, is still the denied tool; a second spelling of name or _meta is
+// refused as invalid; and a call that qualifies is answered as JSON. None of the refused
+// calls reaches the server.
+func TestTheDirectAnswerJudgesTheNameItForwards(t *testing.T) {
+	h := newHarness(t, harnessOptions{statelessUpstream: true, server: func(s *mcpv1alpha1.MCPServer) {
+		s.Spec.Tools = &mcpv1alpha1.ToolFilter{Deny: []string{"delete_*"}}
+	}})
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	header := func(name string) map[string]string {
+		return map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": name, "MCP-Protocol-Version": sessionlessVersion}
+	}
+	const refused, invalidRequest = -32602, -32600
+	for _, tc := range []struct {
+		name, header, params string
+		code                 int64
+	}{
+		{"an escape in the name", "delete_all", `{"name":"del\u0065te_all","arguments":{},` + meta + `}`, refused},
+		{"an escape in the member's name", "delete_all", `{"n\u0061me":"delete_all","arguments":{},` + meta + `}`, refused},
+		{"a second spelling of name", "echo", `{"name":"echo","NAME":"delete_all","arguments":{},` + meta + `}`, invalidRequest},
+		{"_meta spelled otherwise", "delete_all", `{"name":"delete_all","arguments":{},` + strings.Replace(meta, "_meta", "_META", 1) + `}`, invalidRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, code := postSessionless(t, h, header(tc.header), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":`+tc.params+`}`)
+			if code != tc.code {
+				t.Errorf("answered with JSON-RPC error %d, want %d", code, tc.code)
+			}
+		})
+	}
+	if n := h.upstream.calls("tools/call"); n != 0 {
+		t.Fatalf("the server received %d tools/call of refused requests", n)
+	}
+
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},` + meta + `}}`
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, h.url(), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header("echo") {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+callerToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(string(data), `"id":2`) || !strings.Contains(string(data), "hi") {
+		t.Errorf("a plain call answered HTTP %d %s: %s; want 200 with the JSON result", resp.StatusCode, resp.Header.Get("Content-Type"), data)
+	}
+	if n := h.upstream.calls("tools/call"); n != 1 {
+		t.Errorf("the server received %d tools/call, want 1", n)
+	}
+}

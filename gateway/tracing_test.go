@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -26,21 +25,33 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
-// installTracing makes exp receive every span of this process (the gateway's, the
-// connector's, the test's agent's and upstream's) until the test ends.
-func installTracing(t testing.TB, exp sdktrace.SpanExporter) {
+// callAsAgent calls tool through endpoint with a go-sdk client of the protocol version
+// given, inside an agent's span whose context the client's HTTP transport propagates,
+// and returns the result and that span; a failed call fails the test.
+func callAsAgent(t *testing.T, endpoint, version, tool string) (*mcp.CallToolResult, trace.Span) {
 	t.Helper()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint,
+		HTTPClient: &http.Client{Transport: propagatingTransport{}}, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ctx, agent := otel.Tracer("agent").Start(ctx, "agent turn")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
+	agent.End()
+	if err != nil || res.IsError {
+		t.Fatalf("calling %s through %s: %v %+v", tool, endpoint, err, res)
+	}
+	return res, agent
 }
 
 // tracedUpstream is an MCP server instrumented as a traced server would be: each tool
@@ -227,8 +238,7 @@ func attrs(s tracetest.SpanStub) map[string]string {
 // client spans, and the upstream's own span, which continued the trace from what the
 // gateway sent it in _meta and in its headers alike.
 func TestOneTraceFromTheAgentThroughTheGatewayToTheServer(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	installTracing(t, exp)
+	exp := testutil.RecordSpans(t)
 	// Another trace's context, in the HTTP header where the agent's own is in _meta:
 	// _meta wins.
 	const otherTrace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -333,28 +343,12 @@ func grantAll(t *testing.T, reviews *atomic.Int32) *fake.Clientset {
 // server it went to, and the upstream client span named after the origin's tool, whose
 // context reached the origin server.
 func TestATraceThroughAToolset(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	installTracing(t, exp)
+	exp := testutil.RecordSpans(t)
 	h := newToolsetHarness(t, nil)
 	for _, version := range []string{sessionEra, sessionlessVersion} {
 		t.Run(version, func(t *testing.T) {
 			exp.Reset()
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url(),
-				HTTPClient: &http.Client{Transport: propagatingTransport{}}, MaxRetries: -1},
-				&mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
-			ctx, agent := otel.Tracer("agent").Start(ctx, "agent turn")
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search", Arguments: map[string]any{}})
-			agent.End()
-			if err != nil || res.IsError {
-				t.Fatalf("calling search through the toolset: %v %+v", err, res)
-			}
+			_, agent := callAsAgent(t, h.url(), version, "search")
 			spans := exp.GetSpans()
 			id := agent.SpanContext().TraceID()
 			server := spanNamed(t, spans, id, "tools/call search", trace.SpanKindServer)
@@ -388,8 +382,7 @@ func TestATraceThroughAToolset(t *testing.T) {
 // header and in _meta: the call goes through, and the gateway's span starts a trace of
 // its own.
 func TestAMalformedTraceContextStartsANewTrace(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	installTracing(t, exp)
+	exp := testutil.RecordSpans(t)
 	up := newTracedUpstream(t, true)
 	h := newHarness(t, harnessOptions{upstreamURL: up.URL, server: publish("search_notes")})
 	for _, version := range []string{sessionEra, sessionlessVersion} {
@@ -425,8 +418,7 @@ func TestAMalformedTraceContextStartsANewTrace(t *testing.T) {
 // value and an upstream token, as a caller with a token of its own, and finds none of
 // them anywhere in what was exported: names, attributes, events, status.
 func TestNoSecretInSpans(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	installTracing(t, exp)
+	exp := testutil.RecordSpans(t)
 	up := newTracedUpstream(t, false)
 	var reviews atomic.Int32
 	h := newHarness(t, harnessOptions{upstreamURL: up.URL, upstreamQuery: "?key=query-secret-77", gateway: func(o *gateway.Options) {
@@ -468,28 +460,15 @@ func agentCallRefused(t *testing.T, url, token string) {
 // server got the bridge's span as its parent in _meta, the only place a stdio server
 // can read it from.
 func TestATraceThroughTheBridge(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	installTracing(t, exp)
+	exp := testutil.RecordSpans(t)
 	bridged := startBridge(t, testenv.BuildGoBinary(t, "./test/tracedserver"))
 	h := newHarness(t, harnessOptions{upstreamURL: bridged, server: publish("search_notes")})
 	for _, version := range []string{sessionEra, sessionlessVersion} {
 		t.Run(version, func(t *testing.T) {
 			exp.Reset()
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url(),
-				HTTPClient: &http.Client{Transport: propagatingTransport{}}, MaxRetries: -1},
-				&mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
-			ctx, agent := otel.Tracer("agent").Start(ctx, "agent turn")
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_notes", Arguments: map[string]any{}})
-			agent.End()
-			if err != nil || res.IsError || len(res.Content) == 0 {
-				t.Fatalf("calling search_notes through the bridge: %v %+v", err, res)
+			res, agent := callAsAgent(t, h.url(), version, "search_notes")
+			if len(res.Content) == 0 {
+				t.Fatalf("search_notes answered no content through the bridge: %+v", res)
 			}
 			received := strings.TrimPrefix(res.Content[0].(*mcp.TextContent).Text, "traceparent=")
 			spans := exp.GetSpans()
@@ -519,8 +498,7 @@ func TestATraceThroughTheBridge(t *testing.T) {
 // not fail the call and does not reach the server; a well-formed one is passed through
 // as the gateway parsed it. In both eras.
 func TestHostileBaggageIsNotForwarded(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	installTracing(t, exp)
+	testutil.RecordSpans(t)
 	for _, version := range []string{sessionEra, sessionlessVersion} {
 		up := newTracedUpstream(t, version == sessionlessVersion)
 		h := newHarness(t, harnessOptions{upstreamURL: up.URL, server: publish("search_notes")})

@@ -39,6 +39,14 @@ const Version = "2026-07-28"
 // ProtocolVersionHeader is the HTTP header naming a request's MCP protocol version.
 const ProtocolVersionHeader = "MCP-Protocol-Version"
 
+// The headers a sessionless request names its method, its target (a tool, prompt or
+// resource) and its header-bound arguments in (canonical form, as http.Header keys them).
+const (
+	MethodHeader      = "Mcp-Method"
+	NameHeader        = "Mcp-Name"
+	ParamHeaderPrefix = "Mcp-Param-"
+)
+
 // ReservedMetaPrefix prefixes the _meta keys MCP itself defines.
 const ReservedMetaPrefix = "io.modelcontextprotocol/"
 

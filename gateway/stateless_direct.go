@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
@@ -156,15 +157,8 @@ func writeAnswer(w http.ResponseWriter, id jsonrpc.ID, res mcp.Result, err error
 		answer.Result, answer.Error = nil, wire
 		status = errorStatus(wire.Code)
 	}
-	data, err := jsonrpc.EncodeMessage(answer)
-	if err != nil {
-		http.Error(w, "could not encode the answer", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
-	w.WriteHeader(status)
-	_, _ = w.Write(data)
+	mcphttp.WriteResponse(w, status, answer)
 }
 
 // errorStatus is the HTTP status of a sessionless request answered with a JSON-RPC error

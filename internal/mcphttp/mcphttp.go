@@ -159,9 +159,15 @@ func NotFound(w http.ResponseWriter, why string) {
 
 // WriteError writes a JSON-RPC error response with the given HTTP status.
 func WriteError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, message string) {
-	data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: message}})
+	WriteResponse(w, status, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: message}})
+}
+
+// WriteResponse answers a POST with one JSON-RPC response as an application/json body,
+// encoded by go-sdk, with the HTTP status given.
+func WriteResponse(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
+	data, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
-		http.Error(w, message, status)
+		http.Error(w, "could not encode the answer", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -169,9 +169,15 @@ func TestAnyReplicaServesASessionlessClient(t *testing.T) {
 		// phase says where the kill is: 0 before it, 1 signalled, 2 the replica gone.
 		var phase atomic.Int32
 		killed := make(chan error, 1)
+		gone := make(chan struct{})
 		var proxiedAtKill []int64
 		var calls []replicaCall
 		for i := range replicaCalls {
+			if i == killAt+1 {
+				// The kill lands during call killAt or just after it; every later call
+				// starts once the replica is gone, however long reaping it takes.
+				<-gone
+			}
 			if i == killAt {
 				proxiedAtKill, _ = lb.counts()
 				// Concurrently with call i, so that the kill lands on a call in flight
@@ -183,6 +189,7 @@ func TestAnyReplicaServesASessionlessClient(t *testing.T) {
 						<-first.exited
 					}
 					phase.Store(2)
+					close(gone)
 					killed <- err
 				}()
 			}

@@ -144,13 +144,13 @@ func decodeParams(raw json.RawMessage) (*Params, error) {
 		name string
 		into *string
 	}{{"name", &p.Name}, {"cursor", &p.Cursor}, {"uri", &p.URI}} {
-		if v, ok := members[f.name]; ok {
+		if v, ok := members.get(f.name); ok {
 			if *f.into, err = stringValue(v); err != nil {
 				return nil, fmt.Errorf("%w: params.%s: %w", ErrInvalid, f.name, err)
 			}
 		}
 	}
-	if v, ok := members["_meta"]; ok {
+	if v, ok := members.get("_meta"); ok {
 		if v.Kind() == 'n' {
 			return p, nil
 		}
@@ -158,14 +158,14 @@ func decodeParams(raw json.RawMessage) (*Params, error) {
 		if err != nil {
 			return nil, err
 		}
-		if t, ok := meta["progressToken"]; ok {
+		if t, ok := meta.get("progressToken"); ok {
 			p.ProgressToken = json.RawMessage(t)
 		}
 		for _, f := range []struct {
 			name string
 			into *string
 		}{{"traceparent", &p.Traceparent}, {"tracestate", &p.Tracestate}, {"baggage", &p.Baggage}} {
-			if v, ok := meta[f.name]; ok && v.Kind() == '"' {
+			if v, ok := meta.get(f.name); ok && v.Kind() == '"' {
 				*f.into, _ = stringValue(v)
 			}
 		}
@@ -178,8 +178,8 @@ func decodeParams(raw json.RawMessage) (*Params, error) {
 // unescaping or under Unicode case folding.
 func Check(data []byte) error {
 	dec := newDecoder(data)
-	defer decoders.Put(dec)
-	if err := checkValue(dec, 0); err != nil {
+	defer putDecoder(dec)
+	if err := checkValue(dec, data, 0); err != nil {
 		return err
 	}
 	if _, err := dec.ReadToken(); err == nil {
@@ -190,18 +190,48 @@ func Check(data []byte) error {
 	return nil
 }
 
-// decoders are reused: a decoder's buffers cost more than reading a small message.
-var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
+// decoders are reused: a decoder's state costs more than reading a small message.
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(&bytes.Buffer{}, decoderOptions) }}
 
-// newDecoder returns a pooled decoder reading data; put it back when done.
+// decoderOptions leave duplicate member names to this package: memberNames finds them
+// (and names that differ only in case), so jsontext's own bookkeeping of every name
+// would be the same work twice. Invalid UTF-8 stays jsontext's to refuse.
+var decoderOptions = jsontext.AllowDuplicateNames(true)
+
+// newDecoder returns a pooled decoder reading data; give it back with putDecoder. A
+// decoder reading a bytes.Buffer parses data where it lies, without copying it.
 func newDecoder(data []byte) *jsontext.Decoder {
 	dec := decoders.Get().(*jsontext.Decoder)
-	dec.Reset(bytes.NewReader(data))
+	dec.Reset(bytes.NewBuffer(data), decoderOptions)
 	return dec
 }
 
-// checkValue reads one value from dec, checking every object in it.
-func checkValue(dec *jsontext.Decoder, depth int) error {
+// putDecoder gives dec back to the pool, holding on to nothing it read.
+func putDecoder(dec *jsontext.Decoder) {
+	dec.Reset(&bytes.Buffer{}, decoderOptions)
+	decoders.Put(dec)
+}
+
+// readName reads the member name dec stands at and returns it unescaped. A name without
+// escapes is data's own bytes, copied nowhere: InputOffset says where it lies in data.
+func readName(dec *jsontext.Decoder, data []byte) ([]byte, error) {
+	quoted, err := dec.ReadValue()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if bytes.IndexByte(quoted, '\\') >= 0 {
+		name, err := jsontext.AppendUnquote(nil, quoted)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		return name, nil
+	}
+	end := int(dec.InputOffset())
+	return data[end-len(quoted)+1 : end-1], nil
+}
+
+// checkValue reads one value of data from dec, checking every object in it.
+func checkValue(dec *jsontext.Decoder, data []byte, depth int) error {
 	if depth > MaxDepth {
 		return fmt.Errorf("%w: nested more than %d levels deep", ErrInvalid, MaxDepth)
 	}
@@ -211,16 +241,16 @@ func checkValue(dec *jsontext.Decoder, depth int) error {
 	}
 	switch tok.Kind() {
 	case '{':
-		var names foldSet
+		var names memberNames
 		for dec.PeekKind() == '"' {
-			nameTok, err := dec.ReadToken()
+			name, err := readName(dec, data)
 			if err != nil {
-				return fmt.Errorf("%w: %w", ErrInvalid, err)
-			}
-			if err := names.add(nameTok.String()); err != nil {
 				return err
 			}
-			if err := checkValue(dec, depth+1); err != nil {
+			if err := names.add(name); err != nil {
+				return err
+			}
+			if err := checkValue(dec, data, depth+1); err != nil {
 				return err
 			}
 		}
@@ -229,7 +259,7 @@ func checkValue(dec *jsontext.Decoder, depth int) error {
 		}
 	case '[':
 		for k := dec.PeekKind(); k != ']' && k != 0; k = dec.PeekKind() {
-			if err := checkValue(dec, depth+1); err != nil {
+			if err := checkValue(dec, data, depth+1); err != nil {
 				return err
 			}
 		}
@@ -240,31 +270,56 @@ func checkValue(dec *jsontext.Decoder, depth int) error {
 	return nil
 }
 
-// foldSet holds the member names of one object seen so far, by their case-folded form.
-// Most objects have a handful of members: a slice scanned in order beats a map.
-type foldSet struct {
-	folded, names []string
+// fewMembers is how many members an object may have before memberNames keeps their
+// names by folded form: up to it, comparing each name with those before is cheaper than
+// folding them; beyond it, the time to check an object must grow with its members, not
+// with their square, or one wide object in a body would keep a core busy for minutes.
+const fewMembers = 16
+
+// memberNames holds the member names of one object seen so far.
+type memberNames struct {
+	few    [fewMembers][]byte
+	n      int
+	folded map[string][]byte // by foldName, once there are more than fewMembers
 }
 
 // add records name, or says which earlier name it collides with.
-func (s *foldSet) add(name string) error {
-	f := foldName(name)
-	for i, seen := range s.folded {
-		if seen != f {
-			continue
+func (s *memberNames) add(name []byte) error {
+	if s.folded == nil && s.n < fewMembers {
+		for _, seen := range s.few[:s.n] {
+			// bytes.EqualFold is foldName's equivalence, without building either fold.
+			if bytes.EqualFold(seen, name) {
+				return collision(seen, name)
+			}
 		}
-		if s.names[i] == name {
-			return fmt.Errorf("%w: the member name %q appears twice in one object", ErrInvalid, clip(name))
-		}
-		return fmt.Errorf("%w: the member names %q and %q differ only in case", ErrInvalid, clip(s.names[i]), clip(name))
+		s.few[s.n] = name
+		s.n++
+		return nil
 	}
-	s.folded = append(s.folded, f)
-	s.names = append(s.names, name)
+	if s.folded == nil {
+		s.folded = make(map[string][]byte, 2*fewMembers)
+		for _, seen := range s.few[:s.n] {
+			s.folded[foldName(string(seen))] = seen
+		}
+	}
+	f := foldName(string(name))
+	if seen, ok := s.folded[f]; ok {
+		return collision(seen, name)
+	}
+	s.folded[f] = name
 	return nil
 }
 
+// collision is the error for a member name equal to an earlier one under folding.
+func collision(seen, name []byte) error {
+	if bytes.Equal(seen, name) {
+		return fmt.Errorf("%w: the member name %q appears twice in one object", ErrInvalid, clip(string(name)))
+	}
+	return fmt.Errorf("%w: the member names %q and %q differ only in case", ErrInvalid, clip(string(seen)), clip(string(name)))
+}
+
 // foldName maps name to one representative of the names equal to it under Unicode
-// simple case folding (strings.EqualFold's equivalence): each rune becomes the smallest
+// simple case folding (bytes.EqualFold's equivalence): each rune becomes the smallest
 // rune of its folding orbit.
 func foldName(name string) string {
 	ascii := true
@@ -297,12 +352,12 @@ func decodeEnvelope(raw []byte) (Message, error) {
 		return Message{}, err
 	}
 	var m Message
-	if v, ok := members["method"]; ok {
+	if v, ok := members.get("method"); ok {
 		if m.Method, err = stringValue(v); err != nil {
 			return Message{}, fmt.Errorf("%w: method: %w", ErrInvalid, err)
 		}
 	}
-	if v, ok := members["id"]; ok {
+	if v, ok := members.get("id"); ok {
 		var id any
 		if err := json.Unmarshal(v, &id); err != nil {
 			return Message{}, fmt.Errorf("%w: id: %w", ErrInvalid, err)
@@ -311,7 +366,7 @@ func decodeEnvelope(raw []byte) (Message, error) {
 			return Message{}, fmt.Errorf("%w: id: %w", ErrInvalid, err)
 		}
 	}
-	if v, ok := members["params"]; ok {
+	if v, ok := members.get("params"); ok {
 		m.Params = json.RawMessage(v)
 	}
 	if _, err = decodeParams(m.Params); err != nil {
@@ -323,10 +378,10 @@ func decodeEnvelope(raw []byte) (Message, error) {
 // objectMembers returns the decisive members of the JSON object raw by exact name,
 // refusing a member whose name differs from a decisive name only in case, and the
 // members named in also by exact name. raw has passed Check, so names are unique. what
-// names the object in errors.
-func objectMembers(raw []byte, what string, decisive []string, also ...string) (map[string]jsontext.Value, error) {
+// names the object in errors. The values are raw's own bytes.
+func objectMembers(raw []byte, what string, decisive []string, also ...string) (members, error) {
 	dec := newDecoder(raw)
-	defer decoders.Put(dec)
+	defer putDecoder(dec)
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -334,43 +389,71 @@ func objectMembers(raw []byte, what string, decisive []string, also ...string) (
 	if tok.Kind() != '{' {
 		return nil, fmt.Errorf("%w: %s is not a JSON object", ErrInvalid, what)
 	}
-	members := make(map[string]jsontext.Value)
+	var found members
 	for dec.PeekKind() == '"' {
-		nameTok, err := dec.ReadToken()
+		name, err := readName(dec, raw)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			return nil, err
 		}
-		name := nameTok.String()
 		for _, d := range decisive {
-			// strings.EqualFold is foldName's equivalence, without building either fold.
-			if name != d && strings.EqualFold(name, d) {
-				return nil, fmt.Errorf("%w: %s has a member %q: it must be spelled %q", ErrInvalid, what, clip(name), d)
+			// bytes.EqualFold is foldName's equivalence, without building either fold.
+			if string(name) != d && bytes.EqualFold(name, []byte(d)) {
+				return nil, fmt.Errorf("%w: %s has a member %q: it must be spelled %q", ErrInvalid, what, clip(string(name)), d)
 			}
 		}
 		v, err := dec.ReadValue()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		if isDecisive(name, decisive) || isDecisive(name, also) {
-			members[name] = bytes.Clone(v)
+		if d, ok := exactly(name, decisive); ok {
+			found = append(found, member{d, valueIn(dec, raw, v)})
+		} else if d, ok := exactly(name, also); ok {
+			found = append(found, member{d, valueIn(dec, raw, v)})
 		}
 	}
-	return members, nil
+	return found, nil
 }
 
-func isDecisive(name string, decisive []string) bool {
-	for _, d := range decisive {
-		if name == d {
-			return true
+// member is one member of an object that objectMembers returns.
+type member struct {
+	name  string
+	value jsontext.Value
+}
+
+// members are the members objectMembers found, in the order they came.
+type members []member
+
+// get returns the value of the member named name.
+func (ms members) get(name string) (jsontext.Value, bool) {
+	for _, m := range ms {
+		if m.name == name {
+			return m.value, true
 		}
 	}
-	return false
+	return nil, false
+}
+
+// exactly returns the one of names that name spells exactly.
+func exactly(name []byte, names []string) (string, bool) {
+	for _, d := range names {
+		if string(name) == d {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// valueIn returns the value v that dec has just read from data as data's own bytes,
+// which outlive the decoder's next read (InputOffset says where v ends in data).
+func valueIn(dec *jsontext.Decoder, data []byte, v jsontext.Value) jsontext.Value {
+	end := int(dec.InputOffset())
+	return jsontext.Value(data[end-len(v) : end : end])
 }
 
 // eachElement calls f with each element of the JSON array raw.
 func eachElement(raw []byte, f func(jsontext.Value) error) error {
 	dec := newDecoder(raw)
-	defer decoders.Put(dec)
+	defer putDecoder(dec)
 	if _, err := dec.ReadToken(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -379,7 +462,7 @@ func eachElement(raw []byte, f func(jsontext.Value) error) error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		if err := f(bytes.Clone(v)); err != nil {
+		if err := f(valueIn(dec, raw, v)); err != nil {
 			return err
 		}
 	}

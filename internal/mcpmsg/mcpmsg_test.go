@@ -3,6 +3,7 @@ package mcpmsg
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -177,5 +178,61 @@ func TestCheckBodyRefusesALoneMisspelledDecisiveMember(t *testing.T) {
 		if _, err := CheckBody([]byte(body)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("CheckBody(%s) = %v, want an invalid message", body, err)
 		}
+	}
+}
+
+// wideObject is a params object with n members "m0".."m{n-1}" and, last, the member
+// given (empty for none).
+func wideObject(n int, last string) []byte {
+	var b strings.Builder
+	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","arguments":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"m%d":%d`, i, i)
+	}
+	if last != "" {
+		b.WriteString("," + last)
+	}
+	b.WriteString("}}}")
+	return []byte(b.String())
+}
+
+func TestCheckBodyFindsCollisionsInWideObjects(t *testing.T) {
+	for _, n := range []int{fewMembers - 1, fewMembers, fewMembers + 1, 1000} {
+		for _, tc := range []struct{ last, why string }{
+			{"", ""},
+			{`"M3":0`, "differ only in case"},
+			{`"m\u0033":0`, "appears twice"},
+			{`"\u212A":0,"k":1`, "differ only in case"},
+			{fmt.Sprintf(`"M%d":0`, n-1), "differ only in case"},
+		} {
+			_, err := CheckBody(wideObject(n, tc.last))
+			switch {
+			case tc.why == "" && err != nil:
+				t.Errorf("%d members: CheckBody refused a valid body: %v", n, err)
+			case tc.why != "" && (err == nil || !strings.Contains(err.Error(), tc.why)):
+				t.Errorf("%d members and %s: CheckBody said %v, want %q", n, tc.last, err, tc.why)
+			}
+		}
+	}
+}
+
+// BenchmarkCheckBodyWideObject reports what checking costs per member of one wide
+// object: the figure stays flat as the object widens (it grew with the width, to
+// minutes of CPU for one 4 MiB body, when every name was compared with every other).
+func BenchmarkCheckBodyWideObject(b *testing.B) {
+	for _, n := range []int{10, 1000, 100000} {
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			body := wideObject(n, "")
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := CheckBody(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/member")
+		})
 	}
 }

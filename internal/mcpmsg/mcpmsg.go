@@ -53,52 +53,55 @@ var paramsMembers = []string{"name", "arguments", "cursor", "uri", "_meta"}
 // metaMembers are the members of params._meta a front door decides on.
 var metaMembers = []string{"progressToken"}
 
-// traceMembers are the members of params._meta read for tracing alone (SEP-414): kept
-// when spelled exactly, never refused in another spelling.
-var traceMembers = []string{"traceparent", "tracestate", "baggage"}
-
 // CheckBody judges a POST body from an MCP client: one JSON-RPC message (an object) or a
 // non-empty batch (an array of objects), checked as the package documentation says. Two
-// calls of one batch may not share an id: their answers could not be told apart.
+// calls of one batch may not share an id: their answers could not be told apart. The
+// body is read once: the checks of every value and the decisive members come from the
+// same reading.
 func CheckBody(body []byte) (*Body, error) {
-	if err := Check(body); err != nil {
-		return nil, err
-	}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 {
+	w := newWalker(body)
+	defer w.close()
+	if len(bytes.TrimLeft(body, " \t\r\n")) == 0 {
 		return nil, fmt.Errorf("%w: the body is empty", ErrInvalid)
 	}
-	if trimmed[0] != '[' {
-		m, err := decodeEnvelope(body)
+	var b *Body
+	if w.dec.PeekKind() != '[' {
+		m, err := w.message(0)
 		if err != nil {
 			return nil, err
 		}
-		return &Body{Messages: []Message{m}}, nil
-	}
-	var elements []jsontext.Value
-	if err := eachElement(body, func(v jsontext.Value) error {
-		elements = append(elements, v)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	if len(elements) == 0 {
-		return nil, fmt.Errorf("%w: an empty batch", ErrInvalid)
-	}
-	b := &Body{Batch: true, Messages: make([]Message, 0, len(elements))}
-	seen := make(map[jsonrpc.ID]bool, len(elements))
-	for _, e := range elements {
-		m, err := decodeEnvelope(e)
-		if err != nil {
-			return nil, err
+		b = &Body{Messages: []Message{m}}
+	} else {
+		if _, err := w.dec.ReadToken(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		if m.IsCall() {
-			if seen[m.ID] {
-				return nil, fmt.Errorf("%w: two requests of the batch have the id %v", ErrInvalid, m.ID.Raw())
+		b = &Body{Batch: true}
+		var seen map[jsonrpc.ID]bool
+		for k := w.dec.PeekKind(); k != ']' && k != 0; k = w.dec.PeekKind() {
+			m, err := w.message(1)
+			if err != nil {
+				return nil, err
 			}
-			seen[m.ID] = true
+			if m.IsCall() {
+				if seen[m.ID] {
+					return nil, fmt.Errorf("%w: two requests of the batch have the id %v", ErrInvalid, m.ID.Raw())
+				}
+				if seen == nil {
+					seen = make(map[jsonrpc.ID]bool)
+				}
+				seen[m.ID] = true
+			}
+			b.Messages = append(b.Messages, m)
 		}
-		b.Messages = append(b.Messages, m)
+		if _, err := w.dec.ReadToken(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if len(b.Messages) == 0 {
+			return nil, fmt.Errorf("%w: an empty batch", ErrInvalid)
+		}
+	}
+	if err := w.end(); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -124,51 +127,17 @@ type Params struct {
 // must be an object passing [Check], its members name, cursor and uri strings when
 // present, and _meta an object.
 func DecodeParams(raw json.RawMessage) (*Params, error) {
-	if err := Check(raw); len(bytes.TrimSpace(raw)) > 0 && err != nil {
-		return nil, err
-	}
-	return decodeParams(raw)
-}
-
-// decodeParams is DecodeParams for params that passed Check.
-func decodeParams(raw json.RawMessage) (*Params, error) {
 	p := &Params{}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return p, nil
 	}
-	members, err := objectMembers(raw, "params", paramsMembers)
-	if err != nil {
+	w := newWalker(raw)
+	defer w.close()
+	if err := w.params(0, p); err != nil {
 		return nil, err
 	}
-	for _, f := range []struct {
-		name string
-		into *string
-	}{{"name", &p.Name}, {"cursor", &p.Cursor}, {"uri", &p.URI}} {
-		if v, ok := members.get(f.name); ok {
-			if *f.into, err = stringValue(v); err != nil {
-				return nil, fmt.Errorf("%w: params.%s: %w", ErrInvalid, f.name, err)
-			}
-		}
-	}
-	if v, ok := members.get("_meta"); ok {
-		if v.Kind() == 'n' {
-			return p, nil
-		}
-		meta, err := objectMembers(v, "params._meta", metaMembers, traceMembers...)
-		if err != nil {
-			return nil, err
-		}
-		if t, ok := meta.get("progressToken"); ok {
-			p.ProgressToken = json.RawMessage(t)
-		}
-		for _, f := range []struct {
-			name string
-			into *string
-		}{{"traceparent", &p.Traceparent}, {"tracestate", &p.Tracestate}, {"baggage", &p.Baggage}} {
-			if v, ok := meta.get(f.name); ok && v.Kind() == '"' {
-				*f.into, _ = stringValue(v)
-			}
-		}
+	if err := w.end(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -177,12 +146,29 @@ func decodeParams(raw json.RawMessage) (*Params, error) {
 // UTF-8, at most MaxDepth deep, and no object with two member names equal after
 // unescaping or under Unicode case folding.
 func Check(data []byte) error {
-	dec := newDecoder(data)
-	defer putDecoder(dec)
-	if err := checkValue(dec, data, 0); err != nil {
+	w := newWalker(data)
+	defer w.close()
+	if err := w.value(0); err != nil {
 		return err
 	}
-	if _, err := dec.ReadToken(); err == nil {
+	return w.end()
+}
+
+// walker reads one JSON text once, checking every value in it as Check does; the
+// message, params and _meta objects of MCP are read by methods of their own that also
+// pick out their decisive members on the way.
+type walker struct {
+	dec  *jsontext.Decoder
+	data []byte
+}
+
+func newWalker(data []byte) *walker { return &walker{dec: newDecoder(data), data: data} }
+
+func (w *walker) close() { putDecoder(w.dec) }
+
+// end reports an error unless the text has ended.
+func (w *walker) end() error {
+	if _, err := w.dec.ReadToken(); err == nil {
 		return fmt.Errorf("%w: more than one JSON value", ErrInvalid)
 	} else if !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -230,44 +216,207 @@ func readName(dec *jsontext.Decoder, data []byte) ([]byte, error) {
 	return data[end-len(quoted)+1 : end-1], nil
 }
 
-// checkValue reads one value of data from dec, checking every object in it.
-func checkValue(dec *jsontext.Decoder, data []byte, depth int) error {
+// value reads one value, checking every object in it.
+func (w *walker) value(depth int) error {
 	if depth > MaxDepth {
 		return fmt.Errorf("%w: nested more than %d levels deep", ErrInvalid, MaxDepth)
 	}
-	tok, err := dec.ReadToken()
+	tok, err := w.dec.ReadToken()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	switch tok.Kind() {
+	case '0':
+		// A number beyond float64 is read as infinity by some readers and refused by
+		// others (Go's among them).
+		if _, err := tok.Float(); err != nil {
+			return fmt.Errorf("%w: a number out of range", ErrInvalid)
+		}
 	case '{':
-		var names memberNames
-		for dec.PeekKind() == '"' {
-			name, err := readName(dec, data)
-			if err != nil {
-				return err
-			}
-			if err := names.add(name); err != nil {
-				return err
-			}
-			if err := checkValue(dec, data, depth+1); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.ReadToken(); err != nil { // '}' or the syntax error that stands there
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
+		return w.members(depth, "", nil, func(string, []byte) error { return w.value(depth + 1) })
 	case '[':
-		for k := dec.PeekKind(); k != ']' && k != 0; k = dec.PeekKind() {
-			if err := checkValue(dec, data, depth+1); err != nil {
+		for k := w.dec.PeekKind(); k != ']' && k != 0; k = w.dec.PeekKind() {
+			if err := w.value(depth + 1); err != nil {
 				return err
 			}
 		}
-		if _, err := dec.ReadToken(); err != nil {
+		if _, err := w.dec.ReadToken(); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}
 	return nil
+}
+
+// capture reads one value as value does and returns it: data's own bytes.
+func (w *walker) capture(depth int) (jsontext.Value, error) {
+	start := int(w.dec.InputOffset())
+	if err := w.value(depth); err != nil {
+		return nil, err
+	}
+	end := int(w.dec.InputOffset())
+	// What lies before the value since the last token: white space and the colon
+	// after a member name or the comma between elements, none of which begins a value.
+	return jsontext.Value(bytes.TrimLeft(w.data[start:end:end], " \t\r\n:,")), nil
+}
+
+// members reads the members of the object whose '{' was just read, and its '}'. It
+// refuses two names equal under folding and a name that spells one of decisive in
+// another case (what names the object in that error), and calls member for each member
+// with the decisive name it spells exactly ("" for any other) and the name itself;
+// member reads the value.
+func (w *walker) members(depth int, what string, decisive []string, member func(decisive string, name []byte) error) error {
+	var names memberNames
+	for w.dec.PeekKind() == '"' {
+		name, err := readName(w.dec, w.data)
+		if err != nil {
+			return err
+		}
+		if err := names.add(name); err != nil {
+			return err
+		}
+		exact := ""
+		for _, d := range decisive {
+			if string(name) == d {
+				exact = d
+				break
+			}
+			// bytes.EqualFold is foldName's equivalence, without building either fold.
+			if bytes.EqualFold(name, []byte(d)) {
+				return fmt.Errorf("%w: %s has a member %q: it must be spelled %q", ErrInvalid, what, clip(string(name)), d)
+			}
+		}
+		if err := member(exact, name); err != nil {
+			return err
+		}
+	}
+	if _, err := w.dec.ReadToken(); err != nil { // '}' or the syntax error that stands there
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// openObject reads the '{' of an object that what names, refusing any other value.
+func (w *walker) openObject(depth int, what string) error {
+	if depth > MaxDepth {
+		return fmt.Errorf("%w: nested more than %d levels deep", ErrInvalid, MaxDepth)
+	}
+	tok, err := w.dec.ReadToken()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if tok.Kind() != '{' {
+		return fmt.Errorf("%w: %s is not a JSON object", ErrInvalid, what)
+	}
+	return nil
+}
+
+// message reads one message's envelope: an object whose decisive members are spelled
+// exactly, with a string method, a string, number or null id, and params as DecodeParams
+// reads them.
+func (w *walker) message(depth int) (Message, error) {
+	var m Message
+	if err := w.openObject(depth, "the message"); err != nil {
+		return Message{}, err
+	}
+	err := w.members(depth, "the message", envelopeMembers, func(decisive string, _ []byte) error {
+		switch decisive {
+		case "method":
+			v, err := w.capture(depth + 1)
+			if err != nil {
+				return err
+			}
+			if m.Method, err = stringValue(v); err != nil {
+				return fmt.Errorf("%w: method: %w", ErrInvalid, err)
+			}
+		case "id":
+			v, err := w.capture(depth + 1)
+			if err != nil {
+				return err
+			}
+			var id any
+			if err := json.Unmarshal(v, &id); err != nil {
+				return fmt.Errorf("%w: id: %w", ErrInvalid, err)
+			}
+			if m.ID, err = jsonrpc.MakeID(id); err != nil {
+				return fmt.Errorf("%w: id: %w", ErrInvalid, err)
+			}
+		case "params":
+			start := int(w.dec.InputOffset())
+			if err := w.params(depth+1, &Params{}); err != nil {
+				return err
+			}
+			end := int(w.dec.InputOffset())
+			m.Params = json.RawMessage(bytes.TrimLeft(w.data[start:end:end], " \t\r\n:"))
+		default:
+			return w.value(depth + 1)
+		}
+		return nil
+	})
+	return m, err
+}
+
+// params reads the params object into p: name, cursor and uri strings when present, and
+// _meta an object or null.
+func (w *walker) params(depth int, p *Params) error {
+	if err := w.openObject(depth, "params"); err != nil {
+		return err
+	}
+	return w.members(depth, "params", paramsMembers, func(decisive string, _ []byte) error {
+		var into *string
+		switch decisive {
+		case "name":
+			into = &p.Name
+		case "cursor":
+			into = &p.Cursor
+		case "uri":
+			into = &p.URI
+		case "_meta":
+			if w.dec.PeekKind() == 'n' {
+				return w.value(depth + 1)
+			}
+			return w.meta(depth+1, p)
+		default:
+			return w.value(depth + 1)
+		}
+		v, err := w.capture(depth + 1)
+		if err != nil {
+			return err
+		}
+		if *into, err = stringValue(v); err != nil {
+			return fmt.Errorf("%w: params.%s: %w", ErrInvalid, decisive, err)
+		}
+		return nil
+	})
+}
+
+// meta reads params._meta into p: its progress token as sent, and the trace context
+// members when they are strings spelled exactly (never refused in another spelling).
+func (w *walker) meta(depth int, p *Params) error {
+	if err := w.openObject(depth, "params._meta"); err != nil {
+		return err
+	}
+	return w.members(depth, "params._meta", metaMembers, func(decisive string, name []byte) error {
+		var into *string
+		switch {
+		case decisive == "progressToken":
+			v, err := w.capture(depth + 1)
+			p.ProgressToken = json.RawMessage(v)
+			return err
+		case string(name) == "traceparent":
+			into = &p.Traceparent
+		case string(name) == "tracestate":
+			into = &p.Tracestate
+		case string(name) == "baggage":
+			into = &p.Baggage
+		default:
+			return w.value(depth + 1)
+		}
+		v, err := w.capture(depth + 1)
+		if err == nil && v.Kind() == '"' {
+			*into, _ = stringValue(v)
+		}
+		return err
+	})
 }
 
 // fewMembers is how many members an object may have before memberNames keeps their
@@ -342,131 +491,6 @@ func foldName(name string) string {
 		out = append(out, smallest)
 	}
 	return string(out)
-}
-
-// decodeEnvelope decodes one message's envelope: an object whose decisive members are
-// spelled exactly, with a string method and a string, number or null id.
-func decodeEnvelope(raw []byte) (Message, error) {
-	members, err := objectMembers(raw, "the message", envelopeMembers)
-	if err != nil {
-		return Message{}, err
-	}
-	var m Message
-	if v, ok := members.get("method"); ok {
-		if m.Method, err = stringValue(v); err != nil {
-			return Message{}, fmt.Errorf("%w: method: %w", ErrInvalid, err)
-		}
-	}
-	if v, ok := members.get("id"); ok {
-		var id any
-		if err := json.Unmarshal(v, &id); err != nil {
-			return Message{}, fmt.Errorf("%w: id: %w", ErrInvalid, err)
-		}
-		if m.ID, err = jsonrpc.MakeID(id); err != nil {
-			return Message{}, fmt.Errorf("%w: id: %w", ErrInvalid, err)
-		}
-	}
-	if v, ok := members.get("params"); ok {
-		m.Params = json.RawMessage(v)
-	}
-	if _, err = decodeParams(m.Params); err != nil {
-		return Message{}, err
-	}
-	return m, nil
-}
-
-// objectMembers returns the decisive members of the JSON object raw by exact name,
-// refusing a member whose name differs from a decisive name only in case, and the
-// members named in also by exact name. raw has passed Check, so names are unique. what
-// names the object in errors. The values are raw's own bytes.
-func objectMembers(raw []byte, what string, decisive []string, also ...string) (members, error) {
-	dec := newDecoder(raw)
-	defer putDecoder(dec)
-	tok, err := dec.ReadToken()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if tok.Kind() != '{' {
-		return nil, fmt.Errorf("%w: %s is not a JSON object", ErrInvalid, what)
-	}
-	var found members
-	for dec.PeekKind() == '"' {
-		name, err := readName(dec, raw)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range decisive {
-			// bytes.EqualFold is foldName's equivalence, without building either fold.
-			if string(name) != d && bytes.EqualFold(name, []byte(d)) {
-				return nil, fmt.Errorf("%w: %s has a member %q: it must be spelled %q", ErrInvalid, what, clip(string(name)), d)
-			}
-		}
-		v, err := dec.ReadValue()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		if d, ok := exactly(name, decisive); ok {
-			found = append(found, member{d, valueIn(dec, raw, v)})
-		} else if d, ok := exactly(name, also); ok {
-			found = append(found, member{d, valueIn(dec, raw, v)})
-		}
-	}
-	return found, nil
-}
-
-// member is one member of an object that objectMembers returns.
-type member struct {
-	name  string
-	value jsontext.Value
-}
-
-// members are the members objectMembers found, in the order they came.
-type members []member
-
-// get returns the value of the member named name.
-func (ms members) get(name string) (jsontext.Value, bool) {
-	for _, m := range ms {
-		if m.name == name {
-			return m.value, true
-		}
-	}
-	return nil, false
-}
-
-// exactly returns the one of names that name spells exactly.
-func exactly(name []byte, names []string) (string, bool) {
-	for _, d := range names {
-		if string(name) == d {
-			return d, true
-		}
-	}
-	return "", false
-}
-
-// valueIn returns the value v that dec has just read from data as data's own bytes,
-// which outlive the decoder's next read (InputOffset says where v ends in data).
-func valueIn(dec *jsontext.Decoder, data []byte, v jsontext.Value) jsontext.Value {
-	end := int(dec.InputOffset())
-	return jsontext.Value(data[end-len(v) : end : end])
-}
-
-// eachElement calls f with each element of the JSON array raw.
-func eachElement(raw []byte, f func(jsontext.Value) error) error {
-	dec := newDecoder(raw)
-	defer putDecoder(dec)
-	if _, err := dec.ReadToken(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	for k := dec.PeekKind(); k != ']' && k != 0; k = dec.PeekKind() {
-		v, err := dec.ReadValue()
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		if err := f(valueIn(dec, raw, v)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // stringValue decodes a JSON string.

@@ -40,6 +40,7 @@ func TestCheckBodyRefusesWhatReadersCouldReadTwoWays(t *testing.T) {
 		{"two values", `{"jsonrpc":"2.0","method":"a"}{"jsonrpc":"2.0","method":"b"}`, "more than one"},
 		{"invalid UTF-8 in a name", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"a\xff\":1}}", "UTF-8"},
 		{"truncated", `{"jsonrpc":"2.0","id":1`, "invalid"},
+		{"a number beyond float64", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","arguments":{"n":-1E400}}}`, "out of range"},
 		{"too deep", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":` + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1) + `}}`, "deep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,4 +236,57 @@ func BenchmarkCheckBodyWideObject(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/member")
 		})
 	}
+}
+
+func TestCheckBodyReadsParamsAsTheyLieInTheBody(t *testing.T) {
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":[1,2]}}}`,
+		"{ \"jsonrpc\" : \"2.0\" ,\n\t\"params\" :\r\n {\"name\":\"a\",\"arguments\":{\"x\":[1,2]}} , \"id\" : 1, \"method\" : \"tools/call\" }",
+		"[ {\"jsonrpc\":\"2.0\",\"method\":\"ping\"} ,\n {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":  {\"name\":\"a\",\"arguments\":{\"x\":[1,2]}}  } ]",
+	} {
+		b, err := CheckBody([]byte(body))
+		if err != nil {
+			t.Fatalf("CheckBody(%q): %v", body, err)
+		}
+		m := b.Messages[len(b.Messages)-1]
+		if m.Method != "tools/call" || m.ID != mustID(t, float64(1)) || string(m.Params) != `{"name":"a","arguments":{"x":[1,2]}}` {
+			t.Errorf("CheckBody(%q) read method %q, id %v, params %q", body, m.Method, m.ID.Raw(), m.Params)
+		}
+		p, err := DecodeParams(m.Params)
+		if err != nil || p.Name != "a" {
+			t.Errorf("DecodeParams(%q) = %+v, %v", m.Params, p, err)
+		}
+	}
+}
+
+// FuzzCheckBody: CheckBody refuses whatever Check refuses, and the params it hands on
+// are one JSON object that DecodeParams reads as CheckBody did.
+func FuzzCheckBody(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":1,"traceparent":"x"}}}`,
+		`[{"jsonrpc":"2.0","method":"a"} , {"jsonrpc":"2.0","id":"x","result":{}}]`,
+		"{ \"params\" :\n{\"uri\":\"u\"},\"method\":\"m\"}", `{"method":"m","params":{"_meta":null}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := CheckBody(data)
+		if err != nil {
+			return
+		}
+		if err := Check(data); err != nil {
+			t.Fatalf("CheckBody accepted %q, which Check refuses: %v", data, err)
+		}
+		for _, m := range b.Messages {
+			if len(m.Params) == 0 {
+				continue
+			}
+			if !json.Valid(m.Params) || m.Params[0] != '{' {
+				t.Fatalf("CheckBody(%q) handed on params %q", data, m.Params)
+			}
+			if _, err := DecodeParams(m.Params); err != nil {
+				t.Fatalf("DecodeParams refused the params %q of an accepted body %q: %v", m.Params, data, err)
+			}
+		}
+	})
 }

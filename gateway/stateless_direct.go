@@ -68,7 +68,7 @@ func ordinaryToolCall(r *http.Request, sr *statelessRequest, msg *mcpmsg.Message
 	// Read as go-sdk reads params: exact member names, everything else ignored. The
 	// front door has made sure no member has a second spelling.
 	var wire struct {
-		Meta           map[string]any       `json:"_meta"`
+		Meta           jsontext.Value       `json:"_meta"`
 		Name           string               `json:"name"`
 		Arguments      jsontext.Value       `json:"arguments"`
 		InputResponses mcp.InputResponseMap `json:"inputResponses"`
@@ -80,38 +80,31 @@ func ordinaryToolCall(r *http.Request, sr *statelessRequest, msg *mcpmsg.Message
 	if sr.client.paramHeaders.Binds(wire.Name) || strings.HasPrefix(wire.RequestState, inputStatePrefix) {
 		return nil, false
 	}
-	if v, _ := wire.Meta[mcp.MetaKeyProtocolVersion].(string); v != version {
+	// _meta twice: as the map go-sdk forwards, and as the types go-sdk requires of the
+	// client's capabilities and info (a member of the wrong type fails the decoding).
+	var meta mcp.Meta
+	var client struct {
+		Version      string                  `json:"io.modelcontextprotocol/protocolVersion"`
+		Capabilities *mcp.ClientCapabilities `json:"io.modelcontextprotocol/clientCapabilities"`
+		Info         *mcp.Implementation     `json:"io.modelcontextprotocol/clientInfo"`
+	}
+	if wire.Meta.Kind() != '{' || jsonv2.Unmarshal(wire.Meta, &meta) != nil || jsonv2.Unmarshal(wire.Meta, &client) != nil {
 		return nil, false
 	}
-	if _, ok := wire.Meta["progressToken"]; ok {
+	if client.Version != version || client.Capabilities == nil {
 		return nil, false
 	}
-	if !metaDecodes[mcp.ClientCapabilities](wire.Meta, mcp.MetaKeyClientCapabilities) {
+	if _, given := meta[mcp.MetaKeyClientInfo]; given && client.Info == nil {
 		return nil, false
 	}
-	if _, given := wire.Meta[mcp.MetaKeyClientInfo]; given && !metaDecodes[mcp.Implementation](wire.Meta, mcp.MetaKeyClientInfo) {
+	if _, ok := meta["progressToken"]; ok {
 		return nil, false
 	}
-	params := &mcp.CallToolParamsRaw{Meta: wire.Meta, Name: wire.Name, InputResponses: wire.InputResponses, RequestState: wire.RequestState}
+	params := &mcp.CallToolParamsRaw{Meta: meta, Name: wire.Name, InputResponses: wire.InputResponses, RequestState: wire.RequestState}
 	if len(wire.Arguments) > 0 {
 		params.Arguments = json.RawMessage(wire.Arguments)
 	}
 	return params, true
-}
-
-// metaDecodes reports whether _meta's member key is an object that decodes as a T, as
-// go-sdk requires of the client's capabilities and info.
-func metaDecodes[T any](meta map[string]any, key string) bool {
-	object, ok := meta[key].(map[string]any)
-	if !ok {
-		return false
-	}
-	raw, err := json.Marshal(object)
-	if err != nil {
-		return false
-	}
-	var v T
-	return json.Unmarshal(raw, &v) == nil
 }
 
 // serverInfo is the server's own name and version, as its session learnt them, which

@@ -85,14 +85,15 @@ test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary
 	$(GO) test -tags e2e -count=1 -v $(GO_TEST_FLAGS) ./test/e2e/
 
 .PHONY: verify
-verify: generate manifests docs ## Fail when generated files are stale, go.mod is untidy, or gofmt, go vet or golangci-lint complain.
+verify: generate manifests docs ## Fail when generated files are stale, go.mod is untidy, third_party/go-sdk is not go-sdk with its patch, or gofmt, go vet or golangci-lint complain.
 	@changed="$$(git status --porcelain -- $(GENERATED_PATHS))"; \
 	if [ -n "$$changed" ]; then \
 		echo "Generated files are stale; run 'make generate manifests docs' and commit:"; \
 		echo "$$changed"; git --no-pager diff --stat -- $(GENERATED_PATHS); exit 1; \
 	fi
 	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy; run 'go mod tidy' and commit"; exit 1; }
-	@unformatted="$$(gofmt -s -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
+	@hack/go-sdk.sh --verify
+	@unformatted="$$(gofmt -s -l $$(git ls-files --cached --others --exclude-standard '*.go' ':!third_party'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt -s would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...

@@ -365,3 +365,6 @@ tool (
 	helm.sh/helm/v3/cmd/helm
 	sigs.k8s.io/controller-tools/cmd/controller-gen
 )
+
+// go-sdk with one change to its JSON decoding: see third_party/README.md.
+replace github.com/modelcontextprotocol/go-sdk => ./third_party/go-sdk

@@ -1,0 +1,88 @@
+// Package gosdk_test holds go-sdk, as Switchboard builds it (third_party/go-sdk), to
+// what Switchboard relies on in its JSON decoding: what the patch in
+// third_party/go-sdk.patch changed, and what it must not have changed.
+package gosdk_test
+
+import (
+	"encoding/json"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const result = `{"content":[{"type":"text","text":"This is a simple text response for testing."}],"isError":false}`
+
+// allocatedPerRun returns the bytes f allocates on average over n runs.
+func allocatedPerRun(n int, f func()) uint64 {
+	var before, after runtime.MemStats
+	f() // what the first run sets up once (codec caches) is not a run's
+	runtime.ReadMemStats(&before)
+	for range n {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / uint64(n)
+}
+
+// Every message and result go-sdk reads goes through its internal JSON decoding, which
+// as released allocated a 32 KiB read buffer for each value it decoded, a dozen times
+// for one tools/call through the gateway: most of the gateway's cost of a call went to
+// allocating and collecting them.
+func TestGoSDKDecodesWithoutAReadBufferPerValue(t *testing.T) {
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"result":` + result + `}`)
+	perMessage := allocatedPerRun(200, func() {
+		if _, err := jsonrpc.DecodeMessage(msg); err != nil {
+			t.Fatal(err)
+		}
+	})
+	perResult := allocatedPerRun(200, func() {
+		var res mcp.CallToolResult
+		if err := json.Unmarshal([]byte(result), &res); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("allocated per decoding: %d bytes for a response message, %d for a tools/call result", perMessage, perResult)
+	const limit = 8 << 10 // a quarter of the buffer; the decodings take about 1 KiB
+	if perMessage > limit || perResult > limit {
+		t.Errorf("go-sdk allocates %d bytes to decode a %d-byte message and %d for its result: is third_party/go-sdk.patch applied?",
+			perMessage, len(msg), perResult)
+	}
+}
+
+func TestGoSDKDecodingIsAsReleased(t *testing.T) {
+	t.Run("member names match exactly, not in any case", func(t *testing.T) {
+		var res mcp.CallToolResult
+		if err := json.Unmarshal([]byte(`{"content":[],"IsError":true}`), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError {
+			t.Error(`"IsError" was read as isError`)
+		}
+	})
+	t.Run("nesting deeper than 1000 is refused", func(t *testing.T) {
+		deep := `{"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":{"a":` +
+			strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}}}`
+		if _, err := jsonrpc.DecodeMessage([]byte(deep)); err == nil {
+			t.Error("a message nested 1003 levels deep was decoded")
+		}
+	})
+	t.Run("a message's fields are read", func(t *testing.T) {
+		msg, err := jsonrpc.DecodeMessage([]byte(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || req.Method != "tools/call" || req.ID.Raw() != "a" || string(req.Params) != `{"name":"echo"}` {
+			t.Errorf("decoded %#v", msg)
+		}
+	})
+	t.Run("nothing to decode is an error", func(t *testing.T) {
+		var res mcp.CallToolResult
+		if err := res.UnmarshalJSON([]byte(" \n")); err == nil {
+			t.Error("white space alone decoded as a result")
+		}
+	})
+}

@@ -233,7 +233,7 @@ func (w *walker) value(depth int) error {
 			return fmt.Errorf("%w: a number out of range", ErrInvalid)
 		}
 	case '{':
-		return w.members(depth, "", nil, func(string, []byte) error { return w.value(depth + 1) })
+		return w.members("", nil, func(string, []byte) error { return w.value(depth + 1) })
 	case '[':
 		for k := w.dec.PeekKind(); k != ']' && k != 0; k = w.dec.PeekKind() {
 			if err := w.value(depth + 1); err != nil {
@@ -264,7 +264,7 @@ func (w *walker) capture(depth int) (jsontext.Value, error) {
 // another case (what names the object in that error), and calls member for each member
 // with the decisive name it spells exactly ("" for any other) and the name itself;
 // member reads the value.
-func (w *walker) members(depth int, what string, decisive []string, member func(decisive string, name []byte) error) error {
+func (w *walker) members(what string, decisive []string, member func(decisive string, name []byte) error) error {
 	var names memberNames
 	for w.dec.PeekKind() == '"' {
 		name, err := readName(w.dec, w.data)
@@ -318,7 +318,7 @@ func (w *walker) message(depth int) (Message, error) {
 	if err := w.openObject(depth, "the message"); err != nil {
 		return Message{}, err
 	}
-	err := w.members(depth, "the message", envelopeMembers, func(decisive string, _ []byte) error {
+	err := w.members("the message", envelopeMembers, func(decisive string, _ []byte) error {
 		switch decisive {
 		case "method":
 			v, err := w.capture(depth + 1)
@@ -361,7 +361,7 @@ func (w *walker) params(depth int, p *Params) error {
 	if err := w.openObject(depth, "params"); err != nil {
 		return err
 	}
-	return w.members(depth, "params", paramsMembers, func(decisive string, _ []byte) error {
+	return w.members("params", paramsMembers, func(decisive string, _ []byte) error {
 		var into *string
 		switch decisive {
 		case "name":
@@ -395,7 +395,7 @@ func (w *walker) meta(depth int, p *Params) error {
 	if err := w.openObject(depth, "params._meta"); err != nil {
 		return err
 	}
-	return w.members(depth, "params._meta", metaMembers, func(decisive string, name []byte) error {
+	return w.members("params._meta", metaMembers, func(decisive string, name []byte) error {
 		var into *string
 		switch {
 		case decisive == "progressToken":

@@ -1,13 +1,17 @@
 package connector
 
 import (
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
@@ -86,4 +90,83 @@ func TestConnectIsTraced(t *testing.T) {
 			t.Errorf("the spans carry %q", s)
 		}
 	}
+}
+
+// TestConnectionWorkIsTraced connects to an HTTPS server by a host name and finds the
+// work of each connection as events of the connect span, in the order it happened: the
+// lookup (of the name, never a path or query), the egress decision on the address,
+// the dial and the TLS handshake; a plain HTTP server's connections have no handshake.
+func TestConnectionWorkIsTraced(t *testing.T) {
+	exp := testutil.RecordSpans(t)
+	// Reached by a name, not by a loopback address: go-sdk's rebinding protection would
+	// refuse the request.
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newServer(1, nil) },
+		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
+	secure := httptest.NewTLSServer(handler)
+	t.Cleanup(secure.Close)
+	plain := startServer(t, handler)
+	p := testPool(t)
+	for _, c := range []struct {
+		name, url string
+		want      []string
+	}{
+		{"https", secure.URL, []string{"dns.start", "dns.done", "egress.decision", "dial.start", "dial.done", "tls.handshake.start", "tls.handshake.done"}},
+		{"http", plain.URL, []string{"dns.start", "dns.done", "egress.decision", "dial.start", "dial.done"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			exp.Reset()
+			key := Key{Namespace: "team-a", Name: c.name}
+			cfg := fastConfig(strings.Replace(c.url, "127.0.0.1", "mcp.example.com", 1) + "/mcp?token=query-secret")
+			cfg.Resolver = fakeResolver{addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}
+			if c.name == "https" {
+				cfg.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: secure.Certificate().Raw})
+			}
+			p.Ensure(key, cfg)
+			waitReady(t, p, key)
+			var connect *tracetest.SpanStub
+			spans := exp.GetSpans()
+			for i, s := range spans {
+				if s.Name == "connect" && s.Status.Code.String() == "Unset" {
+					connect = &spans[i]
+				}
+			}
+			if connect == nil {
+				t.Fatalf("no successful connect span among %d spans", len(spans))
+			}
+			var got []string
+			for _, e := range connect.Events {
+				got = append(got, e.Name)
+				for _, kv := range e.Attributes {
+					if v := kv.Value.String(); strings.Contains(v, "query-secret") || strings.Contains(v, "/mcp") {
+						t.Errorf("event %s has %s=%q", e.Name, kv.Key, v)
+					}
+				}
+				if e.Name == "dns.start" && !hasAttr(e.Attributes, "server.address", "mcp.example.com") {
+					t.Errorf("dns.start attributes %v, want server.address mcp.example.com", e.Attributes)
+				}
+				if e.Name == "tls.handshake.done" && !hasAttr(e.Attributes, "tls.failed", "false") {
+					t.Errorf("tls.handshake.done attributes %v", e.Attributes)
+				}
+			}
+			// A connect may open more than one connection, the last maybe still at work
+			// when the span ends: the first is all of this sequence, the others part.
+			if len(got) < len(c.want) || strings.Join(got[:len(c.want)], " ") != strings.Join(c.want, " ") {
+				t.Errorf("connect span events %v, want %v for its first connection", got, c.want)
+			}
+			for _, name := range got {
+				if !slices.Contains(c.want, name) {
+					t.Errorf("connect span event %s, want only %v", name, c.want)
+				}
+			}
+		})
+	}
+}
+
+func hasAttr(kvs []attribute.KeyValue, key, value string) bool {
+	for _, kv := range kvs {
+		if string(kv.Key) == key && kv.Value.String() == value {
+			return true
+		}
+	}
+	return false
 }

@@ -153,9 +153,12 @@ func (s *httpStack) send(out *http.Request) (*http.Response, error) {
 		}
 	}}
 	// The request's span (the gateway's client span of a call, a connect's or a probe's
-	// span) gets the DNS lookup, dial and TLS handshake as events: hooks of this same
-	// ClientTrace, not a second one composed in (which net/http does by reflection).
-	tracing.AddClientTraceEvents(trace, oteltrace.SpanFromContext(out.Context()))
+	// span) gets the TLS handshake as events: hooks of this same ClientTrace, not a second
+	// one composed in (which net/http does by reflection), and only where there is a
+	// handshake to record. The dial records its lookup and connect itself (dialFunc).
+	if out.URL.Scheme == "https" {
+		tracing.AddTLSEvents(trace, oteltrace.SpanFromContext(out.Context()))
+	}
 	ctx := context.WithValue(out.Context(), dialRequestKey{}, dialRequest{stack: s, binding: b})
 	out = out.WithContext(httptrace.WithClientTrace(ctx, trace))
 	var resp *http.Response
@@ -199,11 +202,21 @@ func (t *sharedTransport) dialFunc(scheme string) func(ctx context.Context, netw
 		}
 		host = strings.ToLower(host)
 
+		// The span of the request the dial is for gets its lookup, its egress decisions
+		// and its connects as events.
+		span := oteltrace.SpanFromContext(ctx)
+		traced := span.IsRecording()
 		var addrs []netip.Addr
 		if addr, err := netip.ParseAddr(host); err == nil {
 			addrs = []netip.Addr{addr}
 		} else {
+			if traced {
+				tracing.DNSStart(span, host)
+			}
 			addrs, err = t.resolver.LookupNetIP(ctx, "ip", host)
+			if traced {
+				tracing.DNSDone(span, err)
+			}
 			if err != nil {
 				var dnsErr *net.DNSError
 				if errors.As(err, &dnsErr) {
@@ -222,7 +235,7 @@ func (t *sharedTransport) dialFunc(scheme string) func(ctx context.Context, netw
 			addr = addr.Unmap()
 			dest := egress.Destination{Scheme: scheme, Host: host, Addr: addr, Port: uint16(port)}
 			e := judgeWith(box, dest)
-			if span := oteltrace.SpanFromContext(ctx); span.IsRecording() {
+			if traced {
 				// The egress decision, with the address judged; the reason of a denial
 				// names the rule, never a header or a query string.
 				attrs := []attribute.KeyValue{attribute.String("server.address", host),
@@ -238,7 +251,14 @@ func (t *sharedTransport) dialFunc(scheme string) func(ctx context.Context, netw
 				denial = e
 				continue
 			}
-			conn, err := t.dialer.DialContext(ctx, network, netip.AddrPortFrom(addr, uint16(port)).String())
+			peer := netip.AddrPortFrom(addr, uint16(port)).String()
+			if traced {
+				tracing.DialStart(span, network, peer)
+			}
+			conn, err := t.dialer.DialContext(ctx, network, peer)
+			if traced {
+				tracing.DialDone(span, peer, err)
+			}
 			if err != nil {
 				dialErr = err
 				continue

@@ -76,17 +76,21 @@ type call struct {
 	firstPage bool
 	start     time.Time
 	// span is the call's server span and client the span of its request upstream;
-	// nil while tracing is off.
-	span, client trace.Span
+	// nil while tracing is off. spanRecord and clientRecord are what they record when
+	// they end (endCallSpan); nil once recorded, or where the span does not record.
+	span, client             trace.Span
+	spanRecord, clientRecord *spanRecord
 }
 
 // finish ends the call's spans with outcome.
 func (c *call) finish(outcome string) {
 	if c.client != nil {
-		endSpan(c.client, outcome)
+		endCallSpan(c.client, c.clientRecord, outcome)
+		c.clientRecord = nil
 	}
 	if c.span != nil {
-		endSpan(c.span, outcome)
+		endCallSpan(c.span, c.spanRecord, outcome)
+		c.spanRecord = nil
 	}
 }
 
@@ -157,10 +161,19 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 		// it read, are what the server is sent.
 		params, paramsErr = mcpmsg.DecodeParams(req.Params)
 	}
+	published := false
 	if traced && paramsErr == nil {
-		ctx, c.span = s.g.startServerSpan(ctx, requestHeader(req.Extra),
+		// A call's span is named after its tool from the start, when the server
+		// publishes it.
+		tool := ""
+		if req.Method == "tools/call" {
+			tool = params.Name
+			published = s.g.server(s.key).publishes(tool)
+		}
+		ctx, c.span, c.spanRecord = s.g.startCallSpan(ctx, requestHeader(req.Extra),
 			tracing.Meta{Traceparent: params.Traceparent, Tracestate: params.Tracestate, Baggage: params.Baggage},
-			req.Method, req.ID, target{key: s.key, caller: s.caller, session: s.traceID, version: s.negotiatedVersion()})
+			req.Method, req.ID, target{key: s.key, caller: s.caller, session: s.traceID, version: s.negotiatedVersion()},
+			tool, published)
 	}
 	if req.Method == "tools/list" {
 		if paramsErr != nil {
@@ -168,7 +181,6 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 		}
 		c.firstPage = params.Cursor == ""
 	}
-	published := false
 	if req.Method == "tools/call" {
 		if paramsErr != nil {
 			s.g.metrics.call(s.key, c.method, outcomeDenied, time.Since(c.start))
@@ -178,11 +190,7 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 		c.tool = params.Name
 		decided := time.Now()
 		why := s.refusal(c.tool)
-		if c.span != nil {
-			published = s.g.server(s.key).publishes(c.tool)
-			nameTool(c.span, c.method, c.tool, published)
-			policySpan(ctx, decided, why)
-		}
+		c.spanRecord.decided(decided, why)
 		if why != "" {
 			s.g.metrics.call(s.key, c.method, outcomeDenied, time.Since(c.start))
 			s.auditCall(req.ID, c, outcomeDenied, "reason", why)
@@ -218,7 +226,7 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 	if published {
 		tool = c.tool
 	}
-	ctx, c.client = startClientSpan(ctx, req.Method, tool, s.key)
+	ctx, c.client, c.clientRecord = startUpstreamSpan(ctx, req.Method, tool, s.key)
 	// The server continues the trace from _meta as well as from the HTTP headers the
 	// connector sets: the caller's trace context in _meta gives way to the gateway's.
 	if rewritten, err := tracing.MetaParams(req.Params, tracing.MetaOfContext(ctx)); err == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strconv"
 	"sync"
 	"time"
 
@@ -105,49 +106,177 @@ type target struct {
 // and the front door's authentication and authorization become its first children.
 // The span is named after the method alone until nameTool adds the tool.
 func (g *Gateway) startServerSpan(ctx context.Context, header http.Header, meta tracing.Meta, method string, id jsonrpc.ID, t target) (context.Context, trace.Span) {
+	ctx, span, rec := g.startCallSpan(ctx, header, meta, method, id, t, "", false)
+	if rec != nil {
+		rec.recordFront(ctx)
+		rec.setOn(span)
+	}
+	return ctx, span
+}
+
+// startCallSpan is startServerSpan for a call whose tool, if any, is known before it
+// is judged: the span is named after the tool at once when the server publishes it.
+// Its attributes and its children (the front door's work, and the policy's that
+// spanRecord.decided adds) are gathered in the record it returns, and recorded by
+// endCallSpan; the record is nil when the span does not record.
+func (g *Gateway) startCallSpan(ctx context.Context, header http.Header, meta tracing.Meta, method string, id jsonrpc.ID, t target, tool string, published bool) (context.Context, trace.Span, *spanRecord) {
 	ctx = meta.Context(tracing.HeaderContext(ctx, header))
 	ft := g.fronts.of(header)
 	if !id.IsValid() && ft != nil {
 		id = ft.id
 	}
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	name := method
+	if tool != "" && published {
+		name = method + " " + tool
+	}
+	opts := serverKind
 	if ft != nil {
-		opts = append(opts, trace.WithTimestamp(ft.start))
+		opts = []trace.SpanStartOption{serverKind[0], trace.WithTimestamp(ft.start)}
 	}
-	ctx, span := tracer.Start(ctx, method, opts...)
+	ctx, span := tracer.Start(ctx, name, opts...)
 	if !span.IsRecording() {
-		return ctx, span
+		return ctx, span, nil
 	}
-	attrs := append(make([]attribute.KeyValue, 0, 12),
+	rec := newSpanRecord()
+	rec.front = ft
+	rec.attrs = append(rec.attrs,
 		tracing.MCPMethodName.String(method),
 		tracing.NetworkTransport.String("tcp"),
 		tracing.Namespace.String(t.key.Namespace),
 	)
 	if t.toolset {
-		attrs = append(attrs, tracing.Toolset.String(t.key.Name))
+		rec.attrs = append(rec.attrs, tracing.Toolset.String(t.key.Name))
 	} else {
-		attrs = append(attrs, tracing.Server.String(t.key.Name))
+		rec.attrs = append(rec.attrs, tracing.Server.String(t.key.Name))
 	}
 	if op := tracing.OperationName(method); op != "" {
-		attrs = append(attrs, tracing.GenAIOperationName.String(op))
+		rec.attrs = append(rec.attrs, tracing.GenAIOperationName.String(op))
 	}
 	if id.IsValid() {
-		attrs = append(attrs, tracing.JSONRPCRequestID.String(tracing.Clip(fmt.Sprint(id.Raw()))))
+		rec.attrs = append(rec.attrs, tracing.JSONRPCRequestID.String(idText(id)))
 	}
 	if t.caller != nil {
-		attrs = append(attrs, tracing.UserName.String(t.caller.User.Username))
+		rec.attrs = append(rec.attrs, tracing.UserName.String(t.caller.User.Username))
 	}
 	if t.session != "" {
-		attrs = append(attrs, tracing.MCPSessionID.String(t.session))
+		rec.attrs = append(rec.attrs, tracing.MCPSessionID.String(t.session))
 	}
 	if t.version != "" {
-		attrs = append(attrs, tracing.MCPProtocolVersion.String(t.version))
+		rec.attrs = append(rec.attrs, tracing.MCPProtocolVersion.String(t.version))
 	}
-	span.SetAttributes(attrs...)
-	if ft != nil {
-		frontSpans(ctx, ft)
+	if tool != "" {
+		rec.attrs = append(rec.attrs, tracing.GenAIToolName.String(tracing.Clip(tool)))
 	}
-	return ctx, span
+	return ctx, span, rec
+}
+
+// Span start options that do not change, made once: options passed to a tracer escape.
+var (
+	serverKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+)
+
+// spanRecord is what a call's span records besides its start, gathered while the call
+// is served and recorded when the span ends (endCallSpan): its attributes, and the
+// children that stand for the front door's work and the policy's decision, with the
+// times they happened. The SDK copies the attributes of each SetAttributes and grows
+// the span's slice when more come later (the outcome comes last), so they are set once;
+// and a batch span processor's goroutine is woken for a span that ends while it waits,
+// so a call's spans end together, as one batch, once the call is answered. Records are
+// used again: a slice passed through the span's interface would be made anew for every
+// span.
+type spanRecord struct {
+	attrs []attribute.KeyValue
+	// front is the front door's work on the call's HTTP request, nil for none.
+	front *frontTrace
+	// policed says the policy decided on the call, from policyStart to policyEnd,
+	// against it when why is set.
+	policed                bool
+	policyStart, policyEnd time.Time
+	why                    string
+}
+
+var spanRecords = sync.Pool{New: func() any { return &spanRecord{attrs: make([]attribute.KeyValue, 0, 16)} }}
+
+func newSpanRecord() *spanRecord { return spanRecords.Get().(*spanRecord) }
+
+// decided records the policy's decision on the call, made from start until now:
+// allowed, or denied and why (the audit line's reason). A nil record records nothing.
+func (r *spanRecord) decided(start time.Time, why string) {
+	if r == nil {
+		return
+	}
+	r.policed, r.policyStart, r.policyEnd, r.why = true, start, time.Now(), why
+}
+
+// recordFront records the front door's work as children of the span in ctx, now.
+func (r *spanRecord) recordFront(ctx context.Context) {
+	if r.front != nil {
+		frontSpans(ctx, r.front)
+		r.front = nil
+	}
+}
+
+// setOn sets the record's attributes on span, which keeps a copy, and lets the record
+// go.
+func (r *spanRecord) setOn(span trace.Span) {
+	span.SetAttributes(r.attrs...)
+	clear(r.attrs)
+	*r = spanRecord{attrs: r.attrs[:0]}
+	spanRecords.Put(r)
+}
+
+// idText is what jsonrpc.request.id records of a request id: its number or its string,
+// clipped.
+func idText(id jsonrpc.ID) string {
+	switch v := id.Raw().(type) {
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case string:
+		return tracing.Clip(v)
+	}
+	return tracing.Clip(fmt.Sprint(id.Raw()))
+}
+
+// Attributes that do not change, made once: the SDK copies them into each span.
+var (
+	// authorizeAttrs are the authorize span's, by whether the answer came from the
+	// cache and whether it denied.
+	authorizeAttrs = [2][2][]attribute.KeyValue{
+		{
+			{tracing.AuthCached.Bool(false), tracing.Decision.String("allowed")},
+			{tracing.AuthCached.Bool(false), tracing.Decision.String("denied")},
+		},
+		{
+			{tracing.AuthCached.Bool(true), tracing.Decision.String("allowed")},
+			{tracing.AuthCached.Bool(true), tracing.Decision.String("denied")},
+		},
+	}
+	policyAllowed = []attribute.KeyValue{tracing.Decision.String("allowed")}
+	// knownOutcomes are the outcome attributes of the outcomes the gateway records.
+	knownOutcomes = map[string][]attribute.KeyValue{}
+)
+
+func init() {
+	for _, o := range []string{outcomeOK, outcomeToolError, outcomeDenied, outcomeUpstreamError} {
+		knownOutcomes[o] = makeOutcomeAttrs(o)
+	}
+}
+
+// outcomeAttrs returns the attributes of a span's outcome: the outcome, and the error
+// type of any but ok.
+func outcomeAttrs(outcome string) []attribute.KeyValue {
+	if kv, ok := knownOutcomes[outcome]; ok {
+		return kv
+	}
+	return makeOutcomeAttrs(outcome)
+}
+
+func makeOutcomeAttrs(outcome string) []attribute.KeyValue {
+	if outcome == outcomeOK {
+		return []attribute.KeyValue{tracing.Outcome.String(outcome)}
+	}
+	return []attribute.KeyValue{tracing.Outcome.String(outcome), tracing.ErrorType.String(outcome)}
 }
 
 // frontSpans records the front door's work as children of the server span in ctx.
@@ -160,50 +289,78 @@ func frontSpans(ctx context.Context, ft *frontTrace) {
 	if !ft.authorizing || ft.authorized.IsZero() {
 		return
 	}
-	decision := "allowed"
-	if ft.denied {
-		decision = "denied"
+	cached, denied := 0, 0
+	if !ft.reviewed {
+		cached = 1
 	}
-	_, authz := tracer.Start(ctx, "authorize", trace.WithTimestamp(ft.authenticated),
-		trace.WithAttributes(tracing.AuthCached.Bool(!ft.reviewed), tracing.Decision.String(decision)))
+	if ft.denied {
+		denied = 1
+	}
+	_, authz := tracer.Start(ctx, "authorize", trace.WithTimestamp(ft.authenticated))
+	authz.SetAttributes(authorizeAttrs[cached][denied]...)
 	authz.End(trace.WithTimestamp(ft.authorized))
 }
 
 // policySpan records the gateway's decision on a tool call as a child of ctx's span:
 // allowed, or denied and why (the audit line's reason).
 func policySpan(ctx context.Context, start time.Time, why string) {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
+	if !trace.SpanFromContext(ctx).IsRecording() {
 		return
 	}
+	recordPolicy(ctx, start, time.Time{}, why)
+}
+
+// recordPolicy records the policy span of a decision made from start until end (now
+// when zero) as a child of ctx's span.
+func recordPolicy(ctx context.Context, start, end time.Time, why string) {
 	_, p := tracer.Start(ctx, "policy", trace.WithTimestamp(start))
 	if why == "" {
-		p.SetAttributes(tracing.Decision.String("allowed"))
+		p.SetAttributes(policyAllowed...)
 	} else {
 		p.SetAttributes(tracing.Decision.String("denied"), tracing.Reason.String(why))
 	}
-	p.End()
+	if end.IsZero() {
+		p.End()
+	} else {
+		p.End(trace.WithTimestamp(end))
+	}
 }
 
 // startClientSpan starts the span of the request the gateway sends upstream for a
 // client's call, a child of the server span in ctx, in the server's name.
 func startClientSpan(ctx context.Context, method, tool string, key connector.Key) (context.Context, trace.Span) {
+	ctx, span, rec := startUpstreamSpan(ctx, method, tool, key)
+	if rec != nil {
+		rec.setOn(span)
+	}
+	return ctx, span
+}
+
+// startUpstreamSpan is startClientSpan with the span's attributes gathered in the
+// record it returns, for endCallSpan to set with the outcome; the record is nil when
+// the span does not record.
+func startUpstreamSpan(ctx context.Context, method, tool string, key connector.Key) (context.Context, trace.Span, *spanRecord) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, noop.Span{}
+		return ctx, noop.Span{}, nil
 	}
 	name := method
 	if tool != "" {
 		name = method + " " + tool
 	}
-	attrs := []attribute.KeyValue{tracing.MCPMethodName.String(method), tracing.Namespace.String(key.Namespace),
-		tracing.Server.String(key.Name)}
+	ctx, span := tracer.Start(ctx, name, clientKind...)
+	if !span.IsRecording() {
+		return ctx, span, nil
+	}
+	rec := newSpanRecord()
+	rec.attrs = append(rec.attrs, tracing.MCPMethodName.String(method), tracing.Namespace.String(key.Namespace),
+		tracing.Server.String(key.Name))
 	if tool != "" {
-		attrs = append(attrs, tracing.GenAIToolName.String(tool))
+		rec.attrs = append(rec.attrs, tracing.GenAIToolName.String(tool))
 	}
 	if op := tracing.OperationName(method); op != "" {
-		attrs = append(attrs, tracing.GenAIOperationName.String(op))
+		rec.attrs = append(rec.attrs, tracing.GenAIOperationName.String(op))
 	}
-	return tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return ctx, span, rec
 }
 
 // nameTool names a tools/call span after its tool, which the server's published list
@@ -225,9 +382,31 @@ func endSpan(span trace.Span, outcome string) {
 		span.End()
 		return
 	}
-	span.SetAttributes(tracing.Outcome.String(outcome))
+	span.SetAttributes(outcomeAttrs(outcome)...)
 	if outcome != outcomeOK {
-		span.SetAttributes(tracing.ErrorType.String(outcome))
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.End()
+}
+
+// endCallSpan ends a span whose record gathered its attributes and children
+// (startCallSpan, startUpstreamSpan): the children are recorded with the times they
+// happened, and the attributes set with the outcome's. With rec nil it is endSpan.
+func endCallSpan(span trace.Span, rec *spanRecord, outcome string) {
+	if rec == nil {
+		endSpan(span, outcome)
+		return
+	}
+	if rec.front != nil || rec.policed {
+		ctx := trace.ContextWithSpan(context.Background(), span)
+		rec.recordFront(ctx)
+		if rec.policed {
+			recordPolicy(ctx, rec.policyStart, rec.policyEnd, rec.why)
+		}
+	}
+	rec.attrs = append(rec.attrs, outcomeAttrs(outcome)...)
+	rec.setOn(span)
+	if outcome != outcomeOK {
 		span.SetStatus(codes.Error, outcome)
 	}
 	span.End()

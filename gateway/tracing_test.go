@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -525,5 +526,86 @@ func TestHostileBaggageIsNotForwarded(t *testing.T) {
 		}
 		_ = cs.Close()
 		cancel()
+	}
+}
+
+// TestTheGatewaysDecisionsAreTraced calls, in both eras and in one agent span, a tool
+// the server's spec.tools deny and then one it allows, and finds each call's server
+// span with its outcome, and under it the front door's authentication and
+// authorization and the policy's decision, each within the server span's time and in
+// the order they happened: a refusal is an error of type denied whose policy span gives
+// the audit line's reason.
+func TestTheGatewaysDecisionsAreTraced(t *testing.T) {
+	exp := testutil.RecordSpans(t)
+	var reviews atomic.Int32
+	h := newHarness(t, harnessOptions{gateway: func(o *gateway.Options) {
+		o.Authenticator = tokens{callerToken: "system:serviceaccount:team-a:agent"}
+		o.Access = grantAll(t, &reviews).AuthorizationV1().SubjectAccessReviews()
+	}, server: func(obj *mcpv1alpha1.MCPServer) {
+		obj.Spec.Tools = &mcpv1alpha1.ToolFilter{Deny: []string{"delete_*"}}
+		publish("search_notes", "delete_all")(obj)
+	}})
+	for _, version := range []string{sessionEra, sessionlessVersion} {
+		t.Run(version, func(t *testing.T) {
+			exp.Reset()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url(),
+				HTTPClient: &http.Client{Transport: propagatingTransport{token: callerToken}}, MaxRetries: -1},
+				&mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			ctx, agent := otel.Tracer("agent").Start(ctx, "agent turn", trace.WithSpanKind(trace.SpanKindClient))
+			if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "delete_all", Arguments: map[string]any{}}); err == nil && !res.IsError {
+				t.Fatal("a denied tool was called")
+			}
+			if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_notes", Arguments: map[string]any{}}); err != nil || res.IsError {
+				t.Fatalf("calling search_notes: %v %+v", err, res)
+			}
+			agent.End()
+			spans := exp.GetSpans()
+			id := agent.SpanContext().TraceID()
+			for _, c := range []struct {
+				tool, outcome, decision, reason string
+			}{
+				{"delete_all", "denied", "denied", `spec.tools.deny glob "delete_*"`},
+				{"search_notes", "ok", "allowed", ""},
+			} {
+				server := spanNamed(t, spans, id, "tools/call "+c.tool, trace.SpanKindServer)
+				got := attrs(server)
+				if got["switchboard.outcome"] != c.outcome || got["gen_ai.tool.name"] != c.tool ||
+					got["mcp.method.name"] != "tools/call" || got["switchboard.server"] != "notes" {
+					t.Errorf("%s: server span attributes %v", c.tool, got)
+				}
+				if failed := server.Status.Code == codes.Error; failed != (c.outcome != "ok") || (failed && got["error.type"] != c.outcome) {
+					t.Errorf("%s: server span status %v, error.type %q", c.tool, server.Status, got["error.type"])
+				}
+				children := map[string]tracetest.SpanStub{}
+				for _, s := range spans {
+					if s.Parent.SpanID() == server.SpanContext.SpanID() {
+						children[s.Name] = s
+						if s.StartTime.Before(server.StartTime) || s.EndTime.After(server.EndTime) {
+							t.Errorf("%s: %s ran %s-%s, outside the server span's %s-%s", c.tool, s.Name,
+								s.StartTime, s.EndTime, server.StartTime, server.EndTime)
+						}
+					}
+				}
+				authn, authz, policy := children["authenticate"], children["authorize"], children["policy"]
+				if !authn.StartTime.Equal(server.StartTime) || authz.StartTime.Before(authn.EndTime) || policy.StartTime.Before(authz.EndTime) {
+					t.Errorf("%s: authenticate %s-%s, authorize %s-%s, policy %s-%s: not in the order they happen from the request's arrival at %s",
+						c.tool, authn.StartTime, authn.EndTime, authz.StartTime, authz.EndTime, policy.StartTime, policy.EndTime, server.StartTime)
+				}
+				if a := attrs(authz); a["switchboard.decision"] != "allowed" || a["switchboard.auth.cached"] == "" {
+					t.Errorf("%s: authorize span attributes %v", c.tool, a)
+				}
+				if a := attrs(policy); a["switchboard.decision"] != c.decision || !strings.Contains(a["switchboard.reason"], c.reason) ||
+					(c.reason == "") != (a["switchboard.reason"] == "") {
+					t.Errorf("%s: policy span attributes %v, want decision %s and reason %q", c.tool, a, c.decision, c.reason)
+				}
+			}
+		})
 	}
 }

@@ -29,11 +29,50 @@ func Propagator() propagation.TextMapPropagator { return propagator }
 // HeaderContext returns ctx with the remote span context and baggage of an incoming
 // request's headers; malformed ones are ignored.
 func HeaderContext(ctx context.Context, h http.Header) context.Context {
-	if h == nil || h.Get(TraceparentKey) == "" && h.Get(BaggageKey) == "" {
+	if len(h[traceparentHeader]) == 0 && len(h[baggageHeader]) == 0 {
 		return ctx
 	}
-	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+	return propagator.Extract(ctx, headerCarrier(h))
 }
+
+// The canonical forms (http.CanonicalHeaderKey) of the trace context headers: the keys
+// under which http.Header holds them.
+const (
+	traceparentHeader = "Traceparent"
+	tracestateHeader  = "Tracestate"
+	baggageHeader     = "Baggage"
+)
+
+// headerCarrier is propagation.HeaderCarrier (one value read, all values read, one
+// value set; keys case-insensitive) without canonicalizing the propagator's own keys on
+// every call, which costs an allocation each time: their canonical forms are constants.
+type headerCarrier http.Header
+
+// canonicalKey returns the canonical form of a propagator's key.
+func canonicalKey(key string) string {
+	switch key {
+	case TraceparentKey:
+		return traceparentHeader
+	case TracestateKey:
+		return tracestateHeader
+	case BaggageKey:
+		return baggageHeader
+	}
+	return http.CanonicalHeaderKey(key)
+}
+
+func (c headerCarrier) Get(key string) string {
+	if v := c[canonicalKey(key)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c headerCarrier) Values(key string) []string { return c[canonicalKey(key)] }
+
+func (c headerCarrier) Set(key, value string) { c[canonicalKey(key)] = []string{value} }
+
+func (c headerCarrier) Keys() []string { return propagation.HeaderCarrier(c).Keys() }
 
 // Meta is the trace context of a request's params._meta: its traceparent, tracestate
 // and baggage members, empty where absent or not strings.
@@ -134,50 +173,22 @@ func InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
 // InjectHeader sets the trace context and baggage of ctx in h, replacing any there, and
 // removes stale ones when ctx has none.
 func InjectHeader(ctx context.Context, h http.Header) {
-	h.Del(TraceparentKey)
-	h.Del(TracestateKey)
+	delete(h, traceparentHeader)
+	delete(h, tracestateHeader)
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return
 	}
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	propagator.Inject(ctx, headerCarrier(h))
 }
 
-// AddClientTraceEvents adds to ct hooks that record the connection work of an outgoing
-// HTTP request as events of span: DNS, connect (the address, never the path or query)
-// and the TLS handshake, which happen only when a connection is made. It leaves ct as it
-// is when span does not record, and keeps ct's own DNS, connect and TLS hooks (it has
-// none today: it would call them first).
-func AddClientTraceEvents(ct *httptrace.ClientTrace, span trace.Span) {
+// AddTLSEvents adds to ct hooks that record the TLS handshake of an outgoing HTTPS
+// request as events of span; it leaves ct as it is when span does not record, and keeps
+// ct's own handshake hooks (it has none today: it would call them first). The lookup and
+// the dial of a connection are recorded where they are made (DNSStart, DialStart): hooks
+// for them would be closures made for every request, though few dial.
+func AddTLSEvents(ct *httptrace.ClientTrace, span trace.Span) {
 	if !span.IsRecording() {
 		return
-	}
-	dnsStart, dnsDone := ct.DNSStart, ct.DNSDone
-	ct.DNSStart = func(info httptrace.DNSStartInfo) {
-		if dnsStart != nil {
-			dnsStart(info)
-		}
-		span.AddEvent("dns.start", trace.WithAttributes(attribute.String("server.address", info.Host)))
-	}
-	ct.DNSDone = func(info httptrace.DNSDoneInfo) {
-		if dnsDone != nil {
-			dnsDone(info)
-		}
-		span.AddEvent("dns.done", trace.WithAttributes(attribute.Bool("dns.failed", info.Err != nil)))
-	}
-	connectStart, connectDone := ct.ConnectStart, ct.ConnectDone
-	ct.ConnectStart = func(network, addr string) {
-		if connectStart != nil {
-			connectStart(network, addr)
-		}
-		span.AddEvent("dial.start", trace.WithAttributes(attribute.String("network.transport", network),
-			attribute.String("network.peer.address", addr)))
-	}
-	ct.ConnectDone = func(network, addr string, err error) {
-		if connectDone != nil {
-			connectDone(network, addr, err)
-		}
-		span.AddEvent("dial.done", trace.WithAttributes(attribute.String("network.peer.address", addr),
-			attribute.Bool("dial.failed", err != nil)))
 	}
 	tlsStart, tlsDone := ct.TLSHandshakeStart, ct.TLSHandshakeDone
 	ct.TLSHandshakeStart = func() {
@@ -195,6 +206,30 @@ func AddClientTraceEvents(ct *httptrace.ClientTrace, span trace.Span) {
 			attribute.String("network.protocol.name", state.NegotiatedProtocol),
 			attribute.Bool("tls.failed", err != nil)))
 	}
+}
+
+// DNSStart records on span (the span of the request a connection is made for) that
+// the lookup of host began.
+func DNSStart(span trace.Span, host string) {
+	span.AddEvent("dns.start", trace.WithAttributes(attribute.String("server.address", host)))
+}
+
+// DNSDone records on span that a lookup ended, failed or not.
+func DNSDone(span trace.Span, err error) {
+	span.AddEvent("dns.done", trace.WithAttributes(attribute.Bool("dns.failed", err != nil)))
+}
+
+// DialStart records on span that a connection to addr (an address and port, never a
+// path or query) is being made over network.
+func DialStart(span trace.Span, network, addr string) {
+	span.AddEvent("dial.start", trace.WithAttributes(attribute.String("network.transport", network),
+		attribute.String("network.peer.address", addr)))
+}
+
+// DialDone records on span that the connection to addr was made, or failed.
+func DialDone(span trace.Span, addr string, err error) {
+	span.AddEvent("dial.done", trace.WithAttributes(attribute.String("network.peer.address", addr),
+		attribute.Bool("dial.failed", err != nil)))
 }
 
 // CarryOver returns dst with the span and baggage of src: for work that must not end

@@ -83,9 +83,13 @@ type call struct {
 }
 
 // finish ends the call's spans with outcome.
-func (c *call) finish(outcome string) {
+func (c *call) finish(outcome string) { c.finishAnswered(outcome, time.Time{}) }
+
+// finishAnswered is finish for a call the server answered at answered, which is when
+// its client span ends (the server span ends now, with the answer written).
+func (c *call) finishAnswered(outcome string, answered time.Time) {
 	if c.client != nil {
-		endCallSpan(c.client, c.clientRecord, outcome)
+		endCallSpan(c.client, c.clientRecord, outcome, trace.WithTimestamp(answered))
 		c.clientRecord = nil
 	}
 	if c.span != nil {
@@ -307,8 +311,13 @@ func (s *session) answer(resp *jsonrpc.Response) relay.Verdict {
 		s.auditCall(resp.ID, c, outcome)
 	}
 	s.g.metrics.call(s.key, c.method, outcome, time.Since(c.start))
-	c.finish(outcome)
-	return relay.Forward(resp)
+	if c.span == nil && c.client == nil {
+		return relay.Forward(resp)
+	}
+	// The spans end once the answer is on its way to the client: handing them to the
+	// span processor need not delay it, and the server span then covers the write too.
+	answered := time.Now()
+	return relay.ForwardThen(resp, func() { c.finishAnswered(outcome, answered) })
 }
 
 // settle forgets the call resp answers and returns it, or nil when the client did not

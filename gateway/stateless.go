@@ -234,7 +234,7 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	}
 	g.metrics.call(sr.key, c.method, outcome, time.Since(start))
 	if client.IsRecording() {
-		endSpan(client, outcome)
+		endAfterAnswer(ctx, client, outcome)
 	}
 	if err != nil {
 		g.auditStatelessCall(sr, c, outcome, "reason", err.Error())

@@ -23,9 +23,9 @@ import (
 // whatever is unusual about it as the protocol says.
 //
 // Why: go-sdk's stateless handler builds a server session for every request and decodes
-// its body about a dozen times over, each decoding with a fresh 32 KiB buffer; for a
-// plain call that is most of what the gateway costs. The call itself goes the same way
-// as one go-sdk hands over: relayStateless judges, relays, audits and traces it. Only
+// its body about a dozen times over; for a plain call that was most of what the gateway
+// cost. The call itself goes the same way as one go-sdk hands over: relayToolCall
+// judges, relays, audits and traces it, in a server span as relayStateless makes. Only
 // the wrapping of one request and of its one answer is done here, from the front door's
 // strict decoding, and the answer is go-sdk's own JSON-RPC encoding, sent as JSON, as a
 // Streamable HTTP server may answer any request.
@@ -36,11 +36,24 @@ func (g *Gateway) serveToolCallDirectly(w http.ResponseWriter, r *http.Request, 
 	}
 	req := &mcp.CallToolRequest{Params: params, Extra: &mcp.RequestExtra{Header: r.Header}}
 	ctx := context.WithValue(r.Context(), statelessRequestKey{}, sr)
-	res, err := g.relayStateless(nil)(ctx, "tools/call", req)
+	// As relayStateless relays a call go-sdk hands it, but with the spans handed to the
+	// span processor only once the answer is written.
+	ctx, span := g.startStatelessSpan(ctx, "tools/call", req, target{key: sr.key, caller: sr.caller, version: sessionlessVersion})
+	var later laterEnds
+	if span != nil {
+		ctx = context.WithValue(ctx, laterEndsKey{}, &later)
+	}
+	res, err := g.relayToolCall(ctx, sr, req)
 	if err == nil {
 		annotateServerInfo(res, sr.client.serverInfo())
 	}
 	writeAnswer(w, msg.ID, res, err)
+	for _, end := range later {
+		end()
+	}
+	if span != nil {
+		endSpan(span, outcomeOf(res, err))
+	}
 	return true
 }
 

@@ -377,24 +377,44 @@ func nameTool(span trace.Span, method, tool string, published bool) {
 
 // endSpan ends a span with the outcome the audit line records; an outcome other than
 // ok is an error of that type.
-func endSpan(span trace.Span, outcome string) {
+func endSpan(span trace.Span, outcome string, opts ...trace.SpanEndOption) {
 	if !span.IsRecording() {
-		span.End()
+		span.End(opts...)
 		return
 	}
 	span.SetAttributes(outcomeAttrs(outcome)...)
 	if outcome != outcomeOK {
 		span.SetStatus(codes.Error, outcome)
 	}
-	span.End()
+	span.End(opts...)
+}
+
+// laterEndsKey carries a *laterEnds in a request's context: the request's answer is
+// written before its spans end (see endAfterAnswer).
+type laterEndsKey struct{}
+
+// laterEnds are the span endings a request put off until its answer is written.
+type laterEnds []func()
+
+// endAfterAnswer ends span with outcome as endSpan does, at the time of this call; where
+// ctx carries laterEnds it hands the span to the span processor only once the answer is
+// written, so that doing so does not delay the answer.
+func endAfterAnswer(ctx context.Context, span trace.Span, outcome string) {
+	later, ok := ctx.Value(laterEndsKey{}).(*laterEnds)
+	if !ok {
+		endSpan(span, outcome)
+		return
+	}
+	ended := time.Now()
+	*later = append(*later, func() { endSpan(span, outcome, trace.WithTimestamp(ended)) })
 }
 
 // endCallSpan ends a span whose record gathered its attributes and children
 // (startCallSpan, startUpstreamSpan): the children are recorded with the times they
 // happened, and the attributes set with the outcome's. With rec nil it is endSpan.
-func endCallSpan(span trace.Span, rec *spanRecord, outcome string) {
+func endCallSpan(span trace.Span, rec *spanRecord, outcome string, opts ...trace.SpanEndOption) {
 	if rec == nil {
-		endSpan(span, outcome)
+		endSpan(span, outcome, opts...)
 		return
 	}
 	if rec.front != nil || rec.policed {
@@ -409,7 +429,7 @@ func endCallSpan(span trace.Span, rec *spanRecord, outcome string) {
 	if outcome != outcomeOK {
 		span.SetStatus(codes.Error, outcome)
 	}
-	span.End()
+	span.End(opts...)
 }
 
 // publishes reports whether the server's published tools (status.tools) name tool.

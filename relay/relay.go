@@ -40,6 +40,7 @@ type Verdict struct {
 	forward jsonrpc.Message // written to the other side when non-nil
 	answer  jsonrpc.Message // written back to the side the message came from when non-nil
 	ctx     context.Context // the context of the write when non-nil
+	then    func()          // called once the forward has been written (or failed to be)
 }
 
 // Forward passes msg on to the other side: the message the hook saw, or a rewrite of it.
@@ -50,6 +51,13 @@ func Forward(msg jsonrpc.Message) Verdict { return Verdict{forward: msg} }
 // (the span of the outgoing request, say).
 func ForwardContext(ctx context.Context, msg jsonrpc.Message) Verdict {
 	return Verdict{forward: msg, ctx: ctx}
+}
+
+// ForwardThen is Forward, with then called once msg has been written to the other side
+// (or its write has failed): for work that belongs to the message but need not delay it,
+// such as ending the spans of the call it answers.
+func ForwardThen(msg jsonrpc.Message, then func()) Verdict {
+	return Verdict{forward: msg, then: then}
 }
 
 // Drop forwards nothing.
@@ -89,12 +97,28 @@ func Chain(hooks ...Hook) Hook {
 			if next.ctx == nil {
 				next.ctx = v.ctx
 			}
+			next.then = both(v.then, next.then)
 			if v = next; v.forward == nil {
+				if v.then != nil {
+					v.then() // nothing is written: what waited for the write is due now
+					v.then = nil
+				}
 				return v
 			}
 		}
 		return v
 	}
+}
+
+// both returns a function that calls a then b, either of which may be nil.
+func both(a, b func()) func() {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func() { a(); b() }
 }
 
 // Options are a Relay's hooks. Every field is optional.
@@ -162,13 +186,20 @@ func (r *Relay) loop(ctx context.Context, from Side) {
 			}
 		}
 		if v.forward == nil {
+			if v.then != nil {
+				v.then()
+			}
 			continue
 		}
 		wctx := ctx
 		if v.ctx != nil {
 			wctx = v.ctx
 		}
-		if err := dst.Write(wctx, v.forward); err != nil && r.opts.WriteFailed != nil {
+		err = dst.Write(wctx, v.forward)
+		if v.then != nil {
+			v.then()
+		}
+		if err != nil && r.opts.WriteFailed != nil {
 			if r.opts.WriteFailed(wctx, from.Other(), v.forward, err) {
 				return
 			}

@@ -422,3 +422,81 @@ func TestChainRewritesAndDrops(t *testing.T) {
 		t.Error("the server side is still open after the client side closed")
 	}
 }
+
+// scriptedConn is a connection that reads the messages given, then fails as if closed,
+// and records what is written to it (failing each write with writeErr).
+type scriptedConn struct {
+	reads    chan jsonrpc.Message
+	written  atomic.Int32
+	writeErr error
+}
+
+func newScriptedConn(msgs ...jsonrpc.Message) *scriptedConn {
+	c := &scriptedConn{reads: make(chan jsonrpc.Message, len(msgs))}
+	for _, m := range msgs {
+		c.reads <- m
+	}
+	close(c.reads)
+	return c
+}
+
+func (c *scriptedConn) Read(context.Context) (jsonrpc.Message, error) {
+	if m, ok := <-c.reads; ok {
+		return m, nil
+	}
+	return nil, errors.New("closed")
+}
+
+func (c *scriptedConn) Write(context.Context, jsonrpc.Message) error {
+	c.written.Add(1)
+	return c.writeErr
+}
+
+func (c *scriptedConn) Close() error      { return nil }
+func (c *scriptedConn) SessionID() string { return "" }
+
+func TestForwardThenRunsOnceTheMessageIsWritten(t *testing.T) {
+	for _, writeErr := range []error{nil, errors.New("the client is gone")} {
+		resp := &jsonrpc.Response{ID: mustID(t, "a"), Result: json.RawMessage(`{}`)}
+		server, client := newScriptedConn(resp), newScriptedConn()
+		client.writeErr = writeErr
+		var writtenBefore, calls atomic.Int32
+		hook := relay.Chain(
+			func(_ context.Context, _ relay.Side, msg jsonrpc.Message) relay.Verdict {
+				return relay.ForwardThen(msg, func() { calls.Add(1); writtenBefore.Store(client.written.Load()) })
+			},
+			func(_ context.Context, _ relay.Side, msg jsonrpc.Message) relay.Verdict {
+				return relay.ForwardThen(msg, func() { calls.Add(1) })
+			},
+		)
+		relay.New(client, server, relay.Options{Hook: hook}).Run(t.Context())
+		if calls.Load() != 2 || writtenBefore.Load() != 1 {
+			t.Errorf("write error %v: then ran %d times (want 2, once per hook), after %d writes (want 1)",
+				writeErr, calls.Load(), writtenBefore.Load())
+		}
+	}
+}
+
+func TestForwardThenRunsWhenALaterHookDrops(t *testing.T) {
+	server, client := newScriptedConn(&jsonrpc.Response{ID: mustID(t, "a"), Result: json.RawMessage(`{}`)}), newScriptedConn()
+	var calls atomic.Int32
+	hook := relay.Chain(
+		func(_ context.Context, _ relay.Side, msg jsonrpc.Message) relay.Verdict {
+			return relay.ForwardThen(msg, func() { calls.Add(1) })
+		},
+		func(context.Context, relay.Side, jsonrpc.Message) relay.Verdict { return relay.Drop() },
+	)
+	relay.New(client, server, relay.Options{Hook: hook}).Run(t.Context())
+	if calls.Load() != 1 || client.written.Load() != 0 {
+		t.Errorf("then ran %d times and %d messages were written; want 1 and 0", calls.Load(), client.written.Load())
+	}
+}
+
+func mustID(t *testing.T, v any) jsonrpc.ID {
+	t.Helper()
+	id, err := jsonrpc.MakeID(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -85,7 +86,7 @@ func BenchmarkToolsCall(b *testing.B) {
 				for _, target := range targets {
 					b.Run(fmt.Sprintf("clients=%d/%s", clients, target.name), func(b *testing.B) {
 						if target.name == "gateway-traced" {
-							traceEverything(b)
+							testutil.TraceEverything(b)
 						}
 						benchmarkToolsCall(b, target.url, era.version, clients, &mcp.CallToolParams{Name: "test_simple_text"})
 					})
@@ -140,19 +141,6 @@ func BenchmarkTracingCost(b *testing.B) {
 			b.ReportMetric(p50(on)/p50(off), "p50-on/off")
 		})
 	}
-}
-
-// traceEverything installs, until b ends, a tracer provider that samples every trace
-// and hands the spans to a batch span processor whose exporter drops them.
-func traceEverything(b *testing.B) {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(1))),
-		sdktrace.WithBatcher(tracetest.NewNoopExporter()))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	b.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
 }
 
 // alternateCalls connects one client of the protocol version given to url and makes b.N

@@ -9,13 +9,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
@@ -29,14 +27,7 @@ import (
 //
 //	go test -run '^$' -bench CallSpans -benchtime 20000x -count 5 ./gateway/
 func BenchmarkCallSpans(b *testing.B) {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(1))),
-		sdktrace.WithBatcher(tracetest.NewNoopExporter()))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	b.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
+	testutil.TraceEverything(b)
 	g := &Gateway{}
 	caller := &catalog.Identity{User: authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:agent"}}
 	key := connector.Key{Namespace: "team-a", Name: "notes"}

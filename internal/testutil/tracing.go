@@ -24,3 +24,18 @@ func RecordSpans(t testing.TB) *tracetest.InMemoryExporter {
 	})
 	return exp
 }
+
+// TraceEverything installs, until t ends, a tracer provider that samples every trace
+// and hands the spans to a batch span processor whose exporter drops them: tracing as a
+// deployment runs it, for benchmarks of what it costs.
+func TraceEverything(t testing.TB) {
+	t.Helper()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(1))),
+		sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prev)
+		_ = tp.Shutdown(context.Background())
+	})
+}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // SharedProcess exposes the shared-mode multiplexer to the package's external tests, which
@@ -89,7 +91,7 @@ func TestSessionCallsGetARandomProgressTokenOfTheProcess(t *testing.T) {
 		{"not an object", `[1]`, ``, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := &jsonrpc.Request{ID: testID(t, 1), Method: "tools/call", Params: json.RawMessage(tc.params)}
+			req := &jsonrpc.Request{ID: testutil.ID(t, 1), Method: "tools/call", Params: json.RawMessage(tc.params)}
 			out, call, err := newSessionCall(req)
 			if tc.wantErr {
 				if err == nil {
@@ -135,15 +137,6 @@ func TestProcessIDsAreRandomAndShort(t *testing.T) {
 		}
 		seen[id] = true
 	}
-}
-
-func testID(t *testing.T, n float64) jsonrpc.ID {
-	t.Helper()
-	id, err := jsonrpc.MakeID(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }
 
 func TestResourceUpdatesReachSubscribersOfTheResourceOrAParent(t *testing.T) {

@@ -333,6 +333,9 @@ func TestTheDirectAnswerJudgesTheNameItForwards(t *testing.T) {
 		{"an escape in the member's name", "delete_all", `{"n\u0061me":"delete_all","arguments":{},` + meta + `}`, refused},
 		{"a second spelling of name", "echo", `{"name":"echo","NAME":"delete_all","arguments":{},` + meta + `}`, invalidRequest},
 		{"_meta spelled otherwise", "delete_all", `{"name":"delete_all","arguments":{},` + strings.Replace(meta, "_meta", "_META", 1) + `}`, invalidRequest},
+		// Past the few names the front door compares in turn, they are kept by folded
+		// form: a case twin 20,000 members on is found there, and in linear time.
+		{"a case twin far into wide arguments", "echo", `{"name":"echo","arguments":` + wideArguments(20000, `"M0":"x"`) + `,` + meta + `}`, invalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, code := postSessionless(t, h, header(tc.header), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":`+tc.params+`}`)
@@ -368,4 +371,15 @@ func TestTheDirectAnswerJudgesTheNameItForwards(t *testing.T) {
 	if n := h.upstream.calls("tools/call"); n != 1 {
 		t.Errorf("the server received %d tools/call, want 1", n)
 	}
+}
+
+// wideArguments is a JSON object of n members "m0".."m{n-1}" and then last.
+func wideArguments(n int, last string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		fmt.Fprintf(&b, `"m%d":%d,`, i, i)
+	}
+	b.WriteString(last + "}")
+	return b.String()
 }

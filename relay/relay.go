@@ -99,11 +99,7 @@ func Chain(hooks ...Hook) Hook {
 			}
 			next.then = both(v.then, next.then)
 			if v = next; v.forward == nil {
-				if v.then != nil {
-					v.then() // nothing is written: what waited for the write is due now
-					v.then = nil
-				}
-				return v
+				return v // the relay runs then at once: nothing is written
 			}
 		}
 		return v
@@ -187,7 +183,7 @@ func (r *Relay) loop(ctx context.Context, from Side) {
 		}
 		if v.forward == nil {
 			if v.then != nil {
-				v.then()
+				v.then() // nothing is written: what waited for the write is due now
 			}
 			continue
 		}

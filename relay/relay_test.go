@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
 
@@ -457,7 +458,7 @@ func (c *scriptedConn) SessionID() string { return "" }
 
 func TestForwardThenRunsOnceTheMessageIsWritten(t *testing.T) {
 	for _, writeErr := range []error{nil, errors.New("the client is gone")} {
-		resp := &jsonrpc.Response{ID: mustID(t, "a"), Result: json.RawMessage(`{}`)}
+		resp := &jsonrpc.Response{ID: testutil.ID(t, "a"), Result: json.RawMessage(`{}`)}
 		server, client := newScriptedConn(resp), newScriptedConn()
 		client.writeErr = writeErr
 		var writtenBefore, calls atomic.Int32
@@ -478,7 +479,7 @@ func TestForwardThenRunsOnceTheMessageIsWritten(t *testing.T) {
 }
 
 func TestForwardThenRunsWhenALaterHookDrops(t *testing.T) {
-	server, client := newScriptedConn(&jsonrpc.Response{ID: mustID(t, "a"), Result: json.RawMessage(`{}`)}), newScriptedConn()
+	server, client := newScriptedConn(&jsonrpc.Response{ID: testutil.ID(t, "a"), Result: json.RawMessage(`{}`)}), newScriptedConn()
 	var calls atomic.Int32
 	hook := relay.Chain(
 		func(_ context.Context, _ relay.Side, msg jsonrpc.Message) relay.Verdict {
@@ -490,13 +491,4 @@ func TestForwardThenRunsWhenALaterHookDrops(t *testing.T) {
 	if calls.Load() != 1 || client.written.Load() != 0 {
 		t.Errorf("then ran %d times and %d messages were written; want 1 and 0", calls.Load(), client.written.Load())
 	}
-}
-
-func mustID(t *testing.T, v any) jsonrpc.ID {
-	t.Helper()
-	id, err := jsonrpc.MakeID(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }

@@ -59,11 +59,11 @@ var metaMembers = []string{"progressToken"}
 // body is read once: the checks of every value and the decisive members come from the
 // same reading.
 func CheckBody(body []byte) (*Body, error) {
-	w := newWalker(body)
-	defer w.close()
 	if len(bytes.TrimLeft(body, " \t\r\n")) == 0 {
 		return nil, fmt.Errorf("%w: the body is empty", ErrInvalid)
 	}
+	w := newWalker(body)
+	defer w.close()
 	var b *Body
 	if w.dec.PeekKind() != '[' {
 		m, err := w.message(0)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 func TestCheckBodyRefusesWhatReadersCouldReadTwoWays(t *testing.T) {
@@ -73,10 +73,10 @@ func TestCheckBodyReadsTheEnvelope(t *testing.T) {
 	if !b.Batch || len(b.Messages) != 3 || calls != 1 {
 		t.Fatalf("got batch=%v, %d messages, %d calls; want a batch of 3 with 1 call", b.Batch, len(b.Messages), calls)
 	}
-	if m := b.Messages[0]; m.Method != "tools/call" || m.ID != mustID(t, float64(1)) || string(m.Params) != `{"name":"a"}` {
+	if m := b.Messages[0]; m.Method != "tools/call" || m.ID != testutil.ID(t, float64(1)) || string(m.Params) != `{"name":"a"}` {
 		t.Fatalf("first message read as %+v", m)
 	}
-	if m := b.Messages[2]; m.Method != "" || m.ID != mustID(t, "x") || m.IsCall() {
+	if m := b.Messages[2]; m.Method != "" || m.ID != testutil.ID(t, "x") || m.IsCall() {
 		t.Fatalf("the response read as %+v", m)
 	}
 }
@@ -105,15 +105,6 @@ func TestDecodeParamsDecidesOnTheExactMembers(t *testing.T) {
 	if p, err := DecodeParams(nil); err != nil || p.Name != "" {
 		t.Fatalf("absent params: %+v, %v", p, err)
 	}
-}
-
-func mustID(t *testing.T, v any) jsonrpc.ID {
-	t.Helper()
-	id, err := jsonrpc.MakeID(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }
 
 // FuzzCheck holds Check to its promise: whatever it accepts, Go's encoding/json (which
@@ -249,7 +240,7 @@ func TestCheckBodyReadsParamsAsTheyLieInTheBody(t *testing.T) {
 			t.Fatalf("CheckBody(%q): %v", body, err)
 		}
 		m := b.Messages[len(b.Messages)-1]
-		if m.Method != "tools/call" || m.ID != mustID(t, float64(1)) || string(m.Params) != `{"name":"a","arguments":{"x":[1,2]}}` {
+		if m.Method != "tools/call" || m.ID != testutil.ID(t, float64(1)) || string(m.Params) != `{"name":"a","arguments":{"x":[1,2]}}` {
 			t.Errorf("CheckBody(%q) read method %q, id %v, params %q", body, m.Method, m.ID.Raw(), m.Params)
 		}
 		p, err := DecodeParams(m.Params)

@@ -91,7 +91,7 @@ func TestSessionCallsGetARandomProgressTokenOfTheProcess(t *testing.T) {
 		{"not an object", `[1]`, ``, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := &jsonrpc.Request{ID: testutil.ID(t, 1), Method: "tools/call", Params: json.RawMessage(tc.params)}
+			req := &jsonrpc.Request{ID: testutil.ID(t, float64(1)), Method: "tools/call", Params: json.RawMessage(tc.params)}
 			out, call, err := newSessionCall(req)
 			if tc.wantErr {
 				if err == nil {

@@ -3,9 +3,11 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -207,6 +209,27 @@ func withCarrier(ctx context.Context, meta map[string]any) map[string]any {
 	return out
 }
 
+// endedSpans returns the spans exported so far once trace id holds the server span
+// "tools/call TOOL" of each tool given: a call's spans end once its answer is written,
+// which can be just after its client has read it. The gateway ends a call's other spans
+// before its server span.
+func endedSpans(t *testing.T, exp *tracetest.InMemoryExporter, id trace.TraceID, tools ...string) tracetest.SpanStubs {
+	t.Helper()
+	var spans tracetest.SpanStubs
+	testutil.Eventually(t, 5*time.Second, "the calls' server spans to end", func() error {
+		spans = exp.GetSpans()
+		for _, tool := range tools {
+			if !slices.ContainsFunc(spans, func(s tracetest.SpanStub) bool {
+				return s.SpanContext.TraceID() == id && s.Name == "tools/call "+tool && s.SpanKind == trace.SpanKindServer
+			}) {
+				return fmt.Errorf("no server span of %s yet", tool)
+			}
+		}
+		return nil
+	})
+	return spans
+}
+
 // spanNamed returns the ended span of trace id named name (of kind, when given), or
 // fails.
 func spanNamed(t *testing.T, spans tracetest.SpanStubs, id trace.TraceID, name string, kind ...trace.SpanKind) tracetest.SpanStub {
@@ -264,8 +287,8 @@ func TestOneTraceFromTheAgentThroughTheGatewayToTheServer(t *testing.T) {
 				o.Access = grantAll(t, &reviews).AuthorizationV1().SubjectAccessReviews()
 			}, server: publish("search_notes")})
 			agent := agentCall(t, h.url(), era.version, propagatingTransport{token: callerToken, traceparent: era.header}, era.inMeta, nil)
-			spans := exp.GetSpans()
 			id := agent.TraceID()
+			spans := endedSpans(t, exp, id, "search_notes")
 			server := spanNamed(t, spans, id, "tools/call search_notes", trace.SpanKindServer)
 			if server.SpanKind != trace.SpanKindServer || server.Parent.SpanID() != agent.SpanID() {
 				t.Errorf("the gateway's span is a %s span whose parent is %s, want a server span under the agent's %s",
@@ -350,8 +373,8 @@ func TestATraceThroughAToolset(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			exp.Reset()
 			_, agent := callAsAgent(t, h.url(), version, "search")
-			spans := exp.GetSpans()
 			id := agent.SpanContext().TraceID()
+			spans := endedSpans(t, exp, id, "search")
 			server := spanNamed(t, spans, id, "tools/call search", trace.SpanKindServer)
 			got := attrs(server)
 			for k, v := range map[string]string{"switchboard.toolset": "support-agent", "switchboard.origin": "notes",
@@ -404,12 +427,16 @@ func TestAMalformedTraceContextStartsANewTrace(t *testing.T) {
 			t.Fatalf("%s: a call with a malformed trace context failed: %v %+v", version, err, res)
 		}
 		var server *tracetest.SpanStub
-		for _, s := range exp.GetSpans() {
-			if s.Name == "tools/call search_notes" && s.SpanKind == trace.SpanKindServer {
-				server = &s
+		testutil.Eventually(t, 5*time.Second, "the call's server span to end", func() error {
+			for _, s := range exp.GetSpans() {
+				if s.Name == "tools/call search_notes" && s.SpanKind == trace.SpanKindServer {
+					server = &s
+					return nil
+				}
 			}
-		}
-		if server == nil || server.Parent.IsValid() || !server.SpanContext.IsValid() {
+			return errors.New("no server span yet")
+		})
+		if server.Parent.IsValid() || !server.SpanContext.IsValid() {
 			t.Fatalf("%s: want the gateway's server span at the root of a new trace, got %+v", version, server)
 		}
 	}
@@ -427,7 +454,8 @@ func TestNoSecretInSpans(t *testing.T) {
 		o.Access = grantAll(t, &reviews).AuthorizationV1().SubjectAccessReviews()
 	}, server: publish("search_notes")})
 	for _, version := range []string{sessionEra, sessionlessVersion} {
-		agentCall(t, h.url(), version, propagatingTransport{token: callerToken}, true, map[string]any{"note": "argument-secret-5"})
+		agent := agentCall(t, h.url(), version, propagatingTransport{token: callerToken}, true, map[string]any{"note": "argument-secret-5"})
+		endedSpans(t, exp, agent.TraceID(), "search_notes")
 	}
 	// A refused caller's span too.
 	agentCallRefused(t, h.url(), "forged-token-31")
@@ -472,8 +500,8 @@ func TestATraceThroughTheBridge(t *testing.T) {
 				t.Fatalf("search_notes answered no content through the bridge: %+v", res)
 			}
 			received := strings.TrimPrefix(res.Content[0].(*mcp.TextContent).Text, "traceparent=")
-			spans := exp.GetSpans()
 			id := agent.SpanContext().TraceID()
+			spans := endedSpans(t, exp, id, "search_notes")
 			client2 := spanNamed(t, spans, id, "tools/call search_notes", trace.SpanKindClient)
 			var bridgeSpan *tracetest.SpanStub
 			for _, s := range spans {
@@ -566,8 +594,8 @@ func TestTheGatewaysDecisionsAreTraced(t *testing.T) {
 				t.Fatalf("calling search_notes: %v %+v", err, res)
 			}
 			agent.End()
-			spans := exp.GetSpans()
 			id := agent.SpanContext().TraceID()
+			spans := endedSpans(t, exp, id, "delete_all", "search_notes")
 			for _, c := range []struct {
 				tool, outcome, decision, reason string
 			}{

@@ -57,7 +57,7 @@ func (s *session) traceCall(ctx context.Context, req *jsonrpc.Request) (*jsonrpc
 	if req.Method == "tools/call" {
 		cs.tool = params.Name
 	}
-	rewritten, err := tracing.MetaParams(req.Params, tracing.MetaOfContext(ctx))
+	rewritten, err := tracing.MetaParams(req.Params, params.MetaEnd, tracing.MetaOfContext(ctx))
 	if err != nil {
 		return req, cs
 	}

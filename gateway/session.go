@@ -233,7 +233,7 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 	ctx, c.client, c.clientRecord = startUpstreamSpan(ctx, req.Method, tool, s.key)
 	// The server continues the trace from _meta as well as from the HTTP headers the
 	// connector sets: the caller's trace context in _meta gives way to the gateway's.
-	if rewritten, err := tracing.MetaParams(req.Params, tracing.MetaOfContext(ctx)); err == nil {
+	if rewritten, err := tracing.MetaParams(req.Params, params.MetaEnd, tracing.MetaOfContext(ctx)); err == nil {
 		forwarded := *req
 		forwarded.Params = rewritten
 		return relay.ForwardContext(ctx, &forwarded)

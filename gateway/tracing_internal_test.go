@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
@@ -37,6 +38,10 @@ func BenchmarkCallSpans(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	read, err := mcpmsg.DecodeParams(params)
+	if err != nil {
+		b.Fatal(err)
+	}
 	r := httptest.NewRequest(http.MethodPost, "/mcp/namespaces/team-a/servers/notes", nil)
 	b.ReportAllocs()
 	for range b.N {
@@ -51,7 +56,7 @@ func BenchmarkCallSpans(b *testing.B) {
 			tracing.Meta{}, "tools/call", id, t, "search_notes", true)
 		rec.decided(time.Now(), "")
 		ctx, client, clientRec := startUpstreamSpan(ctx, "tools/call", "search_notes", key)
-		if _, err := tracing.MetaParams(params, tracing.MetaOfContext(ctx)); err != nil {
+		if _, err := tracing.MetaParams(params, read.MetaEnd, tracing.MetaOfContext(ctx)); err != nil {
 			b.Fatal(err)
 		}
 		// The connector's request upstream.

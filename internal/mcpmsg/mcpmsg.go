@@ -121,6 +121,22 @@ type Params struct {
 	// params._meta (SEP-414), read from this same decoding; empty when absent or not a
 	// string. Nothing is decided on them: a malformed one only starts a new trace.
 	Traceparent, Tracestate, Baggage string
+	// MetaEnd is where members can be added to these params' _meta without reading
+	// them again; see [MetaEnd].
+	MetaEnd MetaEnd
+}
+
+// MetaEnd is where a forwarder can add members (its own trace context) to the _meta of
+// the params DecodeParams read: at Offset in them, the closing brace of _meta, or of
+// params when they have no _meta (InMeta false; the members then go in a new _meta),
+// after a comma when the object that closes there has members. The zero MetaEnd (Offset
+// 0) says there is no such place: params were absent or their _meta is null, or _meta
+// has a member that names a trace context (traceparent, tracestate, baggage) in some
+// spelling, which a forwarder sending its own must take out rather than add to.
+type MetaEnd struct {
+	Offset  int
+	InMeta  bool
+	Members bool
 }
 
 // DecodeParams strictly decodes params (absent params decode to the zero Params): they
@@ -361,7 +377,9 @@ func (w *walker) params(depth int, p *Params) error {
 	if err := w.openObject(depth, "params"); err != nil {
 		return err
 	}
-	return w.members("params", paramsMembers, func(decisive string, _ []byte) error {
+	members, meta := false, false
+	err := w.members("params", paramsMembers, func(decisive string, _ []byte) error {
+		members = true
 		var into *string
 		switch decisive {
 		case "name":
@@ -371,6 +389,7 @@ func (w *walker) params(depth int, p *Params) error {
 		case "uri":
 			into = &p.URI
 		case "_meta":
+			meta = true
 			if w.dec.PeekKind() == 'n' {
 				return w.value(depth + 1)
 			}
@@ -387,6 +406,11 @@ func (w *walker) params(depth int, p *Params) error {
 		}
 		return nil
 	})
+	if err == nil && !meta {
+		// Just read: params' closing brace.
+		p.MetaEnd = MetaEnd{Offset: int(w.dec.InputOffset()) - 1, Members: members}
+	}
+	return err
 }
 
 // meta reads params._meta into p: its progress token as sent, and the trace context
@@ -395,7 +419,11 @@ func (w *walker) meta(depth int, p *Params) error {
 	if err := w.openObject(depth, "params._meta"); err != nil {
 		return err
 	}
-	return w.members("params._meta", metaMembers, func(decisive string, name []byte) error {
+	members, traceNamed := false, false
+	err := w.members("params._meta", metaMembers, func(decisive string, name []byte) error {
+		members = true
+		traceNamed = traceNamed || bytes.EqualFold(name, []byte("traceparent")) ||
+			bytes.EqualFold(name, []byte("tracestate")) || bytes.EqualFold(name, []byte("baggage"))
 		var into *string
 		switch {
 		case decisive == "progressToken":
@@ -417,6 +445,11 @@ func (w *walker) meta(depth int, p *Params) error {
 		}
 		return err
 	})
+	if err == nil && !traceNamed {
+		// Just read: _meta's closing brace.
+		p.MetaEnd = MetaEnd{Offset: int(w.dec.InputOffset()) - 1, InMeta: true, Members: members}
+	}
+	return err
 }
 
 // fewMembers is how many members an object may have before memberNames keeps their

@@ -159,6 +159,45 @@ func BenchmarkCheckBodyToolsCall(b *testing.B) {
 	}
 }
 
+// DecodeParams says where a forwarder's trace context can go in the params it read
+// without reading them again: the closing brace of _meta, or of params without one; and
+// nowhere when _meta already names a trace context, in any spelling, or is null.
+func TestDecodeParamsFindsWhereMetaEnds(t *testing.T) {
+	for _, tc := range []struct {
+		params string
+		at     string // what params hold from the place on; "" for no place
+		want   MetaEnd
+	}{
+		{`{"name":"x","arguments":{"_meta":{}}}`, "}", MetaEnd{Members: true}},
+		{" {\n} ", "} ", MetaEnd{}},
+		{`{"_meta":{"progressToken":1} , "name":"x"}`, `} , "name":"x"}`, MetaEnd{InMeta: true, Members: true}},
+		{`{"name":"x","_meta":{ }}`, "}}", MetaEnd{InMeta: true}},
+		{`{"\u005fmeta":{"k":"v"}}`, "}}", MetaEnd{InMeta: true, Members: true}},
+		{`{"_meta":{"k":{"traceparent":1}}}`, "}}", MetaEnd{InMeta: true, Members: true}},
+		{`{"_meta":{"TraceParent":"x"}}`, "", MetaEnd{}},
+		{`{"_meta":{"k":1,"BAGGAGE":"x"}}`, "", MetaEnd{}},
+		{`{"_meta":{"tracestate":"x"}}`, "", MetaEnd{}},
+		{`{"name":"x","_meta":null}`, "", MetaEnd{}},
+		{``, "", MetaEnd{}},
+	} {
+		p, err := DecodeParams(json.RawMessage(tc.params))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.params, err)
+		}
+		got := p.MetaEnd
+		if tc.at == "" {
+			if got != (MetaEnd{}) {
+				t.Errorf("%s: a place to add to _meta at %+v, want none", tc.params, got)
+			}
+			continue
+		}
+		tc.want.Offset = len(tc.params) - len(tc.at)
+		if got != tc.want {
+			t.Errorf("%s: %+v, want %+v (%q from there)", tc.params, got, tc.want, tc.at)
+		}
+	}
+}
+
 func TestCheckBodyRefusesALoneMisspelledDecisiveMember(t *testing.T) {
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"NAME":"echo"}}`,

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 )
 
 // MetaParams returns params, which passed mcpmsg's checks (no member two readers
@@ -15,9 +17,17 @@ import (
 // caller's. Only _meta's value is rewritten, or added as params' last member when they
 // have none: every other member of params is forwarded byte for byte as it was judged,
 // and every other member of _meta as it was read. A _meta member that names a trace
-// context key in another case is dropped too, so that no reader finds two. Every traced
-// call through a session passes here: params are read once, by a reused decoder.
-func MetaParams(params json.RawMessage, m Meta) (json.RawMessage, error) {
+// context key in another case is dropped too, so that no reader finds two.
+//
+// Every traced call through a session passes here. at is where mcpmsg's decoding of
+// these same params found m can be added (see mcpmsg.MetaEnd): where it found a place,
+// m's members are put there and params are not read again; otherwise (the caller's _meta
+// carries a trace context of its own, or is null) they are read once more, by a reused
+// decoder, to take the caller's out.
+func MetaParams(params json.RawMessage, at mcpmsg.MetaEnd, m Meta) (json.RawMessage, error) {
+	if at.Offset > 0 && at.Offset < len(params) && params[at.Offset] == '}' {
+		return insertMeta(params, at, m)
+	}
 	if len(bytes.TrimSpace(params)) == 0 {
 		out, err := appendMeta([]byte(`{"_meta":`), nil, m)
 		if err != nil {
@@ -80,6 +90,43 @@ func MetaParams(params json.RawMessage, m Meta) (json.RawMessage, error) {
 		return nil, err
 	}
 	return append(out, '}'), nil
+}
+
+// insertMeta returns params with m's members added at at, the closing brace of their
+// _meta or, in a _meta of their own, of params.
+func insertMeta(params json.RawMessage, at mcpmsg.MetaEnd, m Meta) (json.RawMessage, error) {
+	out := make([]byte, 0, len(params)+len(m.Traceparent)+len(m.Tracestate)+len(m.Baggage)+64)
+	out = append(out, params[:at.Offset]...)
+	comma := at.Members
+	if !at.InMeta {
+		if comma {
+			out = append(out, ',')
+		}
+		out = append(out, `"_meta":{`...)
+		comma = false
+	}
+	var err error
+	for _, kv := range [...][2]string{{TraceparentKey, m.Traceparent}, {TracestateKey, m.Tracestate}, {BaggageKey, m.Baggage}} {
+		if kv[1] == "" {
+			continue
+		}
+		if comma {
+			out = append(out, ',')
+		}
+		comma = true
+		out = append(out, '"')
+		out = append(out, kv[0]...)
+		out = append(out, `":`...)
+		// tracestate and baggage are the caller's, as the propagator parsed them: W3C
+		// lets a tracestate value hold a quote or a backslash.
+		if out, err = jsontext.AppendQuote(out, kv[1]); err != nil {
+			return nil, err
+		}
+	}
+	if !at.InMeta {
+		out = append(out, '}')
+	}
+	return append(out, params[at.Offset:]...), nil
 }
 
 // appendMeta appends to dst the _meta object to send: old's members (when old is an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -56,10 +57,7 @@ func TestMetaWinsOverTheHeaderAndNonsenseIsIgnored(t *testing.T) {
 func TestMetaParamsReplacesOnlyTheTraceContext(t *testing.T) {
 	in := `{"name":"search_notes","arguments":{"q":"x","_meta":{"traceparent":"keep-me"}},` +
 		`"_meta":{"progressToken":7,"TraceParent":"old","tracestate":"old=1","baggage":"tenant=acme","other":{"a":[1,2]}}}`
-	out, err := tracing.MetaParams(json.RawMessage(in), tracing.Meta{Traceparent: metaParent})
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := metaParams(t, in, tracing.Meta{Traceparent: metaParent})
 	p, err := mcpmsg.DecodeParams(out)
 	if err != nil {
 		t.Fatalf("the result is not params a strict reader accepts: %v\n%s", err, out)
@@ -67,10 +65,7 @@ func TestMetaParamsReplacesOnlyTheTraceContext(t *testing.T) {
 	if p.Name != "search_notes" || string(p.ProgressToken) != "7" || p.Traceparent != metaParent || p.Tracestate != "" || p.Baggage != "" {
 		t.Errorf("decoded %+v from %s", p, out)
 	}
-	withBaggage, err := tracing.MetaParams(json.RawMessage(in), tracing.Meta{Traceparent: metaParent, Baggage: "tenant=blue"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	withBaggage := metaParams(t, in, tracing.Meta{Traceparent: metaParent, Baggage: "tenant=blue"})
 	if p, err := mcpmsg.DecodeParams(withBaggage); err != nil || p.Baggage != "tenant=blue" {
 		t.Errorf("with baggage to send, decoded %+v, %v from %s", p, err, withBaggage)
 	}
@@ -93,10 +88,7 @@ func TestMetaParamsReplacesOnlyTheTraceContext(t *testing.T) {
 	arguments := `"arguments" : {"q":"caf\u00e9", "n":1.50}`
 	spaced := "{\n  \"name\":\"search_notes\",\n  " + arguments + "\n}"
 	for _, in := range []string{spaced, `{"_meta":{"progressToken":"p"},` + arguments + `}`} {
-		out, err := tracing.MetaParams(json.RawMessage(in), tracing.Meta{Traceparent: metaParent})
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := metaParams(t, in, tracing.Meta{Traceparent: metaParent})
 		if !strings.Contains(string(out), arguments) {
 			t.Errorf("the arguments were rewritten: %s became %s", in, out)
 		}
@@ -108,25 +100,57 @@ func TestMetaParamsReplacesOnlyTheTraceContext(t *testing.T) {
 	// _meta spelled with an escape is the _meta a strict reader finds: its trace context
 	// gives way too.
 	escaped := `{"name":"x","\u005fmeta":{"traceparent":"` + headerParent + `","progressToken":1}}`
-	out, err = tracing.MetaParams(json.RawMessage(escaped), tracing.Meta{Traceparent: metaParent})
-	if err != nil {
-		t.Fatal(err)
-	}
+	out = metaParams(t, escaped, tracing.Meta{Traceparent: metaParent})
 	if p, err := mcpmsg.DecodeParams(out); err != nil || p.Traceparent != metaParent || string(p.ProgressToken) != "1" ||
 		strings.Contains(string(out), headerParent) {
 		t.Errorf("%s became %s (%+v, %v)", escaped, out, p, err)
 	}
 
 	// No params, or no _meta: one is added.
-	for _, in := range []string{``, `{}`, `{"name":"x","_meta":null}`} {
-		out, err := tracing.MetaParams(json.RawMessage(in), tracing.Meta{Traceparent: metaParent, Baggage: "k=v"})
-		if err != nil {
-			t.Fatalf("%q: %v", in, err)
-		}
+	for _, in := range []string{``, `{}`, ` { } `, `{"name":"x","_meta":null}`, `{"name":"x","_meta":{}}`, `{"_meta":{ }}`} {
+		out := metaParams(t, in, tracing.Meta{Traceparent: metaParent, Baggage: "k=v"})
 		if p, err := mcpmsg.DecodeParams(out); err != nil || p.Traceparent != metaParent || p.Baggage != "k=v" {
 			t.Errorf("%q became %s (%+v, %v)", in, out, p, err)
 		}
 	}
+
+	// A caller's tracestate, which the gateway passes on as parsed, may hold what JSON
+	// must escape.
+	state := `vendor=a"b\c`
+	out = metaParams(t, `{"name":"x"}`, tracing.Meta{Traceparent: metaParent, Tracestate: state})
+	if p, err := mcpmsg.DecodeParams(out); err != nil || p.Tracestate != state {
+		t.Errorf("tracestate %q became %s (%+v, %v)", state, out, p, err)
+	}
+}
+
+// metaParams splices m into params in as a session does, where mcpmsg's reading of
+// them says it goes, and fails the test unless reading them anew, as MetaParams does
+// where mcpmsg found no such place, gives the same params.
+func metaParams(t *testing.T, in string, m tracing.Meta) json.RawMessage {
+	t.Helper()
+	read, err := mcpmsg.DecodeParams(json.RawMessage(in))
+	if err != nil {
+		t.Fatalf("%s: %v", in, err)
+	}
+	out, err := tracing.MetaParams(json.RawMessage(in), read.MetaEnd, m)
+	if err != nil {
+		t.Fatalf("%s: %v", in, err)
+	}
+	reread, err := tracing.MetaParams(json.RawMessage(in), mcpmsg.MetaEnd{}, m)
+	if err != nil {
+		t.Fatalf("%s, read anew: %v", in, err)
+	}
+	var spliced, rewritten any
+	if err := json.Unmarshal(out, &spliced); err != nil {
+		t.Fatalf("%s became %s, which is not JSON: %v", in, out, err)
+	}
+	if err := json.Unmarshal(reread, &rewritten); err != nil {
+		t.Fatalf("%s became %s read anew, which is not JSON: %v", in, reread, err)
+	}
+	if !reflect.DeepEqual(spliced, rewritten) {
+		t.Errorf("%s became %s where mcpmsg's reading put the trace context, and %s read anew", in, out, reread)
+	}
+	return out
 }
 
 // TestInjectMetaSendsOursAndPassesBaggageThrough builds the _meta of an outgoing

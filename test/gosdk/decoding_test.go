@@ -5,6 +5,8 @@ package gosdk_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -85,4 +87,34 @@ func TestGoSDKDecodingIsAsReleased(t *testing.T) {
 			t.Error("white space alone decoded as a result")
 		}
 	})
+}
+
+// go-sdk asks a request's _meta for its protocol version (SEP-2575) in the client, for
+// the Mcp-Protocol-Version header, and twice in the server. The patch reads that one
+// member rather than all of _meta into a map, which go-sdk's JSON decoder makes with
+// room for 64 members; it must still find it. A stateless server refuses a request whose
+// _meta gives a protocol version when the header is missing, which it can only do having
+// found the version.
+func TestGoSDKFindsTheProtocolVersionInMeta(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "gosdk-test", Version: "v0"}, nil)
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Stateless: true})
+	post := func(meta string) *httptest.ResponseRecorder {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":` + meta + `}}`
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		return rec
+	}
+	versioned := post(`{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`)
+	if versioned.Code != http.StatusBadRequest || !strings.Contains(versioned.Body.String(), "header is required") {
+		t.Errorf("a request whose _meta names protocol version 2026-07-28, without the header: %d %s",
+			versioned.Code, versioned.Body)
+	}
+	if plain := post(`{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`); strings.Contains(plain.Body.String(), "header is required") {
+		t.Errorf("a request whose _meta names no protocol version was refused for the header: %d %s", plain.Code, plain.Body)
+	}
 }

@@ -545,6 +545,27 @@ func extractRequestMeta(rawParams json.RawMessage) Meta {
 	return meta.Meta
 }
 
+// requestProtocolVersion returns the `_meta.protocolVersion` of a JSON-RPC
+// request's raw params, or "" when there is none, reading nothing else of
+// `_meta`: decoding all of it into a map, as extractRequestMeta does, costs
+// a request that carries other metadata (a trace context, a progress token)
+// a map allocated with room for 64 members, for a question about one.
+func requestProtocolVersion(rawParams json.RawMessage) string {
+	if len(rawParams) == 0 {
+		return ""
+	}
+	var params struct {
+		Meta struct {
+			ProtocolVersion any `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
+	}
+	if err := internaljson.Unmarshal(rawParams, &params); err != nil {
+		return ""
+	}
+	v, _ := params.Meta.ProtocolVersion.(string)
+	return v
+}
+
 type validatedMeta struct {
 	usesNewProtocol  bool
 	initializeParams *InitializeParams
@@ -569,10 +590,10 @@ func validateRequestMeta(req *jsonrpc.Request) (*validatedMeta, error) {
 	if !req.IsCall() {
 		return &validatedMeta{usesNewProtocol: false, initializeParams: nil}, nil
 	}
-	meta := extractRequestMeta(req.Params)
-	if meta == nil {
+	if requestProtocolVersion(req.Params) < protocolVersion20260728 {
 		return &validatedMeta{usesNewProtocol: false, initializeParams: nil}, nil
 	}
+	meta := extractRequestMeta(req.Params)
 	protocolVersion, ok := meta[MetaKeyProtocolVersion].(string)
 	if !ok || protocolVersion < protocolVersion20260728 {
 		return &validatedMeta{usesNewProtocol: false, initializeParams: nil}, nil

@@ -1509,10 +1509,7 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 			// excluded.
 			//
 			// TODO: this validation can be moved within validateMcpHeaders.
-			var metaVersion string
-			if meta := extractRequestMeta(jreq.Params); meta != nil {
-				metaVersion, _ = meta[MetaKeyProtocolVersion].(string)
-			}
+			metaVersion := requestProtocolVersion(jreq.Params)
 			if (jreq.IsCall() && protocolVersion >= protocolVersion20260728) || metaVersion != "" {
 				// Extract again the protocol version from the context to see what the client
 				// is advertising in the Mcp-Protocol-Version HTTP header.
@@ -2478,12 +2475,7 @@ func protocolVersionFromMessage(msg jsonrpc.Message) string {
 	if !ok || req == nil {
 		return ""
 	}
-	meta := extractRequestMeta(req.Params)
-	if meta == nil {
-		return ""
-	}
-	v, _ := meta[MetaKeyProtocolVersion].(string)
-	return v
+	return requestProtocolVersion(req.Params)
 }
 
 func (c *streamableClientConn) handleJSON(requestSummary string, resp *http.Response) {

@@ -191,11 +191,18 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	}
 	c := &call{method: "tools/call", tool: params.Name, start: start, span: trace.SpanFromContext(ctx)}
 	why := g.statelessRefusal(sr, params.Name)
+	// A call the gateway answers itself had its server span named after the tool from the
+	// start, and records its policy span and client span when it ends.
+	direct := directCallOf(ctx)
 	published := false
 	if c.span.IsRecording() {
 		published = g.server(sr.key).publishes(params.Name)
-		nameTool(c.span, c.method, params.Name, published)
-		policySpan(ctx, start, why)
+		if direct != nil {
+			direct.record.decided(start, why)
+		} else {
+			nameTool(c.span, c.method, params.Name, published)
+			policySpan(ctx, start, why)
+		}
 	}
 	if why != "" {
 		g.metrics.call(sr.key, c.method, outcomeDenied, time.Since(start))
@@ -212,7 +219,13 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	if published {
 		tool = params.Name
 	}
-	ctx, client := startClientSpan(ctx, c.method, tool, sr.key)
+	var client trace.Span
+	if direct != nil {
+		ctx, client, direct.clientRecord = startUpstreamSpan(ctx, c.method, tool, sr.key)
+		direct.client = client
+	} else {
+		ctx, client = startClientSpan(ctx, c.method, tool, sr.key)
+	}
 	up.Meta = tracing.InjectMeta(ctx, meta)
 	var res *mcp.CallToolResult
 	var err error
@@ -233,8 +246,11 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 		outcome = outcomeToolError
 	}
 	g.metrics.call(sr.key, c.method, outcome, time.Since(start))
-	if client.IsRecording() {
-		endAfterAnswer(ctx, client, outcome)
+	switch {
+	case direct != nil:
+		direct.answered, direct.outcome = time.Now(), outcome
+	case client.IsRecording():
+		endSpan(client, outcome)
 	}
 	if err != nil {
 		g.auditStatelessCall(sr, c, outcome, "reason", err.Error())

@@ -389,24 +389,35 @@ func endSpan(span trace.Span, outcome string, opts ...trace.SpanEndOption) {
 	span.End(opts...)
 }
 
-// laterEndsKey carries a *laterEnds in a request's context: the request's answer is
-// written before its spans end (see endAfterAnswer).
-type laterEndsKey struct{}
+// directCallKey carries a *directCall in the context of a sessionless tools/call the
+// gateway answers itself (serveToolCallDirectly).
+type directCallKey struct{}
 
-// laterEnds are the span endings a request put off until its answer is written.
-type laterEnds []func()
+// directCall is what the spans of a sessionless call the gateway answers itself record
+// besides their starts, gathered as a session call's are: the server span's record (its
+// attributes, the front door's work and the policy's decision) and the upstream client
+// span with its record and how it ended. They are recorded together once the answer is
+// sent (end): ending a span wakes the batch span processor's goroutine, which would
+// otherwise run ahead of the answer, once for each span that ends while it waits.
+type directCall struct {
+	record       *spanRecord
+	client       trace.Span
+	clientRecord *spanRecord
+	answered     time.Time // when the server answered, the client span's end
+	outcome      string    // the client span's
+}
 
-// endAfterAnswer ends span with outcome as endSpan does, at the time of this call; where
-// ctx carries laterEnds it hands the span to the span processor only once the answer is
-// written, so that doing so does not delay the answer.
-func endAfterAnswer(ctx context.Context, span trace.Span, outcome string) {
-	later, ok := ctx.Value(laterEndsKey{}).(*laterEnds)
-	if !ok {
-		endSpan(span, outcome)
-		return
+func directCallOf(ctx context.Context) *directCall {
+	d, _ := ctx.Value(directCallKey{}).(*directCall)
+	return d
+}
+
+// end ends the call's server span, span, with outcome, and its client span with its own.
+func (d *directCall) end(span trace.Span, outcome string) {
+	if d.client != nil {
+		endCallSpan(d.client, d.clientRecord, d.outcome, trace.WithTimestamp(d.answered))
 	}
-	ended := time.Now()
-	*later = append(*later, func() { endSpan(span, outcome, trace.WithTimestamp(ended)) })
+	endCallSpan(span, d.record, outcome)
 }
 
 // endCallSpan ends a span whose record gathered its attributes and children

@@ -26,8 +26,9 @@ func BenchmarkMetaCost(b *testing.B) {
 	plain := &mcp.CallToolParams{Name: "test_simple_text"}
 	withMeta := &mcp.CallToolParams{Name: "test_simple_text",
 		Meta: mcp.Meta{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
-	withOut, with := alternateCalls(b, url, sessionEra, func(i int) *mcp.CallToolParams {
-		if i%2 == 1 {
+	// Call by call: nothing but the params changes between the halves.
+	withOut, with := alternateCalls(b, url, sessionEra, 1, 0, func(half int) *mcp.CallToolParams {
+		if half == 1 {
 			return withMeta
 		}
 		return plain

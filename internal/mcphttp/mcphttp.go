@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -171,6 +172,10 @@ func WriteResponse(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	// With its length given, the answer is whole once flushed: a handler that has more
+	// to do after answering can send it first (net/http would hold it back until the
+	// handler returns, to learn the length itself).
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
 }

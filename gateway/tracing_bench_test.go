@@ -13,12 +13,12 @@ import (
 // 2025-11-25 tools/call between a go-sdk client and go-sdk's conformance server, with no
 // gateway between them: every other call carries `_meta.traceparent`, as every traced
 // call the gateway sends upstream does, while an untraced session-era call carries no
-// _meta at all. go-sdk's server reads a call's _meta into a map[string]any, which its
-// JSON decoder makes with room for 64 members (as released, it did so three times more,
-// to find the protocol version: see third_party/README.md): this is the part of the
-// tracing cost that BenchmarkTracingCost's session era pays and the sessionless era does
-// not (a 2026-07-28 call carries _meta whether traced or not). It reports the p50 of
-// each half and their ratio:
+// _meta at all. go-sdk reads the _meta of a call in its client and its server (as
+// released, into maps its JSON decoder makes with room for 64 members, four times over:
+// see third_party/README.md for what Switchboard's build of it changed): this is the
+// part of the tracing cost that BenchmarkTracingCost's session era pays and the
+// sessionless era does not (a 2026-07-28 call carries _meta whether traced or not). It
+// reports the p50 of each half and their ratio:
 //
 //	go test -run '^$' -bench MetaCost -benchtime 6000x -count 3 ./gateway/
 func BenchmarkMetaCost(b *testing.B) {

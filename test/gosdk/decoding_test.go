@@ -4,6 +4,7 @@
 package gosdk_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -116,5 +117,56 @@ func TestGoSDKFindsTheProtocolVersionInMeta(t *testing.T) {
 	}
 	if plain := post(`{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`); strings.Contains(plain.Body.String(), "header is required") {
 		t.Errorf("a request whose _meta names no protocol version was refused for the header: %d %s", plain.Code, plain.Body)
+	}
+}
+
+// go-sdk reads a request's params with their _meta into a map; its JSON decoder makes a
+// map it has to create with room for 64 members. The patch hands it one of go-sdk's own,
+// so a call that carries a trace context in _meta costs the server a few members, not
+// kilobytes; _meta reads as before, and is nil when absent.
+func TestGoSDKReadsMetaIntoASmallMap(t *testing.T) {
+	var seen mcp.Meta
+	server := mcp.NewServer(&mcp.Implementation{Name: "gosdk-test", Version: "v0"}, nil)
+	server.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			seen = req.Params.Meta
+			return &mcp.CallToolResult{}, nil
+		})
+	clientTransport, serverTransport := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := server.Connect(ctx, serverTransport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	// A session of 2025-11-25, whose calls carry no _meta of their own (a 2026-07-28
+	// call always has one, with the client's capabilities).
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "gosdk-test", Version: "v0"}, nil).Connect(ctx, clientTransport,
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	call := func(meta mcp.Meta) {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Meta: meta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call(mcp.Meta{"traceparent": traceparent})
+	if seen["traceparent"] != traceparent || len(seen) != 1 {
+		t.Errorf("the server read _meta as %v", seen)
+	}
+	call(nil)
+	if seen != nil {
+		t.Errorf("the server read an absent _meta as %#v, want nil", seen)
+	}
+	plain := allocatedPerRun(200, func() { call(nil) })
+	traced := allocatedPerRun(200, func() { call(mcp.Meta{"traceparent": traceparent}) })
+	t.Logf("allocated per call: %d bytes without _meta, %d with a traceparent in it", plain, traced)
+	// The client's encoding of the map and the server's reading of three strings take
+	// about 1.5 KiB; a 64-member map alone is over 4 KiB.
+	if traced > plain+3<<10 {
+		t.Errorf("a traceparent in _meta costs a call %d bytes more: does go-sdk make a 64-member map for it again?", traced-plain)
 	}
 }

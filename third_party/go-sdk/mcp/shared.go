@@ -335,6 +335,12 @@ func newMethodInfo[P paramsPtr[T], R Result, T any](flags methodFlags) methodInf
 		unmarshalParams: func(m json.RawMessage) (Params, error) {
 			var p P
 			if m != nil {
+				// _meta is read into a map made here: the JSON decoder makes one with
+				// room for 64 members (about 5 KB) where it finds none, for every
+				// request that carries _meta at all (a progress token, a trace
+				// context). One left empty is nil again, as when _meta is absent.
+				p = P(new(T))
+				p.SetMeta(map[string]any{})
 				if err := internaljson.Unmarshal(m, &p); err != nil {
 					// Legacy behavior: pre-fix versions surfaced this as a
 					// plain wrapped error, which caused the wire response to
@@ -348,6 +354,9 @@ func newMethodInfo[P paramsPtr[T], R Result, T any](flags methodFlags) methodInf
 					// descriptive message.
 					return nil, fmt.Errorf("%w: unmarshaling %q into a %T: %w", jsonrpc2.ErrInvalidParams, m, p, err)
 				}
+			}
+			if p != nil && len(p.GetMeta()) == 0 {
+				p.SetMeta(nil)
 			}
 			// We must check missingParamsOK here, in addition to checkRequest, to
 			// catch the edge cases where "params" is set to JSON null.

@@ -46,7 +46,8 @@ func jaegerProvider(t *testing.T, j *testenv.Jaeger, service string) *sdktrace.T
 	return tp
 }
 
-// spanTree renders spans as the tree of their parents, with services and durations.
+// spanTree renders spans as the tree of their parents, with services, when each started
+// after the trace's first and how long it took.
 func spanTree(spans []testenv.JaegerSpan) string {
 	children := map[string][]testenv.JaegerSpan{}
 	ids := map[string]bool{}
@@ -61,13 +62,19 @@ func spanTree(spans []testenv.JaegerSpan) string {
 		children[parent] = append(children[parent], s)
 	}
 	var b strings.Builder
+	var first int64 // when the trace's first span started
+	for _, s := range spans {
+		if first == 0 || s.StartTime < first {
+			first = s.StartTime
+		}
+	}
 	var walk func(parent string, depth int)
 	walk = func(parent string, depth int) {
 		kids := children[parent]
 		sort.Slice(kids, func(i, j int) bool { return kids[i].StartTime < kids[j].StartTime })
 		for _, s := range kids {
-			fmt.Fprintf(&b, "%s%s [%s] %s\n", strings.Repeat("  ", depth), s.OperationName, s.Service,
-				(time.Duration(s.Duration) * time.Microsecond).String())
+			fmt.Fprintf(&b, "%s%s [%s] at %s for %s\n", strings.Repeat("  ", depth), s.OperationName, s.Service,
+				time.Duration(s.StartTime-first)*time.Microsecond, time.Duration(s.Duration)*time.Microsecond)
 			walk(s.SpanID, depth+1)
 		}
 	}

@@ -161,8 +161,8 @@ func TestGoSDKReadsMetaIntoASmallMap(t *testing.T) {
 	if seen != nil {
 		t.Errorf("the server read an absent _meta as %#v, want nil", seen)
 	}
-	plain := allocatedPerRun(200, func() { call(nil) })
-	traced := allocatedPerRun(200, func() { call(mcp.Meta{"traceparent": traceparent}) })
+	plain := allocatedPerRun(100, func() { call(nil) })
+	traced := allocatedPerRun(100, func() { call(mcp.Meta{"traceparent": traceparent}) })
 	t.Logf("allocated per call: %d bytes without _meta, %d with a traceparent in it", plain, traced)
 	// The client's encoding of the map and the server's reading of three strings take
 	// about 1.5 KiB; a 64-member map alone is over 4 KiB.

@@ -108,23 +108,45 @@ func (g *Gateway) relayStateless(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "tools/call" && !sessionless.Relayed[method] {
 			return next(ctx, method, req)
 		}
-		ctx, span := g.startStatelessSpan(ctx, method, req, target{key: sr.key, caller: sr.caller, version: sessionlessVersion})
-		if span == nil {
-			if method == "tools/call" {
-				return g.relayToolCall(ctx, sr, req)
-			}
-			return g.relayCall(ctx, sr, method, req)
-		}
-		var res mcp.Result
-		var err error
 		if method == "tools/call" {
-			res, err = g.relayToolCall(ctx, sr, req)
-		} else {
-			res, err = g.relayCall(ctx, sr, method, req)
+			params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
+			var header http.Header
+			if extra := req.GetExtra(); extra != nil {
+				header = extra.Header
+			}
+			ctx, span, tt := g.startToolCallTrace(ctx, sr, header, params)
+			res, err := g.relayToolCall(ctx, sr, req)
+			tt.end(span, outcomeOf(res, err))
+			return res, err
 		}
-		endSpan(span, outcomeOf(res, err))
+		ctx, span := g.startStatelessSpan(ctx, method, req, target{key: sr.key, caller: sr.caller, version: sessionlessVersion})
+		res, err := g.relayCall(ctx, sr, method, req)
+		if span != nil {
+			endSpan(span, outcomeOf(res, err))
+		}
 		return res, err
 	}
+}
+
+// startToolCallTrace starts the server span of a sessionless tools/call, named after its
+// tool from the start when the server publishes it, in the trace of the params' _meta,
+// else of header. It returns a nil span while tracing is off, and the call's records
+// (see toolCallTrace), carried in the context it returns too, only when the span records.
+func (g *Gateway) startToolCallTrace(ctx context.Context, sr *statelessRequest, header http.Header, params *mcp.CallToolParamsRaw) (context.Context, trace.Span, *toolCallTrace) {
+	if !tracing.Enabled() {
+		return ctx, nil, nil
+	}
+	if params == nil {
+		params = &mcp.CallToolParamsRaw{}
+	}
+	published := g.server(sr.key).publishes(params.Name)
+	ctx, span, record := g.startCallSpan(ctx, header, tracing.MetaOf(params.Meta), "tools/call", jsonrpc.ID{},
+		target{key: sr.key, caller: sr.caller, version: sessionlessVersion}, params.Name, published)
+	if record == nil {
+		return ctx, span, nil
+	}
+	tt := &toolCallTrace{record: record, published: published}
+	return context.WithValue(ctx, toolCallTraceKey{}, tt), span, tt
 }
 
 // startStatelessSpan starts the server span of a request go-sdk decoded: its trace
@@ -191,18 +213,11 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	}
 	c := &call{method: "tools/call", tool: params.Name, start: start, span: trace.SpanFromContext(ctx)}
 	why := g.statelessRefusal(sr, params.Name)
-	// A call the gateway answers itself had its server span named after the tool from the
-	// start, and records its policy span and client span when it ends.
-	direct := directCallOf(ctx)
-	published := false
-	if c.span.IsRecording() {
-		published = g.server(sr.key).publishes(params.Name)
-		if direct != nil {
-			direct.record.decided(start, why)
-		} else {
-			nameTool(c.span, c.method, params.Name, published)
-			policySpan(ctx, start, why)
-		}
+	// The records of the call's spans, which its caller (startToolCallTrace) ends; nil
+	// unless its server span records.
+	tt := toolCallTraceOf(ctx)
+	if tt != nil {
+		tt.record.decided(start, why)
 	}
 	if why != "" {
 		g.metrics.call(sr.key, c.method, outcomeDenied, time.Since(start))
@@ -216,15 +231,12 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	meta, forget := g.upstreamMeta(ctx, sr, req, params.Meta)
 	defer forget()
 	tool := ""
-	if published {
+	if tt != nil && tt.published {
 		tool = params.Name
 	}
-	var client trace.Span
-	if direct != nil {
-		ctx, client, direct.clientRecord = startUpstreamSpan(ctx, c.method, tool, sr.key)
-		direct.client = client
-	} else {
-		ctx, client = startClientSpan(ctx, c.method, tool, sr.key)
+	ctx, client, clientRecord := startUpstreamSpan(ctx, c.method, tool, sr.key)
+	if tt != nil {
+		tt.client, tt.clientRecord = client, clientRecord
 	}
 	up.Meta = tracing.InjectMeta(ctx, meta)
 	var res *mcp.CallToolResult
@@ -246,11 +258,8 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 		outcome = outcomeToolError
 	}
 	g.metrics.call(sr.key, c.method, outcome, time.Since(start))
-	switch {
-	case direct != nil:
-		direct.answered, direct.outcome = time.Now(), outcome
-	case client.IsRecording():
-		endSpan(client, outcome)
+	if tt != nil {
+		tt.answered, tt.outcome = time.Now(), outcome
 	}
 	if err != nil {
 		g.auditStatelessCall(sr, c, outcome, "reason", err.Error())

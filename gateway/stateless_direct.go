@@ -11,12 +11,10 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
-	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // serveToolCallDirectly answers a sessionless tools/call without go-sdk's stateless
@@ -38,32 +36,18 @@ func (g *Gateway) serveToolCallDirectly(w http.ResponseWriter, r *http.Request, 
 	}
 	req := &mcp.CallToolRequest{Params: params, Extra: &mcp.RequestExtra{Header: r.Header}}
 	ctx := context.WithValue(r.Context(), statelessRequestKey{}, sr)
-	// As relayStateless relays a call go-sdk hands it, in a server span named after the
-	// tool from the start (when the server publishes it), whose spans are recorded once
-	// the answer is sent.
-	var span trace.Span
-	var direct *directCall
-	if tracing.Enabled() {
-		var record *spanRecord
-		ctx, span, record = g.startCallSpan(ctx, r.Header, tracing.MetaOf(params.Meta), "tools/call", jsonrpc.ID{},
-			target{key: sr.key, caller: sr.caller, version: sessionlessVersion}, params.Name, g.server(sr.key).publishes(params.Name))
-		if record != nil {
-			direct = &directCall{record: record}
-			ctx = context.WithValue(ctx, directCallKey{}, direct)
-		}
-	}
+	// As relayStateless relays a call go-sdk hands it, with its answer sent before its
+	// spans are recorded.
+	ctx, span, tt := g.startToolCallTrace(ctx, sr, r.Header, params)
 	res, err := g.relayToolCall(ctx, sr, req)
 	if err == nil {
 		annotateServerInfo(res, sr.client.serverInfo())
 	}
 	writeAnswer(w, msg.ID, res, err)
-	switch {
-	case direct != nil:
+	if span != nil {
 		// net/http holds a short answer back until the handler returns; it is sent first.
 		_ = http.NewResponseController(w).Flush()
-		direct.end(span, outcomeOf(res, err))
-	case span != nil:
-		endSpan(span, outcomeOf(res, err))
+		tt.end(span, outcomeOf(res, err))
 	}
 	return true
 }

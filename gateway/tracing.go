@@ -389,35 +389,44 @@ func endSpan(span trace.Span, outcome string, opts ...trace.SpanEndOption) {
 	span.End(opts...)
 }
 
-// directCallKey carries a *directCall in the context of a sessionless tools/call the
-// gateway answers itself (serveToolCallDirectly).
-type directCallKey struct{}
+// toolCallTraceKey carries a *toolCallTrace in the context of a sessionless tools/call.
+type toolCallTraceKey struct{}
 
-// directCall is what the spans of a sessionless call the gateway answers itself record
-// besides their starts, gathered as a session call's are: the server span's record (its
-// attributes, the front door's work and the policy's decision) and the upstream client
-// span with its record and how it ended. They are recorded together once the answer is
-// sent (end): ending a span wakes the batch span processor's goroutine, which would
-// otherwise run ahead of the answer, once for each span that ends while it waits.
-type directCall struct {
+// toolCallTrace is what the spans of a sessionless tools/call record besides their
+// starts, gathered as a session call's are: the server span's record (its attributes,
+// the front door's work and the policy's decision), whether the server publishes the
+// tool, and the upstream client span with its record and how it ended. They are
+// recorded together when the call ends (end): ending a span wakes the batch span
+// processor's goroutine, once for each span that ends while it waits, which would
+// otherwise happen while the call waits.
+type toolCallTrace struct {
 	record       *spanRecord
-	client       trace.Span
+	published    bool
+	client       trace.Span // nil until the call is relayed
 	clientRecord *spanRecord
 	answered     time.Time // when the server answered, the client span's end
 	outcome      string    // the client span's
 }
 
-func directCallOf(ctx context.Context) *directCall {
-	d, _ := ctx.Value(directCallKey{}).(*directCall)
-	return d
+func toolCallTraceOf(ctx context.Context) *toolCallTrace {
+	t, _ := ctx.Value(toolCallTraceKey{}).(*toolCallTrace)
+	return t
 }
 
-// end ends the call's server span, span, with outcome, and its client span with its own.
-func (d *directCall) end(span trace.Span, outcome string) {
-	if d.client != nil {
-		endCallSpan(d.client, d.clientRecord, d.outcome, trace.WithTimestamp(d.answered))
+// end ends the call's server span, span (nil while tracing is off), with outcome, and
+// its client span with its own. Without records (the span does not record) it ends span
+// alone.
+func (t *toolCallTrace) end(span trace.Span, outcome string) {
+	switch {
+	case span == nil:
+	case t == nil:
+		endSpan(span, outcome)
+	default:
+		if t.client != nil {
+			endCallSpan(t.client, t.clientRecord, t.outcome, trace.WithTimestamp(t.answered))
+		}
+		endCallSpan(span, t.record, outcome)
 	}
-	endCallSpan(span, d.record, outcome)
 }
 
 // endCallSpan ends a span whose record gathered its attributes and children

@@ -1,10 +1,12 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -66,6 +68,9 @@ type tracedUpstream struct {
 	headers []string // traceparent headers of POSTs carrying a tools/call
 	metas   []string // _meta.traceparent of each tools/call
 	baggage []string // _meta.baggage of each tools/call
+	// traceMembers are, for each tools/call, the _meta members whose names spell a
+	// trace context key in any case, as the server decoded them.
+	traceMembers []map[string]any
 }
 
 func newTracedUpstream(t testing.TB, stateless bool) *tracedUpstream {
@@ -90,6 +95,13 @@ func newTracedUpstreamWith(t testing.TB, stateless bool, tp trace.TracerProvider
 			u.headers = append(u.headers, header.Get("traceparent"))
 			u.metas = append(u.metas, meta.Traceparent)
 			u.baggage = append(u.baggage, meta.Baggage)
+			members := map[string]any{}
+			for k, v := range req.Params.Meta {
+				if strings.EqualFold(k, "traceparent") || strings.EqualFold(k, "tracestate") || strings.EqualFold(k, "baggage") {
+					members[k] = v
+				}
+			}
+			u.traceMembers = append(u.traceMembers, members)
 			u.mu.Unlock()
 			ctx = meta.Context(tracing.HeaderContext(ctx, header))
 			_, span := tp.Tracer("upstream-notes").Start(ctx, "notes tools/call search_notes", trace.WithSpanKind(trace.SpanKindServer))
@@ -440,6 +452,82 @@ func TestAMalformedTraceContextStartsANewTrace(t *testing.T) {
 			t.Fatalf("%s: want the gateway's server span at the root of a new trace, got %+v", version, server)
 		}
 	}
+}
+
+// TestACallersTraceContextInAnySpellingGivesWay sends a trace context in _meta under the
+// traceparent key spelled in another case, which is not the key (a reader that ignores
+// case would take it for it), and spelled with an escape, which is (once unescaped),
+// with a tracestate in capitals besides. In both eras the server must get one trace
+// context member, traceparent, naming the gateway's client span: in a new trace for the
+// first, in the caller's trace for the second.
+func TestACallersTraceContextInAnySpellingGivesWay(t *testing.T) {
+	exp := testutil.RecordSpans(t)
+	up := newTracedUpstream(t, false)
+	h := newHarness(t, harnessOptions{upstreamURL: up.URL, server: publish("search_notes")})
+	const forged = "00-" + "ba5eba11ba5eba11ba5eba11ba5eba11" + "-" + "ba5eba11ba5eba11" + "-01"
+	for _, version := range []string{sessionEra, sessionlessVersion} {
+		for _, c := range []struct {
+			spelling     string
+			callersTrace bool // the name is traceparent's: the gateway continues the caller's trace
+		}{{"TraceParent", false}, {`trace\u0070arent`, true}} {
+			spelling := c.spelling
+			exp.Reset()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url(),
+				HTTPClient: &http.Client{Transport: renamingTransport{from: `"forged-name"`, to: `"` + spelling + `"`}}, MaxRetries: -1},
+				&mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_notes", Arguments: map[string]any{},
+				Meta: mcp.Meta{"forged-name": forged, "TRACESTATE": "forged=1"}})
+			_ = cs.Close()
+			cancel()
+			if err != nil || res.IsError {
+				t.Fatalf("%s, %s: %v %+v", version, spelling, err, res)
+			}
+			up.mu.Lock()
+			members := up.traceMembers[len(up.traceMembers)-1]
+			up.mu.Unlock()
+			parent, ok := members["traceparent"].(string)
+			if len(members) != 1 || !ok || strings.HasPrefix(parent, "00-ba5eba11ba5eba11ba5eba11ba5eba11-") != c.callersTrace {
+				t.Errorf("%s, %s: the server's _meta has the trace context members %v; want the gateway's traceparent alone, in the caller's trace: %t",
+					version, spelling, members, c.callersTrace)
+			}
+			var upstream *tracetest.SpanStub
+			testutil.Eventually(t, 5*time.Second, "the call's client span to end", func() error {
+				for _, s := range exp.GetSpans() {
+					if s.SpanKind == trace.SpanKindClient && s.Name == "tools/call search_notes" {
+						upstream = &s
+						return nil
+					}
+				}
+				return errors.New("no client span yet")
+			})
+			if want := upstream.SpanContext.SpanID().String(); !strings.Contains(parent, want) {
+				t.Errorf("%s, %s: the server's traceparent %q is not the gateway's client span %s", version, spelling, parent, want)
+			}
+		}
+	}
+}
+
+// renamingTransport replaces from with to in the bodies of the requests it sends: a
+// client's way to spell a member name as go-sdk's client would not.
+type renamingTransport struct{ from, to string }
+
+func (rt renamingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body == nil {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	body = bytes.ReplaceAll(body, []byte(rt.from), []byte(rt.to))
+	r = r.Clone(r.Context())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // TestNoSecretInSpans calls through a server whose connection carries a Secret header

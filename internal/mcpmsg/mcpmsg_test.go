@@ -177,6 +177,7 @@ func TestDecodeParamsFindsWhereMetaEnds(t *testing.T) {
 		{`{"_meta":{"TraceParent":"x"}}`, "", MetaEnd{}},
 		{`{"_meta":{"k":1,"BAGGAGE":"x"}}`, "", MetaEnd{}},
 		{`{"_meta":{"tracestate":"x"}}`, "", MetaEnd{}},
+		{`{"_meta":{"\u0074raceparent":"x"}}`, "", MetaEnd{}}, // a name spelled with an escape is the name
 		{`{"name":"x","_meta":null}`, "", MetaEnd{}},
 		{``, "", MetaEnd{}},
 	} {

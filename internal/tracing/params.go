@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strings"
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -29,11 +28,7 @@ func MetaParams(params json.RawMessage, at mcpmsg.MetaEnd, m Meta) (json.RawMess
 		return insertMeta(params, at, m)
 	}
 	if len(bytes.TrimSpace(params)) == 0 {
-		out, err := appendMeta([]byte(`{"_meta":`), nil, m)
-		if err != nil {
-			return nil, err
-		}
-		return append(out, '}'), nil
+		return insertMeta(json.RawMessage(`{}`), mcpmsg.MetaEnd{Offset: 1}, m)
 	}
 	r := readers.Get().(*reader)
 	defer r.put(len(params))
@@ -72,65 +67,66 @@ func MetaParams(params json.RawMessage, at mcpmsg.MetaEnd, m Meta) (json.RawMess
 		return nil, errors.New("not a JSON object")
 	}
 	end := int(dec.InputOffset()) // just after params' closing brace
-	// Room for what is added: the member's name and m's three keys, quoted.
-	out := make([]byte, 0, end+len(m.Traceparent)+len(m.Tracestate)+len(m.Baggage)+64)
-	if metaStart >= 0 {
-		out = append(out, params[:metaStart]...)
-		if out, err = appendMeta(out, jsontext.Value(params[metaStart:metaEnd]), m); err != nil {
-			return nil, err
-		}
-		return append(out, params[metaEnd:end]...), nil
+	if metaStart < 0 {
+		return insertMeta(params[:end], mcpmsg.MetaEnd{Offset: end - 1, Members: members}, m)
 	}
-	out = append(out, params[:end-1]...)
-	if members {
-		out = append(out, ',')
-	}
-	out = append(out, `"_meta":`...)
-	if out, err = appendMeta(out, nil, m); err != nil {
+	out := make([]byte, 0, end+metaRoom(m))
+	out = append(out, params[:metaStart]...)
+	if out, err = appendMeta(out, jsontext.Value(params[metaStart:metaEnd]), m); err != nil {
 		return nil, err
 	}
-	return append(out, '}'), nil
+	return append(out, params[metaEnd:end]...), nil
 }
+
+// metaRoom is about what m's members take in JSON: their names, quotes and separators,
+// and their values.
+func metaRoom(m Meta) int { return len(m.Traceparent) + len(m.Tracestate) + len(m.Baggage) + 64 }
 
 // insertMeta returns params with m's members added at at, the closing brace of their
 // _meta or, in a _meta of their own, of params.
 func insertMeta(params json.RawMessage, at mcpmsg.MetaEnd, m Meta) (json.RawMessage, error) {
-	out := make([]byte, 0, len(params)+len(m.Traceparent)+len(m.Tracestate)+len(m.Baggage)+64)
+	out := make([]byte, 0, len(params)+metaRoom(m))
 	out = append(out, params[:at.Offset]...)
-	comma := at.Members
-	if !at.InMeta {
-		if comma {
-			out = append(out, ',')
-		}
-		out = append(out, `"_meta":{`...)
-		comma = false
+	if at.InMeta {
+		out, err := appendMetaMembers(out, at.Members, m)
+		return append(out, params[at.Offset:]...), err
 	}
+	if at.Members {
+		out = append(out, ',')
+	}
+	out = append(out, `"_meta":{`...)
+	out, err := appendMetaMembers(out, false, m)
+	out = append(out, '}')
+	return append(out, params[at.Offset:]...), err
+}
+
+// appendMetaMembers appends m's members to dst, inside an object that has members
+// before them when comma is set.
+func appendMetaMembers(dst []byte, comma bool, m Meta) ([]byte, error) {
 	var err error
 	for _, kv := range [...][2]string{{TraceparentKey, m.Traceparent}, {TracestateKey, m.Tracestate}, {BaggageKey, m.Baggage}} {
 		if kv[1] == "" {
 			continue
 		}
 		if comma {
-			out = append(out, ',')
+			dst = append(dst, ',')
 		}
 		comma = true
-		out = append(out, '"')
-		out = append(out, kv[0]...)
-		out = append(out, `":`...)
+		dst = append(dst, '"')
+		dst = append(dst, kv[0]...)
+		dst = append(dst, `":`...)
 		// tracestate and baggage are the caller's, as the propagator parsed them: W3C
 		// lets a tracestate value hold a quote or a backslash.
-		if out, err = jsontext.AppendQuote(out, kv[1]); err != nil {
+		if dst, err = jsontext.AppendQuote(dst, kv[1]); err != nil {
 			return nil, err
 		}
 	}
-	if !at.InMeta {
-		out = append(out, '}')
-	}
-	return append(out, params[at.Offset:]...), nil
+	return dst, nil
 }
 
-// appendMeta appends to dst the _meta object to send: old's members (when old is an
-// object) but its trace context and baggage, in any spelling of their names, then m's.
+// appendMeta appends to dst the _meta object to send in place of old, the caller's
+// _meta: old's members (when old is an object) but its trace context and baggage, in
+// any spelling of their names, then m's.
 func appendMeta(dst []byte, old jsontext.Value, m Meta) ([]byte, error) {
 	w := writers.Get().(*writer)
 	defer w.put()
@@ -158,8 +154,7 @@ func appendMeta(dst []byte, old jsontext.Value, m Meta) ([]byte, error) {
 			// The caller's trace context and baggage give way to m's, which is what the
 			// gateway parsed of them (baggage that did not parse, over W3C's limits
 			// say, is not sent on).
-			if strings.EqualFold(name, TraceparentKey) || strings.EqualFold(name, TracestateKey) ||
-				strings.EqualFold(name, BaggageKey) {
+			if isTraceKey(name) {
 				continue
 			}
 			if err := enc.WriteToken(jsontext.String(name)); err != nil {
@@ -170,21 +165,13 @@ func appendMeta(dst []byte, old jsontext.Value, m Meta) ([]byte, error) {
 			}
 		}
 	}
-	for _, kv := range [...][2]string{{TraceparentKey, m.Traceparent}, {TracestateKey, m.Tracestate}, {BaggageKey, m.Baggage}} {
-		if kv[1] == "" {
-			continue
-		}
-		if err := enc.WriteToken(jsontext.String(kv[0])); err != nil {
-			return nil, err
-		}
-		if err := enc.WriteToken(jsontext.String(kv[1])); err != nil {
-			return nil, err
-		}
-	}
 	if err := enc.WriteToken(jsontext.EndObject); err != nil {
 		return nil, err
 	}
-	return append(dst, bytes.TrimRight(w.buf.Bytes(), "\n")...), nil
+	// old's members as they are kept, then m's before the closing brace.
+	kept := bytes.TrimRight(w.buf.Bytes(), "\n")
+	dst, err := appendMetaMembers(append(dst, kept[:len(kept)-1]...), len(kept) > 2, m)
+	return append(dst, '}'), err
 }
 
 // maxPooledBytes bounds what a reused decoder or encoder is left holding: one that

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
@@ -145,9 +146,11 @@ func (*metaSetter) Keys() []string { return []string{TraceparentKey, TracestateK
 
 // InjectMeta returns meta with the trace context of ctx's span in place of the one meta
 // carried: traceparent and tracestate are the span's, and baggage is ctx's (the caller's
-// as it was parsed, passed through; none when it did not parse). Without a span context
-// in ctx (tracing off, and no caller context) meta comes back as it was, so that a
-// caller's own context passes through. meta itself is not modified.
+// as it was parsed, passed through; none when it did not parse). Members that name a
+// trace context key in another case are the caller's too, and go, as MetaParams takes
+// them out: a reader that ignores case would find them. Without a span context in ctx
+// (tracing off, and no caller context) meta comes back as it was, so that a caller's
+// own context passes through. meta itself is not modified.
 func InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return meta
@@ -155,7 +158,7 @@ func InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
 	out := MetaOfContext(ctx)
 	next := make(map[string]any, len(meta)+3)
 	for k, v := range meta {
-		if k != TraceparentKey && k != TracestateKey && k != BaggageKey {
+		if !isTraceKey(k) {
 			next[k] = v
 		}
 	}
@@ -168,6 +171,13 @@ func InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
 		return nil
 	}
 	return next
+}
+
+// isTraceKey reports whether name is a trace context or baggage key of _meta in any
+// case.
+func isTraceKey(name string) bool {
+	return strings.EqualFold(name, TraceparentKey) || strings.EqualFold(name, TracestateKey) ||
+		strings.EqualFold(name, BaggageKey)
 }
 
 // InjectHeader sets the trace context and baggage of ctx in h, replacing any there, and

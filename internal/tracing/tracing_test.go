@@ -106,6 +106,17 @@ func TestMetaParamsReplacesOnlyTheTraceContext(t *testing.T) {
 		t.Errorf("%s became %s (%+v, %v)", escaped, out, p, err)
 	}
 
+	// A trace context member whose name is spelled with an escape, or in another case, is
+	// the caller's too: it gives way, and no reader finds two.
+	for _, name := range []string{`\u0074raceparent`, `TRACEPARENT`, `trace\u0070arent`} {
+		in := `{"name":"x","_meta":{"` + name + `":"` + headerParent + `","progressToken":1}}`
+		out := metaParams(t, in, tracing.Meta{Traceparent: metaParent})
+		if p, err := mcpmsg.DecodeParams(out); err != nil || p.Traceparent != metaParent || string(p.ProgressToken) != "1" ||
+			strings.Contains(string(out), headerParent) {
+			t.Errorf("%s became %s (%+v, %v)", in, out, p, err)
+		}
+	}
+
 	// No params, or no _meta: one is added.
 	for _, in := range []string{``, `{}`, ` { } `, `{"name":"x","_meta":null}`, `{"name":"x","_meta":{}}`, `{"_meta":{ }}`} {
 		out := metaParams(t, in, tracing.Meta{Traceparent: metaParent, Baggage: "k=v"})

@@ -107,9 +107,10 @@ func BenchmarkToolsCall(b *testing.B) {
 // switch every package's tracer asks the new provider for a tracer, and the code of the
 // other half runs cold, which no deployment pays call after call; the first two calls
 // of a block are left out. It reports each half's p50 and p99 and the ratio of the
-// p50s (target: at most 1.05):
+// p50s (target: at most 1.05). One run's ratio scatters by about ±0.013 on a 2-core
+// machine; read the median of ten or more:
 //
-//	go test -run '^$' -bench TracingCost -benchtime 20000x -count 5 ./gateway/
+//	go test -run '^$' -bench TracingCost -benchtime 20000x -count 10 ./gateway/
 func BenchmarkTracingCost(b *testing.B) {
 	for _, era := range benchEras {
 		b.Run("era="+era.version, func(b *testing.B) {

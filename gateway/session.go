@@ -354,8 +354,10 @@ func (s *session) negotiatedVersion() string {
 // auditCall writes the audit line of one tools/call: never its arguments or result; the
 // trace id of its span when it has one.
 func (s *session) auditCall(id jsonrpc.ID, c *call, outcome string, extra ...any) {
-	kv := append([]any{"tool", clip(c.tool), "outcome", outcome,
-		"duration", time.Since(c.start).Round(time.Microsecond).String(), "id", clip(fmt.Sprint(id.Raw()))}, extra...)
+	kv := make([]any, 0, 10+len(extra)) // with room for the trace id
+	kv = append(kv, "tool", clip(c.tool), "outcome", outcome,
+		"duration", time.Since(c.start).Round(time.Microsecond).String(), "id", clip(fmt.Sprint(id.Raw())))
+	kv = append(kv, extra...)
 	if c.span != nil && c.span.SpanContext().HasTraceID() {
 		kv = append(kv, "traceID", c.span.SpanContext().TraceID().String())
 	}

@@ -32,15 +32,18 @@ import (
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
-// jaegerProvider returns a tracer provider of service that sends each span to Jaeger by
-// OTLP over HTTP as it ends.
+// jaegerProvider returns a tracer provider of service that sends its spans to Jaeger by
+// OTLP over HTTP in batches, as the manager does, only sooner (every 50 ms). A provider
+// that exported each span as it ended would make every End wait for an HTTP round trip
+// to Jaeger, and the spans the gateway ends last (its server span) would outlast the
+// call by the time the others took to export.
 func jaegerProvider(t *testing.T, j *testenv.Jaeger, service string) *sdktrace.TracerProvider {
 	t.Helper()
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(tracing.TracesURL(j.OTLPEndpoint)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp),
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(50*time.Millisecond)),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service))))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return tp

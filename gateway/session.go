@@ -14,7 +14,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
@@ -75,28 +74,15 @@ type call struct {
 	// firstPage is true for a tools/list without a cursor.
 	firstPage bool
 	start     time.Time
-	// span is the call's server span and client the span of its request upstream;
-	// nil while tracing is off. spanRecord and clientRecord are what they record when
-	// they end (endCallSpan); nil once recorded, or where the span does not record.
-	span, client             trace.Span
-	spanRecord, clientRecord *spanRecord
+	callSpans
 }
 
 // finish ends the call's spans with outcome.
-func (c *call) finish(outcome string) { c.finishAnswered(outcome, time.Time{}) }
+func (c *call) finish(outcome string) { c.end(outcome, outcome, time.Time{}) }
 
 // finishAnswered is finish for a call the server answered at answered, which is when
 // its client span ends (the server span ends now, with the answer written).
-func (c *call) finishAnswered(outcome string, answered time.Time) {
-	if c.client != nil {
-		endCallSpan(c.client, c.clientRecord, outcome, trace.WithTimestamp(answered))
-		c.clientRecord = nil
-	}
-	if c.span != nil {
-		endCallSpan(c.span, c.spanRecord, outcome)
-		c.spanRecord = nil
-	}
-}
+func (c *call) finishAnswered(outcome string, answered time.Time) { c.end(outcome, outcome, answered) }
 
 func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *catalog.Identity, up *connector.Upstream) (*session, error) {
 	s := &session{
@@ -174,7 +160,7 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 			tool = params.Name
 			published = s.g.server(s.key).publishes(tool)
 		}
-		ctx, c.span, c.spanRecord = s.g.startCallSpan(ctx, requestHeader(req.Extra),
+		ctx, c.span, c.record = s.g.startCallSpan(ctx, requestHeader(req.Extra),
 			tracing.Meta{Traceparent: params.Traceparent, Tracestate: params.Tracestate, Baggage: params.Baggage},
 			req.Method, req.ID, target{key: s.key, caller: s.caller, session: s.traceID, version: s.negotiatedVersion()},
 			tool, published)
@@ -194,7 +180,7 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 		c.tool = params.Name
 		decided := time.Now()
 		why := s.refusal(c.tool)
-		c.spanRecord.decided(decided, why)
+		c.record.decided(decided, why)
 		if why != "" {
 			s.g.metrics.call(s.key, c.method, outcomeDenied, time.Since(c.start))
 			s.auditCall(req.ID, c, outcomeDenied, "reason", why)

@@ -145,7 +145,7 @@ func (g *Gateway) startToolCallTrace(ctx context.Context, sr *statelessRequest, 
 	if record == nil {
 		return ctx, span, nil
 	}
-	tt := &toolCallTrace{record: record, published: published}
+	tt := &toolCallTrace{callSpans: callSpans{span: span, record: record}, published: published}
 	return context.WithValue(ctx, toolCallTraceKey{}, tt), span, tt
 }
 
@@ -211,7 +211,7 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	if params == nil {
 		params = &mcp.CallToolParamsRaw{}
 	}
-	c := &call{method: "tools/call", tool: params.Name, start: start, span: trace.SpanFromContext(ctx)}
+	c := &call{method: "tools/call", tool: params.Name, start: start, callSpans: callSpans{span: trace.SpanFromContext(ctx)}}
 	why := g.statelessRefusal(sr, params.Name)
 	// The records of the call's spans, which its caller (startToolCallTrace) ends; nil
 	// unless its server span records.
@@ -230,13 +230,14 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	}
 	meta, forget := g.upstreamMeta(ctx, sr, req, params.Meta)
 	defer forget()
-	tool := ""
-	if tt != nil && tt.published {
-		tool = params.Name
-	}
-	ctx, client, clientRecord := startUpstreamSpan(ctx, c.method, tool, sr.key)
 	if tt != nil {
-		tt.client, tt.clientRecord = client, clientRecord
+		// Started only where it is ended (tt.end); without records ctx's span does not
+		// record, and nor would the client span.
+		tool := ""
+		if tt.published {
+			tool = params.Name
+		}
+		ctx, tt.client, tt.clientRecord = startUpstreamSpan(ctx, c.method, tool, sr.key)
 	}
 	up.Meta = tracing.InjectMeta(ctx, meta)
 	var res *mcp.CallToolResult

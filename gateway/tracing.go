@@ -389,23 +389,41 @@ func endSpan(span trace.Span, outcome string, opts ...trace.SpanEndOption) {
 	span.End(opts...)
 }
 
+// callSpans are a call's server span and the client span of its request upstream, nil
+// while tracing is off or (client) until the call is sent, with what each records when
+// it ends (endCallSpan): nil once recorded, or where the span does not record.
+type callSpans struct {
+	span, client         trace.Span
+	record, clientRecord *spanRecord
+}
+
+// end ends the client span with clientOutcome at answered (now when zero), when the
+// server answered, then the server span with outcome, now: a call's spans are recorded
+// together, once it is answered.
+func (c *callSpans) end(outcome, clientOutcome string, answered time.Time) {
+	if c.client != nil {
+		endCallSpan(c.client, c.clientRecord, clientOutcome, trace.WithTimestamp(answered))
+		c.clientRecord = nil
+	}
+	if c.span != nil {
+		endCallSpan(c.span, c.record, outcome)
+		c.record = nil
+	}
+}
+
 // toolCallTraceKey carries a *toolCallTrace in the context of a sessionless tools/call.
 type toolCallTraceKey struct{}
 
 // toolCallTrace is what the spans of a sessionless tools/call record besides their
-// starts, gathered as a session call's are: the server span's record (its attributes,
-// the front door's work and the policy's decision), whether the server publishes the
-// tool, and the upstream client span with its record and how it ended. They are
-// recorded together when the call ends (end): ending a span wakes the batch span
-// processor's goroutine, once for each span that ends while it waits, which would
-// otherwise happen while the call waits.
+// starts, gathered as a session call's are, and recorded together when the call ends
+// (end): the call's spans, whether the server publishes the tool, and how the upstream
+// request ended. Ending a span wakes the batch span processor's goroutine, once for each
+// span that ends while it waits, which would otherwise happen while the call waits.
 type toolCallTrace struct {
-	record       *spanRecord
-	published    bool
-	client       trace.Span // nil until the call is relayed
-	clientRecord *spanRecord
-	answered     time.Time // when the server answered, the client span's end
-	outcome      string    // the client span's
+	callSpans
+	published bool
+	answered  time.Time // when the server answered, the client span's end
+	outcome   string    // the client span's
 }
 
 func toolCallTraceOf(ctx context.Context) *toolCallTrace {
@@ -422,10 +440,7 @@ func (t *toolCallTrace) end(span trace.Span, outcome string) {
 	case t == nil:
 		endSpan(span, outcome)
 	default:
-		if t.client != nil {
-			endCallSpan(t.client, t.clientRecord, t.outcome, trace.WithTimestamp(t.answered))
-		}
-		endCallSpan(span, t.record, outcome)
+		t.callSpans.end(outcome, t.outcome, t.answered)
 	}
 }
 

@@ -109,14 +109,22 @@ func TestGoSDKFindsTheProtocolVersionInMeta(t *testing.T) {
 		handler.ServeHTTP(rec, req)
 		return rec
 	}
-	versioned := post(`{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",` +
-		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`)
-	if versioned.Code != http.StatusBadRequest || !strings.Contains(versioned.Body.String(), "header is required") {
-		t.Errorf("a request whose _meta names protocol version 2026-07-28, without the header: %d %s",
-			versioned.Code, versioned.Body)
+	// The key as go-sdk sends it, and spelled with escapes, which is the same key to any
+	// reader: go-sdk as released found both (it read _meta into a map).
+	for _, key := range []string{`io.modelcontextprotocol/protocolVersion`, `io.modelcontextprotocol\/protocol\u0056ersion`} {
+		versioned := post(`{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",` +
+			`"` + key + `":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`)
+		if versioned.Code != http.StatusBadRequest || !strings.Contains(versioned.Body.String(), "header is required") {
+			t.Errorf("a request whose _meta names protocol version 2026-07-28 under %s, without the header: %d %s",
+				key, versioned.Code, versioned.Body)
+		}
 	}
-	if plain := post(`{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`); strings.Contains(plain.Body.String(), "header is required") {
-		t.Errorf("a request whose _meta names no protocol version was refused for the header: %d %s", plain.Code, plain.Body)
+	// No version, or the key in another case, which is another key (as released, too).
+	for _, meta := range []string{`{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
+		`{"IO.MODELCONTEXTPROTOCOL/PROTOCOLVERSION":"2026-07-28"}`} {
+		if plain := post(meta); strings.Contains(plain.Body.String(), "header is required") {
+			t.Errorf("a request whose _meta is %s was refused for the header: %d %s", meta, plain.Code, plain.Body)
+		}
 	}
 }
 

@@ -265,12 +265,13 @@ func useGrant(namespace, server string, users ...string) []client.Object {
 // TokenReview and the MCPIdentityProviders, the cluster resources' Secrets in
 // idpNamespace, and egress open to loopback, where the tests' servers listen. It returns
 // the gateway's URL and the manager's log lines, which it prints if the test fails.
-func startManagerWithGateway(t *testing.T, kubeconfig, idpNamespace string) (string, *logLines) {
+// extraFlags are passed after the others.
+func startManagerWithGateway(t *testing.T, kubeconfig, idpNamespace string, extraFlags ...string) (string, *logLines) {
 	t.Helper()
 	bin := buildSwitchboard(t)
 	gatewayAddr := freeAddr(t)
 	gatewayURL := "http://" + gatewayAddr
-	manager := exec.CommandContext(context.Background(), bin, "manager",
+	args := []string{"manager",
 		"--kubeconfig", kubeconfig,
 		"--catalog-auth=tokenreview",
 		"--catalog-bind-address", gatewayAddr,
@@ -280,7 +281,8 @@ func startManagerWithGateway(t *testing.T, kubeconfig, idpNamespace string) (str
 		"--metrics-bind-address", "0",
 		"--health-probe-bind-address", freeAddr(t),
 		"--zap-log-level=debug", // the leak checks read the most verbose log there is
-	)
+	}
+	manager := exec.CommandContext(context.Background(), bin, append(args, extraFlags...)...)
 	logs := &logLines{done: make(chan struct{})}
 	stderr, err := manager.StderrPipe()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	uberzap "go.uber.org/zap"
@@ -103,6 +104,9 @@ type managerOptions struct {
 	gatewayPublicURL string
 	// gatewayScopes are the scopes_supported of the protected resource metadata.
 	gatewayScopes []string
+	// gatewayAudiences are the audiences a Kubernetes token must be issued for to be
+	// accepted at the catalogue and the gateway; empty accepts the API server's own.
+	gatewayAudiences []string
 
 	gatewayMaxSessions             int
 	gatewayMaxSessionsPerCaller    int
@@ -199,6 +203,13 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 			}
 			return nil
 		})
+	fs.Func("gateway-audiences",
+		"Comma-separated audiences a Kubernetes token must be issued for to be accepted at the catalogue and the gateway (TokenReview spec.audiences), such as switchboard: agents then present a projected ServiceAccount token minted for Switchboard, which the API server itself refuses, so no token a caller gives the gateway can be replayed at the API server. Empty accepts tokens for the API server's own audiences.",
+		func(v string) error {
+			audiences, err := parseAudiences(v)
+			o.gatewayAudiences = audiences
+			return err
+		})
 	fs.IntVar(&o.gatewayMaxSessions, "gateway-max-sessions", gateway.DefaultMaxSessions,
 		"Gateway sessions this replica holds at most; a new session beyond it is answered 503.")
 	fs.IntVar(&o.gatewayMaxSessionsPerCaller, "gateway-max-sessions-per-caller", gateway.DefaultMaxSessionsPerCaller,
@@ -241,6 +252,34 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 }
 
 // egressDefaults parses --default-egress and --denied-cidrs.
+// maxGatewayAudiences bounds --gateway-audiences, as MCPIdentityProvider bounds its
+// issuer's audiences.
+const maxGatewayAudiences = 16
+
+// parseAudiences reads --gateway-audiences: comma-separated, blanks dropped, each a
+// printable token of at most 2048 bytes, at most maxGatewayAudiences, none twice.
+func parseAudiences(v string) ([]string, error) {
+	var out []string
+	for _, aud := range strings.Split(v, ",") {
+		aud = strings.TrimSpace(aud)
+		switch {
+		case aud == "":
+			continue
+		case len(aud) > 2048:
+			return nil, fmt.Errorf("an audience is longer than 2048 bytes")
+		case strings.ContainsFunc(aud, func(r rune) bool { return r <= ' ' || r == 0x7f || r == utf8.RuneError }):
+			return nil, fmt.Errorf("audience %q holds a space or control character", aud)
+		case slices.Contains(out, aud):
+			return nil, fmt.Errorf("audience %q is named twice", aud)
+		}
+		out = append(out, aud)
+	}
+	if len(out) > maxGatewayAudiences {
+		return nil, fmt.Errorf("%d audiences named; at most %d", len(out), maxGatewayAudiences)
+	}
+	return out, nil
+}
+
 func (o *managerOptions) egressDefaults() (egress.Defaults, error) {
 	posture, err := egress.ParseDefaultPosture(o.defaultEgress)
 	if err != nil {
@@ -492,6 +531,7 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 
 		ServiceAccountTokensOnly: opts.catalogSATokenOnly,
 		IdentityProviders:        opts.identityProviders,
+		Audiences:                opts.gatewayAudiences,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the catalogue: %w", err)

@@ -485,10 +485,19 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		t.Errorf("memory limit %s, want 2Gi", got)
 	}
 
-	for _, arg := range managerContainer(t, render(t)).Args {
+	defaults := managerContainer(t, render(t)).Args
+	for _, arg := range defaults {
 		if strings.HasPrefix(arg, "--gateway-public-url") || strings.HasPrefix(arg, "--gateway-scopes") {
 			t.Errorf("the defaults pass %s; want the manager's own defaults", arg)
 		}
+	}
+	// Installed with the defaults, the gateway takes only tokens issued for Switchboard,
+	// which the API server refuses; an empty list keeps the API server's audiences.
+	if !slices.Contains(defaults, "--gateway-audiences=switchboard") {
+		t.Errorf("the default manager args %v lack --gateway-audiences=switchboard", defaults)
+	}
+	if args := managerContainer(t, render(t, "--set-json", "manager.gateway.audiences=[]")).Args; slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--gateway-audiences") }) {
+		t.Errorf("manager.gateway.audiences=[] still passes an audience: %v", args)
 	}
 
 	single := deployment(t, render(t, valueSets["single replica"]...))
@@ -686,6 +695,7 @@ func TestValuesSchemaRejectsInvalidValues(t *testing.T) {
 		{name: "gateway session rate of zero", args: []string{"--set", "manager.gateway.sessionRatePerCaller=0"}, want: []string{"/manager/gateway/sessionRatePerCaller"}},
 		{name: "gateway idle timeout that is no duration", args: []string{"--set", "manager.gateway.idleTimeout=ten minutes"}, want: []string{"/manager/gateway/idleTimeout"}},
 		{name: "gateway public URL over plain http", args: []string{"--set", "manager.gateway.publicURL=http://mcp.example.com"}, want: []string{"/manager/gateway/publicURL"}},
+		{name: "gateway audience with a space", args: []string{"--set", "manager.gateway.audiences={switch board}"}, want: []string{"/manager/gateway/audiences/0"}},
 		{name: "gateway scope with a space", args: []string{"--set", "manager.gateway.scopes={openid email}"}, want: []string{"/manager/gateway/scopes/0"}},
 		{name: "string for a boolean", args: []string{"--set-string", "networkPolicy.enabled=yes"}, want: []string{"/networkPolicy/enabled", "boolean"}},
 		{name: "port out of range", args: []string{"--set", "ports.catalog=70000"}, want: []string{"/ports/catalog", "maximum"}},

@@ -82,13 +82,25 @@ func TestGatewayAudiencesTakeOnlyTokensTheAPIServerRefuses(t *testing.T) {
 	}
 
 	// The token the gateway takes is worthless at the API server.
-	asAgent, err := kubernetes.NewForConfig(&rest.Config{Host: env.Config.Host, TLSClientConfig: env.Config.TLSClientConfig, BearerToken: switchboardToken})
+	// Only the server's CA of the admin's TLS config: its client certificate would speak
+	// for the admin.
+	tls := rest.TLSClientConfig{CAData: env.Config.CAData, CAFile: env.Config.CAFile, ServerName: env.Config.ServerName}
+	asAgent, err := kubernetes.NewForConfig(&rest.Config{Host: env.Config.Host, TLSClientConfig: tls, BearerToken: switchboardToken})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = asAgent.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if !apierrors.IsUnauthorized(err) {
 		t.Errorf("the API server answered the switchboard token with %v; want 401 Unauthorized", err)
+	}
+	// While the token it refuses at the gateway is the agent's at the API server.
+	apiServerClient, err := kubernetes.NewForConfig(&rest.Config{Host: env.Config.Host, TLSClientConfig: tls, BearerToken: apiServerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := apiServerClient.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if want := "system:serviceaccount:" + namespace + ":" + agent; err != nil || review.Status.UserInfo.Username != want {
+		t.Errorf("the API server answered the agent's own token with %v, %v; want user %s", review, err, want)
 	}
 }
 

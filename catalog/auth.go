@@ -348,9 +348,9 @@ type AuthenticatorOptions struct {
 
 	// IdentityProviders, when set, authenticate the tokens of MCPIdentityProviders'
 	// issuers: a JWT whose issuer is one of theirs is judged by its provider alone, never
-	// by TokenReview; an opaque token TokenReview does not accept is asked of the
-	// providers that introspect (the cluster's own review first, so that a cluster
-	// credential never reaches an identity provider).
+	// by TokenReview; an opaque token TokenReview does not accept is asked of the one
+	// provider that introspects tokens that begin as it does (the cluster's own review
+	// first, so that a cluster credential never reaches an identity provider).
 	IdentityProviders *identity.Providers
 }
 

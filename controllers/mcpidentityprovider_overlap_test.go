@@ -76,13 +76,19 @@ func newLoopbackOP(t *testing.T) *loopbackOP {
 // alice returns a JWT of this issuer for alice@example.com in group mcp-users.
 func (op *loopbackOP) alice() string {
 	op.t.Helper()
+	return op.aliceIn("mcp-users")
+}
+
+// aliceIn returns a JWT of this issuer for alice@example.com in groups.
+func (op *loopbackOP) aliceIn(groups ...string) string {
+	op.t.Helper()
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: op.key, KeyID: "k1"}}, (&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
 		op.t.Fatal(err)
 	}
 	payload, _ := json.Marshal(map[string]any{
 		"iss": op.srv.URL, "sub": "alice", "aud": "https://mcp.example.com", "exp": time.Now().Add(time.Hour).Unix(),
-		"email": "alice@example.com", "groups": []string{"mcp-users"},
+		"email": "alice@example.com", "groups": groups,
 	})
 	jws, err := signer.Sign(payload)
 	if err != nil {
@@ -199,6 +205,8 @@ func TestIdentityProvidersThatOverlapAreNotApplied(t *testing.T) {
 	waitForEvent(t, provB.Name, mcpv1alpha1.ReasonPrefixConflict)
 	expect(t, call, "A's alice", aliceA, http.StatusOK, "oidc:alice@example.com")
 	expect(t, call, "B's alice", aliceB, http.StatusUnauthorized, "")
+	// A NUL never makes one group read as two: the token is refused.
+	expect(t, call, "A's alice with a NUL in a group", a.aliceIn("mcp-users", "search\x00g:oidc:admins"), http.StatusUnauthorized, "")
 
 	// A moves to another prefix: B becomes Ready by itself.
 	setPrefix := func(name, prefix string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -114,36 +115,29 @@ func (g *gatekeeper) authenticate(ctx context.Context, r *http.Request) (*caller
 	return &caller{Identity: id}, nil
 }
 
-// identityKey identifies a caller: a digest of its username, UID and groups. Extra is left
-// out on purpose: for a ServiceAccount it carries the token's credential id and the pod
-// the token is bound to, so it differs between two tokens of the same caller (a rotated
-// token, another replica), which would otherwise count as another caller for rate
-// limits and session ownership.
+// identityKey identifies a caller: identity.CallerKey of its username, UID and groups,
+// each field length-prefixed, so that no bytes in a name make two identities one, and
+// the same key identity.Caller.Key holds for a caller an MCPIdentityProvider mapped to
+// this username and groups. Extra is left out on purpose: for a ServiceAccount it
+// carries the token's credential id and the pod the token is bound to, so it differs
+// between two tokens of the same caller (a rotated token, another replica), which would
+// otherwise count as another caller for rate limits and session ownership.
 func identityKey(u authenticationv1.UserInfo) string {
-	h := sha256.New()
-	write := func(s string) {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	write(u.Username)
-	write(u.UID)
-	groups := slices.Clone(u.Groups)
-	slices.Sort(groups)
-	for _, g := range groups {
-		write("g:" + g)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return identity.CallerKey(u.Username, u.UID, u.Groups)
 }
 
-// extraKey is a digest of a user's extra, "" when it has none.
+// extraKey is a digest of a user's extra, "" when it has none: every key and value
+// length-prefixed, keys sorted, each key followed by the number of its values.
 func extraKey(extra map[string]authenticationv1.ExtraValue) string {
 	if len(extra) == 0 {
 		return ""
 	}
 	h := sha256.New()
 	write := func(s string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
 		h.Write([]byte(s))
-		h.Write([]byte{0})
 	}
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
@@ -151,7 +145,10 @@ func extraKey(extra map[string]authenticationv1.ExtraValue) string {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		write("e:" + k)
+		write(k)
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(extra[k])))
+		h.Write(n[:])
 		for _, v := range extra[k] {
 			write(v)
 		}
@@ -351,9 +348,9 @@ type AuthenticatorOptions struct {
 
 	// IdentityProviders, when set, authenticate the tokens of MCPIdentityProviders'
 	// issuers: a JWT whose issuer is one of theirs is judged by its provider alone, never
-	// by TokenReview; an opaque token TokenReview does not accept is asked of the
-	// providers that introspect (the cluster's own review first, so that a cluster
-	// credential never reaches an identity provider).
+	// by TokenReview; an opaque token TokenReview does not accept is asked of the one
+	// provider that introspects tokens that begin as it does (the cluster's own review
+	// first, so that a cluster credential never reaches an identity provider).
 	IdentityProviders *identity.Providers
 }
 

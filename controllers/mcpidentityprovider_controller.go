@@ -122,14 +122,21 @@ func (r *MCPIdentityProviderReconciler) Reconcile(ctx context.Context, req ctrl.
 
 	before := obj.DeepCopy()
 	obs := &providerObservation{}
-	cfg, err := r.providerConfig(ctx, obj, obs)
-	if err != nil {
-		// The API server could not be asked: nothing was observed, the status stays.
+	if err := r.checkConflicts(ctx, obj, obs); err != nil {
 		return ctrl.Result{}, err
 	}
+	var cfg *identity.ProviderConfig
+	if obs.conflict == nil {
+		var err error
+		if cfg, err = r.providerConfig(ctx, obj, obs); err != nil {
+			// The API server could not be asked: nothing was observed, the status stays.
+			return ctrl.Result{}, err
+		}
+	}
 	if cfg == nil {
-		// The spec or its Secrets say something that cannot be applied: accept no token
-		// under the configuration applied before.
+		// An older provider claims what this one does, or the spec or its Secrets say
+		// something that cannot be applied: accept no token under the configuration
+		// applied before.
 		r.Providers.Forget(obj.Name)
 	} else {
 		r.apply(ctx, cfg, obs)
@@ -148,6 +155,14 @@ func (r *MCPIdentityProviderReconciler) Reconcile(ctx context.Context, req ctrl.
 	switch {
 	case obs.applied:
 		return ctrl.Result{RequeueAfter: r.resyncInterval()}, nil
+	case obs.conflict != nil && obs.conflict.transient:
+		// Providers still holds an older provider this replica's cache no longer shows
+		// (deleted, its own reconcile not yet run): try again shortly.
+		return ctrl.Result{}, fmt.Errorf("applying identity provider: %s", obs.conflict.message)
+	case obs.conflict != nil:
+		// The older provider's change or deletion brings this one back (see
+		// SetupWithManager).
+		return ctrl.Result{}, nil
 	case obs.invalidRule != "":
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(obs.invalidRule))
 	case obs.discoveryFailure != "" && obs.discoveryPermanent:
@@ -159,6 +174,60 @@ func (r *MCPIdentityProviderReconciler) Reconcile(ctx context.Context, req ctrl.
 	}
 	// A missing Secret or an unusable CA: the Secret watch brings the provider back.
 	return ctrl.Result{}, nil
+}
+
+// checkConflicts decides, from every MCPIdentityProvider in the cache, whether an older
+// provider claims the issuer, a name prefix or the opaque tokens obj claims
+// (identity.Conflicts), and records it in obs. Every replica decides from the same
+// objects, so all of them apply the same providers. Providers being deleted claim
+// nothing.
+func (r *MCPIdentityProviderReconciler) checkConflicts(ctx context.Context, obj *mcpv1alpha1.MCPIdentityProvider, obs *providerObservation) error {
+	var list mcpv1alpha1.MCPIdentityProviderList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing identity providers: %w", err)
+	}
+	claims := []identity.Claim{providerClaim(obj)}
+	for i := range list.Items {
+		if other := &list.Items[i]; other.Name != obj.Name && other.DeletionTimestamp.IsZero() {
+			claims = append(claims, providerClaim(other))
+		}
+	}
+	if c, ok := identity.Conflicts(claims)[obj.Name]; ok {
+		obs.conflict = &providerConflict{reason: conflictReason(c.Reason), message: capitalize(c.Message)}
+	}
+	return nil
+}
+
+// providerClaim is what obj claims as its own.
+func providerClaim(obj *mcpv1alpha1.MCPIdentityProvider) identity.Claim {
+	spec := &obj.Spec
+	c := identity.Claim{
+		Name:           obj.Name,
+		Created:        obj.CreationTimestamp.Time,
+		IssuerURL:      spec.Issuer.URL,
+		UsernamePrefix: spec.ClaimMappings.Username.Prefix,
+	}
+	if g := spec.ClaimMappings.Groups; g != nil {
+		c.MapsGroups, c.GroupsPrefix = true, g.Prefix
+	}
+	if in := spec.Introspection; in != nil {
+		c.Introspects, c.TokenPrefix = true, in.TokenPrefix
+	}
+	return c
+}
+
+// conflictReason is the Ready reason of a conflict identity decided on; "" for a reason
+// that is no conflict.
+func conflictReason(reason identity.Reason) string {
+	switch reason {
+	case identity.ReasonIssuerConflict:
+		return mcpv1alpha1.ReasonIssuerConflict
+	case identity.ReasonPrefixConflict:
+		return mcpv1alpha1.ReasonPrefixConflict
+	case identity.ReasonTokenPrefixConflict:
+		return mcpv1alpha1.ReasonTokenPrefixConflict
+	}
+	return ""
 }
 
 // providerConfig builds the provider's identity.ProviderConfig, or records in obs why it
@@ -173,6 +242,7 @@ func (r *MCPIdentityProviderReconciler) providerConfig(ctx context.Context, obj 
 	cfg := &identity.ProviderConfig{
 		Name:              obj.Name,
 		Generation:        obj.Generation,
+		Created:           obj.CreationTimestamp.Time,
 		IssuerURL:         spec.Issuer.URL,
 		DiscoveryURL:      spec.Issuer.DiscoveryURL,
 		Audiences:         slices.Clone(spec.Issuer.Audiences),
@@ -206,7 +276,7 @@ func (r *MCPIdentityProviderReconciler) providerConfig(ctx context.Context, obj 
 			return nil, err
 		}
 		// Secrets made from files often end in a newline, which is no part of a secret.
-		cfg.Introspection = &identity.Introspection{ClientID: in.ClientID, ClientSecret: strings.TrimSpace(string(data))}
+		cfg.Introspection = &identity.Introspection{ClientID: in.ClientID, ClientSecret: strings.TrimSpace(string(data)), TokenPrefix: in.TokenPrefix}
 	}
 	return cfg, nil
 }
@@ -248,6 +318,11 @@ func (r *MCPIdentityProviderReconciler) apply(ctx context.Context, cfg *identity
 	}
 	if msg == "" {
 		msg = "the identity provider could not be applied"
+	}
+	var applyErr *identity.ApplyError
+	if errors.As(err, &applyErr) && conflictReason(applyErr.Reason) != "" {
+		obs.conflict = &providerConflict{reason: conflictReason(applyErr.Reason), message: capitalize(msg), transient: !isPermanent(err)}
+		return
 	}
 	obs.discoveryFailure = msg
 	obs.discoveryPermanent = isPermanent(err)
@@ -341,6 +416,11 @@ func (r *MCPIdentityProviderReconciler) SetupWithManager(mgr ctrl.Manager) error
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&mcpv1alpha1.MCPIdentityProvider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Whether a provider conflicts depends on every other: one created, changed or
+		// deleted wakes them all, so a provider an older one kept out becomes Ready when
+		// that one goes, without anyone touching it. Providers are few and admin-written.
+		Watches(&mcpv1alpha1.MCPIdentityProvider{}, handler.EnqueueRequestsFromMapFunc(r.otherProviders),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Secret metadata only, as for MCPServers: a changed resourceVersion is all it
 		// takes to know a Secret rotated.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.providersForSecret), builder.OnlyMetadata).
@@ -349,6 +429,22 @@ func (r *MCPIdentityProviderReconciler) SetupWithManager(mgr ctrl.Manager) error
 			RateLimiter:        workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
 		}).
 		Complete(r)
+}
+
+// otherProviders returns every provider but changed.
+func (r *MCPIdentityProviderReconciler) otherProviders(ctx context.Context, changed client.Object) []reconcile.Request {
+	var list mcpv1alpha1.MCPIdentityProviderList
+	if err := r.Client.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing identity providers to look at their conflicts again")
+		return nil
+	}
+	requests := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		if list.Items[i].Name != changed.GetName() {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return requests
 }
 
 // providersForSecret returns the providers that reference the Secret, when it lives in

@@ -304,7 +304,7 @@ func TestIdentityProviderIsReadyOnceApplied(t *testing.T) {
 
 	cfg, _ := fake.last(p.Name)
 	want := identity.ProviderConfig{
-		Name: p.Name, Generation: got.Generation,
+		Name: p.Name, Generation: got.Generation, Created: got.CreationTimestamp.Time,
 		IssuerURL: "https://login.example.com", Audiences: []string{"https://mcp.example.com"}, CACertPEM: ca,
 		UsernameClaim: "email", UsernamePrefix: "oidc:", GroupsClaim: "groups", GroupsPrefix: "oidc-group:",
 		ValidationRules: []identity.ValidationRule{{Expression: "claims.email_verified == true", Message: "email must be verified"}},

@@ -15,6 +15,9 @@ import (
 // thing that kept it from being applied, or that it was applied. Exactly one of the
 // fields that say so is set once the reconcile has looked.
 type providerObservation struct {
+	// conflict says which older provider claims what this one claims; the provider is
+	// then not applied.
+	conflict *providerConflict
 	// invalidRule says which claim validation rule does not compile, and why.
 	invalidRule string
 	// missingSecret says which Secret or key the spec references but is not there.
@@ -28,6 +31,15 @@ type providerObservation struct {
 	discoveryPermanent bool
 	// applied is true once Apply succeeded with this generation's config.
 	applied bool
+}
+
+// providerConflict is why an older provider keeps this one out: reason is
+// IssuerConflict, PrefixConflict or TokenPrefixConflict, message names the older provider.
+// transient is set when the conflict was found among the applied providers rather than
+// among those that exist: the older one is on its way out.
+type providerConflict struct {
+	reason, message string
+	transient       bool
 }
 
 // isPermanent reports whether err says of itself that no retry heals it.
@@ -49,6 +61,12 @@ type permanentError interface {
 // provider was applied.
 func (o *providerObservation) failure() *notReady {
 	switch {
+	case o.conflict != nil:
+		p := progressStalled
+		if o.conflict.transient {
+			p = progressReconciling
+		}
+		return &notReady{o.conflict.reason, o.conflict.message, p}
 	case o.invalidRule != "":
 		return &notReady{mcpv1alpha1.ReasonInvalidClaimValidationRule, o.invalidRule, progressStalled}
 	case o.missingSecret != nil:

@@ -102,9 +102,10 @@ func TestProviderTokenRefusals(t *testing.T) {
 	if err := providers.Apply(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	// A provider whose usernames would be system: names, had admission let it in.
+	// A provider whose usernames could be system: names ("sys" + "tem:admin"), had
+	// admission let it in; its prefix is its own, as no two providers share one.
 	sys := cfg
-	sys.Name, sys.UsernamePrefix = "sys", ""
+	sys.Name, sys.UsernamePrefix = "sys", "sys"
 	sysOP := newJWTOP(t)
 	sys.IssuerURL = sysOP.srv.URL
 	if err := providers.Apply(t.Context(), sys); err != nil {
@@ -121,7 +122,7 @@ func TestProviderTokenRefusals(t *testing.T) {
 		"expired":                signJWT(t, op.published, op.claims(func(c map[string]any) { c["exp"] = time.Now().Add(-time.Hour).Unix() })),
 		"unknown issuer":         signJWT(t, other.published, other.claims(nil)),
 		"failed validation rule": signJWT(t, op.published, op.claims(func(c map[string]any) { c["email_verified"] = false })),
-		"system: username":       signJWT(t, sysOP.published, sysOP.claims(func(c map[string]any) { c["email"] = "system:admin" })),
+		"system: username":       signJWT(t, sysOP.published, sysOP.claims(func(c map[string]any) { c["email"] = "tem:admin" })),
 		"unpublished key":        signJWT(t, op.hidden, op.claims(nil)),
 	}
 	for name, token := range refusals {

@@ -1,14 +1,17 @@
 package identity
 
 import (
-	"time"
-
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/google/cel-go/cel"
@@ -39,11 +42,10 @@ type Caller struct {
 	Groups []string
 	// Provider is the MCPIdentityProvider whose issuer vouched for the token.
 	Provider string
-	// Key identifies the caller for caches, rate limits and session ownership: a digest
-	// of Username and Groups, the same for every token of one identity. It is computed
-	// as catalog's identity key is for a UserInfo with this username and groups and no
-	// UID, so the gateway's caches treat one Kubernetes identity alike however it
-	// authenticated.
+	// Key identifies the caller for caches, rate limits and session ownership:
+	// CallerKey of Username and Groups (no UID), the same for every token of one
+	// identity and the same as the catalogue's key of that Kubernetes user, so the
+	// gateway's caches treat one identity alike however it authenticated.
 	Key string
 	// Expiry is when the token expires (its verified exp claim, or the exp of an
 	// introspection answer); zero when the issuer did not say. Whatever is obtained with
@@ -64,20 +66,46 @@ func (c *Caller) UserInfo() authenticationv1.UserInfo {
 	return authenticationv1.UserInfo{Username: c.Username, Groups: slices.Clone(c.Groups)}
 }
 
-// callerKey digests username and groups: sha256 over "username\0uid\0" and "g:group\0"
-// for each group in sorted order (catalog's identityKey with no UID).
-func callerKey(username string, groups []string) string {
+// CallerKey identifies a Kubernetes identity for caches, rate limits and session
+// ownership: the hex SHA-256 of its fields, each encoded as a tag byte ('u' username, 'i'
+// UID, 'g' group), its length as 8 bytes big-endian, and its bytes; the groups sorted
+// and without repeats. No two identities share an encoding, whatever bytes their names
+// hold. The catalogue's Identity.Key is CallerKey of the reviewed user, so one identity
+// has one key however it authenticated (TokenReview or an MCPIdentityProvider).
+func CallerKey(username, uid string, groups []string) string {
 	h := sha256.New()
-	write := func(s string) {
+	field := func(tag byte, s string) {
+		var head [9]byte
+		head[0] = tag
+		binary.BigEndian.PutUint64(head[1:], uint64(len(s)))
+		h.Write(head[:])
 		h.Write([]byte(s))
-		h.Write([]byte{0})
 	}
-	write(username)
-	write("") // no UID
-	for _, g := range groups {
-		write("g:" + g)
+	field('u', username)
+	field('i', uid)
+	sorted := slices.Clone(groups)
+	slices.Sort(sorted)
+	for _, g := range slices.Compact(sorted) {
+		field('g', g)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// checkName refuses a claim value that is not valid UTF-8 or holds a control character
+// (C0, DEL or C1): no issuer has a reason to put one in a name, and a NUL or a line break
+// in a name is how one group is made to read as two, in a key, a log or an audit line.
+// The whole token is refused, not the one value dropped: a group left out silently could
+// escape an access policy that denies it.
+func checkName(value string) error {
+	if !utf8.ValidString(value) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range value {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("holds the control character %U", r)
+		}
+	}
+	return nil
 }
 
 // registeredClaims are the claims go-oidc reads from a JWT with encoding/json, which
@@ -168,6 +196,9 @@ func (p *provider) mapCaller(ctx context.Context, claims map[string]any) (*Calle
 	case !isString || value == "":
 		return nil, refuse(name, ReasonInvalidClaims, "the token's %s claim is not a non-empty string", p.cfg.UsernameClaim)
 	}
+	if err := checkName(value); err != nil {
+		return nil, refuse(name, ReasonInvalidClaims, "the token's %s claim %v", p.cfg.UsernameClaim, err)
+	}
 	// As Kubernetes does: an email is a username only once verified, when the issuer says.
 	if p.cfg.UsernameClaim == "email" {
 		if v, ok := claims["email_verified"]; ok && v != true {
@@ -188,7 +219,7 @@ func (p *provider) mapCaller(ctx context.Context, claims map[string]any) (*Calle
 			return nil, refuse(name, ReasonRuleFailed, "%s", r.message)
 		}
 	}
-	return &Caller{Username: username, Groups: groups, Provider: name, Key: callerKey(username, groups)}, nil
+	return &Caller{Username: username, Groups: groups, Provider: name, Key: CallerKey(username, "", groups)}, nil
 }
 
 // mapGroups maps the groups claim (a string or a list of strings; absent is none).
@@ -218,6 +249,9 @@ func (p *provider) mapGroups(claims map[string]any) ([]string, error) {
 	}
 	groups := make([]string, 0, len(values))
 	for _, v := range values {
+		if err := checkName(v); err != nil {
+			return nil, refuse(name, ReasonInvalidClaims, "a value of the token's %s claim %v", p.cfg.GroupsClaim, err)
+		}
 		if v == "" {
 			continue
 		}

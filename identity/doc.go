@@ -17,11 +17,18 @@
 //     iss exactly, exp and nbf; then aud must name one of the provider's audiences, the
 //     username claim must be a non-empty string, no mapped name may start with
 //     "system:", and every CEL claim validation rule must hold.
-//   - An opaque token is judged by RFC 7662 introspection at the providers that
-//     configure it, in name order until one says active: active, for one of the
-//     audiences (aud, or client_id when the answer has no aud), not expired; answers are
-//     remembered by token digest, bounded, never past exp; requests in flight are
-//     bounded. A token shaped as a Kubernetes bootstrap token is never sent out.
+//   - An opaque token is judged by RFC 7662 introspection at one provider, the one whose
+//     introspection token prefix is the longest that begins it, else the one without a
+//     token prefix, and is sent to no other: active, for one of the audiences (aud, or
+//     client_id when the answer has no aud), not expired; answers are remembered by
+//     token digest, bounded, never past exp; requests in flight are bounded. A token no
+//     provider takes, or shaped as a Kubernetes bootstrap token, is never sent out.
+//   - No two applied providers claim the same issuer, overlapping name prefixes
+//     (username or groups, either of one beginning either of the other) or the same
+//     opaque tokens: Conflicts decides which may be applied (the older keeps its claim),
+//     and Apply keeps the applied set free of conflicts whatever order it is called in.
+//   - A username or group with a control character, or not UTF-8, refuses the token, and
+//     CallerKey encodes every field with its length, so no name reads as two.
 //   - The claims routed, mapped and checked by rules are decoded once, strictly:
 //     duplicate keys, and keys that differ from a registered claim only in case, are
 //     refused, so go-oidc's own (case-insensitive) reading of iss, aud and exp agrees

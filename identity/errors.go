@@ -98,8 +98,14 @@ const (
 	// ReasonInvalidConfig: the configuration cannot work as written (issuer URL,
 	// audiences, claim mappings, certificate authority, a rule that does not compile).
 	ReasonInvalidConfig Reason = "InvalidConfig"
-	// ReasonIssuerConflict: another applied provider has the same issuer URL.
+	// ReasonIssuerConflict: an older provider has the same issuer URL.
 	ReasonIssuerConflict Reason = "IssuerConflict"
+	// ReasonPrefixConflict: a username or groups prefix equals, begins or is begun by a
+	// username or groups prefix of an older provider.
+	ReasonPrefixConflict Reason = "PrefixConflict"
+	// ReasonTokenPrefixConflict: an older provider introspects the opaque tokens of the
+	// same introspection token prefix (or, like this one, has none).
+	ReasonTokenPrefixConflict Reason = "TokenPrefixConflict"
 	// ReasonAddressRefused: the issuer's endpoints resolve to a link-local or cloud
 	// metadata address (or, over http, to an address that is not loopback).
 	ReasonAddressRefused Reason = "AddressRefused"

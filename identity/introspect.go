@@ -43,17 +43,18 @@ func newIntrospector(opts Options) *introspector {
 	}
 }
 
-// authenticateOpaque asks the providers that introspect, in name order, until one says
-// the token is active; the token goes to no other issuer. Answers are remembered per
-// set of applied providers: any Apply or Forget starts afresh.
+// authenticateOpaque asks the one provider that introspects tokens that begin as token
+// does (see Providers.introspectorFor); the token goes to no other issuer, and to none
+// when no provider's token prefix matches and none takes the rest. Answers are
+// remembered per set of applied providers: any Apply or Forget starts afresh.
 func (ps *Providers) authenticateOpaque(ctx context.Context, token string) (*Caller, error) {
 	if kubernetesBootstrapToken.MatchString(token) {
 		return nil, refuse("", ReasonUnknownIssuer, "the token has the shape of a Kubernetes bootstrap token, which is never sent to an identity provider")
 	}
 	key := ps.cacheKey(token)
-	provs := ps.sortedIntrospecting()
-	if len(provs) == 0 {
-		return nil, refuse("", ReasonUnknownIssuer, "the token is not a JWT, and no identity provider introspects opaque tokens")
+	p := ps.introspectorFor(token)
+	if p == nil {
+		return nil, refuse("", ReasonUnknownIssuer, "the token is not a JWT, and no identity provider introspects opaque tokens that begin as it does")
 	}
 	in := ps.introspections
 	if v, ok := in.cache.Get(key); ok {
@@ -67,7 +68,7 @@ func (ps *Providers) authenticateOpaque(ctx context.Context, token string) (*Cal
 		// to its own end, bounded by the client's timeout, whoever gives up waiting.
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ps.opts.Timeout)
 		defer cancel()
-		answer, ttl := in.ask(qctx, provs, token)
+		answer, ttl := in.ask(qctx, p, token)
 		if ttl > 0 {
 			in.cache.Add(key, answer, ttl)
 		}
@@ -88,45 +89,26 @@ func (a *introspected) result() (*Caller, error) {
 	return a.caller.clone(), nil
 }
 
-// ask asks each provider in turn and returns the answer and how long to remember it (0:
-// not at all, when an issuer could not be asked).
-func (in *introspector) ask(ctx context.Context, provs []*provider, token string) (*introspected, time.Duration) {
-	var refusals, failures []*TokenError
-	for _, p := range provs {
-		caller, exp, err := in.askOne(ctx, p, token)
-		if err == nil {
-			caller.Expiry = exp
-			ttl := in.opts.IntrospectionTTL
-			if !exp.IsZero() {
-				ttl = min(ttl, time.Until(exp))
-			}
-			return &introspected{caller: caller}, ttl
+// ask asks p and returns its answer and how long to remember it (0: not at all, when
+// the issuer could not be asked).
+func (in *introspector) ask(ctx context.Context, p *provider, token string) (*introspected, time.Duration) {
+	caller, exp, err := in.askOne(ctx, p, token)
+	if err == nil {
+		caller.Expiry = exp
+		ttl := in.opts.IntrospectionTTL
+		if !exp.IsZero() {
+			ttl = min(ttl, time.Until(exp))
 		}
-		var te *TokenError
-		if !errors.As(err, &te) {
-			te = unavailable(p.cfg.Name, "introspection failed")
-		}
-		if te.Unavailable {
-			failures = append(failures, te)
-		} else {
-			refusals = append(refusals, te)
-		}
+		return &introspected{caller: caller}, ttl
 	}
-	if len(failures) > 0 {
-		// Some issuer could not be asked and might have known the token.
-		return &introspected{err: failures[0]}, 0
+	var te *TokenError
+	if !errors.As(err, &te) {
+		te = unavailable(p.cfg.Name, "introspection failed")
 	}
-	// A refusal by a provider that knew the token (active, but for another audience,
-	// say) says more than "inactive".
-	for _, r := range refusals {
-		if r.Reason != ReasonInactive {
-			return &introspected{err: r}, in.opts.IntrospectionNegativeTTL
-		}
+	if te.Unavailable {
+		return &introspected{err: te}, 0
 	}
-	if len(refusals) == 1 {
-		return &introspected{err: refusals[0]}, in.opts.IntrospectionNegativeTTL
-	}
-	return &introspected{err: refuse("", ReasonInactive, "no identity provider says the token is active")}, in.opts.IntrospectionNegativeTTL
+	return &introspected{err: te}, in.opts.IntrospectionNegativeTTL
 }
 
 // askOne asks p's introspection endpoint about token, with p's client credentials, and

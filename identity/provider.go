@@ -1,5 +1,7 @@
 package identity
 
+import "time"
+
 // ProviderConfig is one MCPIdentityProvider as the identity package needs it: the spec
 // with its Secrets resolved by the controller. It holds a client secret: never log it.
 type ProviderConfig struct {
@@ -8,6 +10,9 @@ type ProviderConfig struct {
 	// Generation is the MCPIdentityProvider's metadata.generation this config was built
 	// from.
 	Generation int64
+	// Created is the MCPIdentityProvider's creationTimestamp: of two providers whose
+	// claims conflict (see Conflicts), the older is applied.
+	Created time.Time
 
 	// IssuerURL is the OpenID issuer; tokens must name it exactly in iss.
 	IssuerURL string
@@ -54,4 +59,9 @@ type Introspection struct {
 	ClientID string
 	// ClientSecret is a secret: never log it.
 	ClientSecret string
+	// TokenPrefix is how the opaque tokens this provider introspects begin: an opaque
+	// token goes to the provider whose TokenPrefix is the longest that begins it, or,
+	// when none does, to the one provider that introspects without a TokenPrefix, and to
+	// no other.
+	TokenPrefix string
 }

@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -135,7 +134,21 @@ type provider struct {
 // what was applied under that name before. When Apply fails, the tokens of cfg.Name are
 // refused until an Apply succeeds: a provider that is not Ready admits no one. Its error
 // is an *ApplyError with a message a person can act on.
+//
+// No two applied providers ever conflict (see Conflicts): Apply refuses cfg while an
+// older applied provider conflicts with it (a Transient *ApplyError whose Reason is
+// IssuerConflict, PrefixConflict or TokenPrefixConflict), and an applied provider
+// younger than cfg that conflicts with it is forgotten when cfg is applied. The
+// controller decides who is applied from every provider that exists; this keeps the
+// promise while its decisions reach Apply and Forget one at a time.
 func (ps *Providers) Apply(ctx context.Context, cfg ProviderConfig) error {
+	ps.mu.RLock()
+	conflict := ps.olderConflictLocked(&cfg)
+	ps.mu.RUnlock()
+	if conflict != nil {
+		ps.Forget(cfg.Name)
+		return conflict
+	}
 	p, err := ps.build(ctx, cfg)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -143,14 +156,42 @@ func (ps *Providers) Apply(ctx context.Context, cfg ProviderConfig) error {
 		ps.forgetLocked(cfg.Name)
 		return err
 	}
-	if other, ok := ps.byIssuer[cfg.IssuerURL]; ok && other.cfg.Name != cfg.Name {
+	if conflict := ps.olderConflictLocked(&cfg); conflict != nil {
 		ps.forgetLocked(cfg.Name)
-		return applyErr(ReasonIssuerConflict, true, "identity provider %s already has issuer %s; an issuer may be configured once", other.cfg.Name, cfg.IssuerURL)
+		return conflict
+	}
+	claim := cfg.claim()
+	for name, other := range ps.byName {
+		if name != cfg.Name && conflictBetween(claim, other.cfg.claim()) != nil {
+			ps.forgetLocked(name)
+		}
 	}
 	ps.forgetLocked(cfg.Name)
 	ps.byName[cfg.Name] = p
 	ps.byIssuer[cfg.IssuerURL] = p
 	return nil
+}
+
+// olderConflictLocked returns why cfg may not be applied beside an applied provider
+// older than it, or nil.
+func (ps *Providers) olderConflictLocked(cfg *ProviderConfig) *ApplyError {
+	claim := cfg.claim()
+	var oldest *Claim
+	var why *Conflict
+	for name, other := range ps.byName {
+		o := other.cfg.claim()
+		if name == cfg.Name || !older(o, claim) || (oldest != nil && !older(o, *oldest)) {
+			continue
+		}
+		if c := conflictBetween(o, claim); c != nil {
+			oldest, why = &o, c
+		}
+	}
+	if why == nil {
+		return nil
+	}
+	// Transient: the older provider may be deleted or changed.
+	return applyErr(why.Reason, true, "%s", why.Message)
 }
 
 // Forget stops accepting the tokens of the provider named name.
@@ -189,33 +230,45 @@ func (ps *Providers) Advertised() []string {
 }
 
 // Handles reports whether token is for one of the applied providers: a JWT whose
-// (unverified) issuer is one of theirs, or an opaque token while some provider
-// introspects. The gateway asks it to send a token to Authenticate or to TokenReview,
-// without a network call.
+// (unverified) issuer is one of theirs, or an opaque token some provider introspects
+// (see Introspection.TokenPrefix). The gateway asks it to send a token to Authenticate
+// or to TokenReview, without a network call.
 func (ps *Providers) Handles(token string) bool {
 	if len(token) == 0 || len(token) > maxTokenBytes {
 		return false
 	}
-	ps.mu.RLock()
-	defer ps.mu.RUnlock()
 	if !looksLikeJWT(token) {
-		if kubernetesBootstrapToken.MatchString(token) {
-			return false
-		}
-		for _, p := range ps.byName {
-			if p.cfg.Introspection != nil {
-				return true
-			}
-		}
-		return false
+		return !kubernetesBootstrapToken.MatchString(token) && ps.introspectorFor(token) != nil
 	}
 	claims, err := parseUnverified(token)
 	if err != nil {
 		return false
 	}
 	iss, _ := claims["iss"].(string)
+	ps.mu.RLock()
+	defer ps.mu.RUnlock()
 	_, ok := ps.byIssuer[iss]
 	return ok
+}
+
+// introspectorFor returns the one applied provider that introspects token: the one whose
+// token prefix is the longest that begins it, else the one without a token prefix; nil
+// when none does. No two applied providers have the same token prefix (Apply keeps them
+// apart), so the choice is never a tie.
+func (ps *Providers) introspectorFor(token string) *provider {
+	ps.mu.RLock()
+	defer ps.mu.RUnlock()
+	var best *provider
+	for _, p := range ps.byName {
+		in := p.cfg.Introspection
+		if in == nil || !strings.HasPrefix(token, in.TokenPrefix) {
+			continue
+		}
+		if best == nil || len(in.TokenPrefix) > len(best.cfg.Introspection.TokenPrefix) {
+			best = p
+		}
+	}
+	return best
 }
 
 // Authenticate returns who token says the caller is, or a *TokenError: matching
@@ -223,7 +276,8 @@ func (ps *Providers) Handles(token string) bool {
 // issuer could not be asked (503). A JWT is judged by the provider its (unverified)
 // issuer names, alone: signature by a key that issuer publishes, iss exactly, aud one of
 // the provider's audiences, exp and nbf, then the claim mappings and validation rules.
-// Any other token is judged by introspection at the providers that configure it.
+// Any other token is judged by introspection at the one provider that introspects
+// tokens that begin as it does (see Introspection.TokenPrefix), and sent to no other.
 func (ps *Providers) Authenticate(ctx context.Context, token string) (*Caller, error) {
 	if token == "" {
 		return nil, refuse("", ReasonMalformed, "no token")
@@ -639,18 +693,4 @@ func mustParse(s string) *url.URL {
 // tokenDigest is the key a token is cached under: never the token itself.
 func tokenDigest(token string) [sha256.Size]byte {
 	return sha256.Sum256([]byte(token))
-}
-
-// sortedIntrospecting returns the applied providers that introspect, by name.
-func (ps *Providers) sortedIntrospecting() []*provider {
-	ps.mu.RLock()
-	defer ps.mu.RUnlock()
-	var out []*provider
-	for _, p := range ps.byName {
-		if p.cfg.Introspection != nil {
-			out = append(out, p)
-		}
-	}
-	slices.SortFunc(out, func(a, b *provider) int { return cmp.Compare(a.cfg.Name, b.cfg.Name) })
-	return out
 }

@@ -337,7 +337,9 @@ func TestKeySetUnreachableIsUnavailable(t *testing.T) {
 
 func TestRoutingByIssuerAsksOneProvider(t *testing.T) {
 	a, b := newTestOP(t, true), newTestOP(t, true)
-	ps := applied(t, fastOptions, a.config("a"), b.config("b"))
+	cfgB := b.config("b")
+	cfgB.UsernamePrefix, cfgB.GroupsPrefix = "b:", "b:" // two providers never share a prefix
+	ps := applied(t, fastOptions, a.config("a"), cfgB)
 	if got, want := ps.Advertised(), []string{a.issuer(), b.issuer()}; !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Errorf("Advertised %q, want %q", got, want)
 	}

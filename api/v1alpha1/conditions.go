@@ -211,4 +211,20 @@ const (
 	// ReasonInvalidCertificateAuthority means the certificateAuthority Secret key holds
 	// no PEM certificate.
 	ReasonInvalidCertificateAuthority = "InvalidCertificateAuthority"
+
+	// ReasonIssuerConflict means an older MCPIdentityProvider has the same issuer URL:
+	// this one is not applied until that one is changed or deleted. The message names it.
+	ReasonIssuerConflict = "IssuerConflict"
+
+	// ReasonPrefixConflict means a username or groups prefix of this provider equals,
+	// begins or is begun by a username or groups prefix of an older MCPIdentityProvider,
+	// so one issuer could map a name of the other's: this one is not applied until one
+	// prefix changes or that provider is deleted. The message names it and both prefixes.
+	ReasonPrefixConflict = "PrefixConflict"
+
+	// ReasonTokenPrefixConflict means an older MCPIdentityProvider introspects the opaque
+	// tokens of the same introspection.tokenPrefix (or, like this one, has none): this
+	// one is not applied, so that no token is sent to two introspection endpoints. The
+	// message names the older provider.
+	ReasonTokenPrefixConflict = "TokenPrefixConflict"
 )

@@ -195,6 +195,19 @@ type TokenIntrospection struct {
 	// resource namespace.
 	// +required
 	ClientSecret ClusterSecretKeySource `json:"clientSecret"`
+
+	// tokenPrefix says which opaque tokens this issuer introspects: those that begin with
+	// it (such as "corp_at_"). An opaque token goes to the one provider whose tokenPrefix
+	// is the longest that begins it or, when none does, to the one provider that
+	// introspects without a tokenPrefix; it is never sent to a second introspection
+	// endpoint, and one that no provider takes is refused without a request. Two
+	// providers with the same tokenPrefix, or two without one, conflict: the younger is
+	// not applied (Ready=False, reason TokenPrefixConflict).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[!-~]+$')",message="tokenPrefix must be printable ASCII without spaces, as bearer tokens are"
+	TokenPrefix string `json:"tokenPrefix,omitempty"`
 }
 
 // MCPIdentityProviderStatus is what the operator observed of the provider.
@@ -205,7 +218,10 @@ type MCPIdentityProviderStatus struct {
 
 	// conditions describe the provider's state. Ready is True once the issuer's discovery
 	// document and key set were fetched; Reconciling and Stalled are present only while
-	// True.
+	// True. A provider whose issuer, username or groups prefix, or introspection
+	// tokenPrefix conflicts with an older provider's is not applied: Ready is False with
+	// reason IssuerConflict, PrefixConflict or TokenPrefixConflict and names the older
+	// one, until that one is changed or deleted.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -254,6 +254,9 @@ func TestListenStreamsAreBoundedPerCallerAndPerReplica(t *testing.T) {
 			}
 			wantRefusal(t, "bob's listen stream in a replica holding 3", openListen(t, ts.url(e, otherNamespace), bobToken).answer,
 				http.StatusServiceUnavailable, "--gateway-max-listen-streams")
+			if n := gauge(t, ts.harness, "switchboard_gateway_listen_streams"); n != 3 {
+				t.Errorf("switchboard_gateway_listen_streams is %v; want the 3 open", n)
+			}
 			// Requests other than listen are no streams: alice's are served.
 			wantServed(t, "alice's tools/list beside her streams", listTools(t, url, aliceToken))
 
@@ -270,6 +273,22 @@ func TestListenStreamsAreBoundedPerCallerAndPerReplica(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gauge reads the gauge without labels name off the harness's registry.
+func gauge(t *testing.T, h *harness, name string) float64 {
+	t.Helper()
+	families, err := h.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("the registry has no gauge %s", name)
+	return 0
 }
 
 // refusedRequests reads switchboard_gateway_refused_requests_total{code} off the harness's

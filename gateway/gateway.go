@@ -42,6 +42,15 @@ const (
 	DefaultMaxPendingCalls       = 64
 	DefaultAccessTTL             = 10 * time.Second
 	DefaultConnectTimeout        = 10 * time.Second
+	// DefaultMaxListenStreams and DefaultMaxListenStreamsPerCaller match
+	// DefaultMaxSessions and DefaultMaxSessionsPerCaller: a subscriptions/listen stream is
+	// the sessionless era's counterpart of a session's standalone stream.
+	DefaultMaxListenStreams          = 2048
+	DefaultMaxListenStreamsPerCaller = 64
+	// DefaultMaxInflightPerCaller is an eighth of the 256 requests a bridge serves at
+	// once: with the chart's two replicas one caller holds at most a quarter of a stdio
+	// server's bridge (or of any server reached through one upstream client).
+	DefaultMaxInflightPerCaller = 32
 )
 
 // maxSessionLimiters bounds the callers whose session start rate the gateway keeps.
@@ -100,6 +109,15 @@ type Options struct {
 	MaxPendingCalls int
 	// ConnectTimeout bounds opening an upstream session. Zero means 10s.
 	ConnectTimeout time.Duration
+	// MaxListenStreams bounds the subscriptions/listen streams open on this replica, of
+	// servers and toolsets together. Zero means 2048.
+	MaxListenStreams int
+	// MaxListenStreamsPerCaller bounds the subscriptions/listen streams one caller holds
+	// open on this replica. Zero means 64.
+	MaxListenStreamsPerCaller int
+	// MaxInflightPerCaller bounds the sessionless requests of one caller this replica
+	// serves at once, listen streams aside. Zero means 32.
+	MaxInflightPerCaller int
 	// Registerer receives the gateway's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger logs the gateway's operation; Audit gets one line per session start and end
@@ -120,6 +138,10 @@ func (o *Options) defaults() error {
 	if o.MaxSessions < 0 || o.MaxSessionsPerCaller < 0 || o.MaxSessionsPerNamespace < 0 || o.SessionBurstPerCaller < 0 {
 		return errors.New("gateway: session limits (--gateway-max-sessions, --gateway-max-sessions-per-caller, " +
 			"--gateway-max-sessions-per-namespace, --gateway-session-burst-per-caller) must not be negative")
+	}
+	if o.MaxListenStreams < 0 || o.MaxListenStreamsPerCaller < 0 || o.MaxInflightPerCaller < 0 {
+		return errors.New("gateway: the limits of sessionless requests (--gateway-max-listen-streams, " +
+			"--gateway-max-listen-streams-per-caller, --gateway-max-inflight-per-caller) must not be negative")
 	}
 	if o.SessionRatePerCaller < 0 || math.IsNaN(o.SessionRatePerCaller) {
 		return errors.New("gateway: the session rate per caller (--gateway-session-rate-per-caller) must be a positive number of sessions per second")
@@ -151,6 +173,15 @@ func (o *Options) defaults() error {
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
 	}
+	if o.MaxListenStreams == 0 {
+		o.MaxListenStreams = DefaultMaxListenStreams
+	}
+	if o.MaxListenStreamsPerCaller == 0 {
+		o.MaxListenStreamsPerCaller = DefaultMaxListenStreamsPerCaller
+	}
+	if o.MaxInflightPerCaller == 0 {
+		o.MaxInflightPerCaller = DefaultMaxInflightPerCaller
+	}
 	return nil
 }
 
@@ -178,8 +209,10 @@ type Gateway struct {
 	// caller with each server (a server endpoint's or a toolset's).
 	counts       map[connector.Key]int
 	callerCounts map[callerServer]int
-	// callerSessions and namespaceSessions hold the open sessions, of servers and
-	// toolsets together, of each caller (by Identity.Key) and of each namespace.
+	// openSessions, callerSessions and namespaceSessions count the sessions holding a
+	// session slot (see takeSessionSlotLocked): of this replica, of each caller (by
+	// Identity.Key) and of each namespace.
+	openSessions      int
 	callerSessions    map[string]int
 	namespaceSessions map[string]int
 	seq               uint64
@@ -197,6 +230,9 @@ type Gateway struct {
 	statelessHandler        http.Handler
 	statelessToolsetHandler http.Handler
 	upstreamClients         *upstreamClients
+	// listens are the subscriptions/listen streams open, inflight the other sessionless
+	// requests being served (see admitSessionless).
+	listens, inflight shares
 	// openQuestions are the elicitations of session-era servers waiting for the answer
 	// of a sessionless client (see input_bridge.go).
 	openQuestions openQuestions
@@ -648,13 +684,7 @@ func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *c
 		return nil, err
 	}
 	g.mu.Lock()
-	if err := g.takeSessionSlotLocked(key.Namespace, caller); err != nil {
-		g.mu.Unlock()
-		start.Cancel()
-		return nil, err
-	}
-	if err := g.takeServerSlotLocked(key, srv, caller); err != nil {
-		g.releaseSessionSlotLocked(key.Namespace, caller.Key)
+	if err := g.takeServerSessionLocked(key, srv, caller); err != nil {
 		g.mu.Unlock()
 		start.Cancel()
 		return nil, err
@@ -669,8 +699,7 @@ func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *c
 	release := func() {
 		g.mu.Lock()
 		delete(g.sessions, id)
-		g.releaseSessionSlotLocked(key.Namespace, caller.Key)
-		g.releaseServerSlotLocked(key, caller.Key)
+		g.releaseServerSessionLocked(key, caller.Key)
 		g.mu.Unlock()
 	}
 	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ConnectTimeout)
@@ -699,8 +728,7 @@ func (g *Gateway) forget(s *session) {
 	g.mu.Lock()
 	if g.sessions[s.id] == s {
 		delete(g.sessions, s.id)
-		g.releaseSessionSlotLocked(s.key.Namespace, s.caller.Key)
-		g.releaseServerSlotLocked(s.key, s.caller.Key)
+		g.releaseServerSessionLocked(s.key, s.caller.Key)
 	}
 	g.mu.Unlock()
 	g.metrics.sessionClosed(s.key)
@@ -781,12 +809,13 @@ func (g *Gateway) reserveSessionStart(caller *catalog.Identity) (*rate.Reservati
 	return res, nil
 }
 
-// takeSessionSlotLocked counts one more session, a server's or a toolset's, of the caller
-// with a server or toolset of namespace against the replica's, the namespace's and the
-// caller's limits.
+// takeSessionSlotLocked counts one more session of the caller with a server or toolset of
+// namespace against the replica's, the namespace's and the caller's limits: a server's
+// session, a toolset's, or the upstream session that serves a sessionless client (see
+// takeServerSession).
 func (g *Gateway) takeSessionSlotLocked(namespace string, caller *catalog.Identity) error {
 	switch {
-	case len(g.sessions)+len(g.toolsetSessions) >= g.opts.MaxSessions:
+	case g.openSessions >= g.opts.MaxSessions:
 		return sessionsFull("the gateway holds its maximum of %d sessions (--gateway-max-sessions); retry later", g.opts.MaxSessions)
 	case g.namespaceSessions[namespace] >= g.opts.MaxSessionsPerNamespace:
 		return sessionsFull("the servers and toolsets of namespace %s hold their share of %d gateway sessions on this replica (--gateway-max-sessions-per-namespace); retry later",
@@ -795,6 +824,7 @@ func (g *Gateway) takeSessionSlotLocked(namespace string, caller *catalog.Identi
 		return sessionsFull("%s holds its maximum of %d gateway sessions on this replica (--gateway-max-sessions-per-caller); end one or retry later",
 			caller.User.Username, g.opts.MaxSessionsPerCaller)
 	}
+	g.openSessions++
 	g.namespaceSessions[namespace]++
 	g.callerSessions[caller.Key]++
 	return nil
@@ -802,8 +832,61 @@ func (g *Gateway) takeSessionSlotLocked(namespace string, caller *catalog.Identi
 
 // releaseSessionSlotLocked gives back a slot takeSessionSlotLocked took.
 func (g *Gateway) releaseSessionSlotLocked(namespace, callerKey string) {
+	g.openSessions--
 	decrement(g.namespaceSessions, namespace)
 	decrement(g.callerSessions, callerKey)
+}
+
+// takeServerSessionLocked counts one more session of the caller with the server against
+// every session quota: a session slot (the replica's, the namespace's and the caller's)
+// and a server slot (the server's and the caller's with it). Sessions of the server's
+// endpoint and the upstream sessions of sessionless clients both take theirs here.
+func (g *Gateway) takeServerSessionLocked(key connector.Key, srv *server, caller *catalog.Identity) error {
+	if err := g.takeSessionSlotLocked(key.Namespace, caller); err != nil {
+		return err
+	}
+	if err := g.takeServerSlotLocked(key, srv, caller); err != nil {
+		g.releaseSessionSlotLocked(key.Namespace, caller.Key)
+		return err
+	}
+	return nil
+}
+
+// releaseServerSessionLocked gives back what takeServerSessionLocked took.
+func (g *Gateway) releaseServerSessionLocked(key connector.Key, callerKey string) {
+	g.releaseSessionSlotLocked(key.Namespace, callerKey)
+	g.releaseServerSlotLocked(key, callerKey)
+}
+
+// takeServerSession reserves what a session of the caller with the server holds, for the
+// upstream session that serves the caller's sessionless requests to a server of the
+// session era: a session start at the caller's rate and the slots takeServerSessionLocked
+// takes, as startSession reserves them for a session. A refusal is a *sessionRefusal;
+// release gives the slots back, once however often it is called.
+func (g *Gateway) takeServerSession(key connector.Key, caller *catalog.Identity) (release func(), err error) {
+	start, err := g.reserveSessionStart(caller)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	srv := g.servers[key]
+	if srv == nil {
+		start.Cancel()
+		return nil, &sessionRefusal{status: http.StatusNotFound, err: fmt.Errorf("MCPServer %s not found", key)}
+	}
+	if err := g.takeServerSessionLocked(key, srv, caller); err != nil {
+		start.Cancel()
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.releaseServerSessionLocked(key, caller.Key)
+		})
+	}, nil
 }
 
 // callerServer is one caller's use of one server.

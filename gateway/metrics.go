@@ -44,6 +44,7 @@ type metrics struct {
 	sessions *prometheus.GaugeVec
 	toolsets *prometheus.GaugeVec // open toolset sessions, by toolset
 	refused  *prometheus.CounterVec
+	listens  prometheus.Gauge // open subscriptions/listen streams
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -69,11 +70,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "switchboard_gateway_refused_requests_total",
 			Help: "HTTP requests the gateway refused before relaying, by status code.",
 		}, []string{"code"}),
+		listens: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_gateway_listen_streams",
+			Help: "Open subscriptions/listen streams of sessionless clients on this replica, of servers and toolsets together.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.sessions, m.toolsets, m.refused} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.sessions, m.toolsets, m.refused, m.listens} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

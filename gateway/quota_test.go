@@ -290,11 +290,13 @@ func TestSessionSlotsComeBackWhenSessionsEndOrFailToOpen(t *testing.T) {
 }
 
 // withoutSessionQuotas lifts the per-caller and per-namespace quotas and the session rate
-// of a gateway to its MaxSessions, for tests that open many sessions as one caller.
+// of a gateway to its MaxSessions, and the caller's sessionless requests in flight to as
+// many, for tests that open many sessions or send many requests at once as one caller.
 func withoutSessionQuotas(o *gateway.Options) {
 	if o.MaxSessions == 0 {
 		o.MaxSessions = gateway.DefaultMaxSessions
 	}
 	o.MaxSessionsPerCaller, o.MaxSessionsPerNamespace = o.MaxSessions, o.MaxSessions
 	o.SessionRatePerCaller = math.Inf(1)
+	o.MaxInflightPerCaller = o.MaxSessions
 }

@@ -64,6 +64,11 @@ func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, key con
 			"JSON-RPC batches are not part of MCP "+sessionlessVersion+"; send one message per request")
 		return
 	}
+	release, ok := g.admitSessionless(w, caller, &body.Messages[0])
+	if !ok {
+		return
+	}
+	defer release()
 	if !g.admitRate(w, caller, srv, key, 1) {
 		return
 	}
@@ -403,6 +408,11 @@ func (g *Gateway) serveToolsetStateless(w http.ResponseWriter, r *http.Request, 
 			"JSON-RPC batches are not part of MCP "+sessionlessVersion+"; send one message per request")
 		return
 	}
+	release, ok := g.admitSessionless(w, caller, &body.Messages[0])
+	if !ok {
+		return
+	}
+	defer release()
 	s, err := g.sessionlessToolsetSession(key, caller)
 	if err != nil {
 		g.refuseSession(w, id, caller, key.Namespace, []any{"toolset", key.Name}, err)

@@ -35,7 +35,7 @@ type upstreamClient struct {
 	ready chan struct{}
 	err   error // set before ready closes
 	cs    *mcp.ClientSession
-	// release gives back the server slot a session-era client holds.
+	// release gives back the session slots a session-era client holds.
 	release func()
 	// inputs holds the calls whose elicitations reach their clients as input_required.
 	inputs *inputBridge
@@ -129,13 +129,14 @@ func (u *upstreamClients) acquire(ctx context.Context, key connector.Key, caller
 	}
 }
 
-// connect opens the client session; a session-era client first takes a server slot, so
-// that the server's and the caller's session limits hold on this path too.
+// connect opens the client session; a session-era client is a session of the caller's
+// with the server, and first takes what a session takes (see takeServerSession), so that
+// every session quota holds on this path too.
 func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller *catalog.Identity, who *connector.Caller) error {
 	if c.key.caller != "" {
-		release, err := u.g.takeServerSlot(c.key.server, caller)
+		release, err := u.g.takeServerSession(c.key.server, caller)
 		if err != nil {
-			return &sessionRefusal{status: http.StatusServiceUnavailable, retryAfter: time.Second, err: err}
+			return err
 		}
 		c.release = release
 	}

@@ -115,6 +115,10 @@ type managerOptions struct {
 	gatewaySessionBurstPerCaller   int
 	gatewayIdleTimeout             time.Duration
 
+	gatewayMaxListenStreams          int
+	gatewayMaxListenStreamsPerCaller int
+	gatewayMaxInflightPerCaller      int
+
 	watchNamespaces []string
 
 	sharding           string
@@ -211,7 +215,7 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 			return err
 		})
 	fs.IntVar(&o.gatewayMaxSessions, "gateway-max-sessions", gateway.DefaultMaxSessions,
-		"Gateway sessions this replica holds at most; a new session beyond it is answered 503.")
+		"Gateway sessions this replica holds at most, the upstream sessions that serve sessionless clients of servers with sessions among them; a new session beyond it is answered 503.")
 	fs.IntVar(&o.gatewayMaxSessionsPerCaller, "gateway-max-sessions-per-caller", gateway.DefaultMaxSessionsPerCaller,
 		"Gateway sessions, of servers and toolsets together, one caller holds on this replica at most; its next session is answered 503.")
 	fs.IntVar(&o.gatewayMaxSessionsPerNamespace, "gateway-max-sessions-per-namespace", 0,
@@ -222,6 +226,12 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Gateway sessions one caller may start at once before --gateway-session-rate-per-caller applies.")
 	fs.DurationVar(&o.gatewayIdleTimeout, "gateway-idle-timeout", gateway.DefaultIdleTimeout,
 		"A gateway session that saw no request for this long is ended, with its upstream session.")
+	fs.IntVar(&o.gatewayMaxListenStreams, "gateway-max-listen-streams", gateway.DefaultMaxListenStreams,
+		"subscriptions/listen streams of sessionless clients this replica holds open at most, of servers and toolsets together; a new one beyond it is answered 503 with Retry-After.")
+	fs.IntVar(&o.gatewayMaxListenStreamsPerCaller, "gateway-max-listen-streams-per-caller", gateway.DefaultMaxListenStreamsPerCaller,
+		"subscriptions/listen streams one caller holds open on this replica at most; its next one is answered 429 with Retry-After.")
+	fs.IntVar(&o.gatewayMaxInflightPerCaller, "gateway-max-inflight-per-caller", gateway.DefaultMaxInflightPerCaller,
+		"Sessionless requests (2026-07-28) of one caller this replica serves at once, listen streams aside; one more is answered 429 with Retry-After, so that no caller takes another's share of a server or a bridge.")
 	fs.Func("watch-namespaces",
 		"Comma-separated namespaces whose objects the manager watches and reconciles; empty watches every namespace. Its RBAC may then be Roles in those namespaces.",
 		func(v string) error {
@@ -537,17 +547,20 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		return fmt.Errorf("creating the catalogue: %w", err)
 	}
 	gatewayOpts := gateway.Options{
-		Pool:                    pool,
-		ResourceMetadata:        metadata,
-		MaxSessions:             opts.gatewayMaxSessions,
-		MaxSessionsPerCaller:    opts.gatewayMaxSessionsPerCaller,
-		MaxSessionsPerNamespace: opts.gatewayMaxSessionsPerNamespace,
-		SessionRatePerCaller:    opts.gatewaySessionRatePerCaller,
-		SessionBurstPerCaller:   opts.gatewaySessionBurstPerCaller,
-		IdleTimeout:             opts.gatewayIdleTimeout,
-		Registerer:              metrics.Registry,
-		Logger:                  ctrl.Log.WithName("gateway"),
-		Audit:                   opts.auditRoot().WithName("gateway").WithName("audit"),
+		Pool:                      pool,
+		ResourceMetadata:          metadata,
+		MaxSessions:               opts.gatewayMaxSessions,
+		MaxSessionsPerCaller:      opts.gatewayMaxSessionsPerCaller,
+		MaxSessionsPerNamespace:   opts.gatewayMaxSessionsPerNamespace,
+		SessionRatePerCaller:      opts.gatewaySessionRatePerCaller,
+		SessionBurstPerCaller:     opts.gatewaySessionBurstPerCaller,
+		IdleTimeout:               opts.gatewayIdleTimeout,
+		MaxListenStreams:          opts.gatewayMaxListenStreams,
+		MaxListenStreamsPerCaller: opts.gatewayMaxListenStreamsPerCaller,
+		MaxInflightPerCaller:      opts.gatewayMaxInflightPerCaller,
+		Registerer:                metrics.Registry,
+		Logger:                    ctrl.Log.WithName("gateway"),
+		Audit:                     opts.auditRoot().WithName("gateway").WithName("audit"),
 	}
 	if mode != catalog.AuthNone {
 		reviewCfg := rest.CopyConfig(mgr.GetConfig())

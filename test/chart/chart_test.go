@@ -455,6 +455,7 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		"--set", "manager.extraArgs={--max-concurrent-reconciles=16}",
 		"--set", "manager.gateway.maxSessions=500", "--set", "manager.gateway.idleTimeout=2m",
 		"--set", "manager.gateway.maxSessionsPerCaller=8", "--set-json", "manager.gateway.sessionRatePerCaller=2.5",
+		"--set", "manager.gateway.maxListenStreamsPerCaller=4", "--set", "manager.gateway.maxInflightPerCaller=16",
 		"--set", "manager.gateway.publicURL=https://mcp.example.com", "--set", "manager.gateway.scopes={openid,email}",
 		"--set", "nodeSelector.pool=system", "--set", "tolerations[0].key=dedicated",
 		"--set", "tolerations[0].operator=Exists",
@@ -470,6 +471,7 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		"--gateway-max-sessions=500", "--gateway-idle-timeout=2m",
 		"--gateway-max-sessions-per-caller=8", "--gateway-max-sessions-per-namespace=0",
 		"--gateway-session-rate-per-caller=2.5", "--gateway-session-burst-per-caller=32",
+		"--gateway-max-listen-streams=2048", "--gateway-max-listen-streams-per-caller=4", "--gateway-max-inflight-per-caller=16",
 		"--gateway-public-url=https://mcp.example.com", "--gateway-scopes=openid,email"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("manager args %v lack %s", c.Args, want)

@@ -61,7 +61,7 @@ type session struct {
 
 	activity *mcphttp.Activity // requests in flight, for idle reaping
 
-	breach pinBreach // why the session was served tools that are not the pinned ones
+	pin pinWatch // what the pin remembers of the session's upstream session
 
 	redelivery *mcphttp.Redelivery // the server's messages waiting for the client's stream
 	done       chan struct{}       // closed once the session ends
@@ -239,16 +239,12 @@ func (s *session) refusal(tool string) string {
 	if srv.pinned == "" {
 		return ""
 	}
-	if why := s.breach.reason(); why != "" {
-		return why
-	}
-	return s.g.pinnedSet(srv).callRefusal(tool, srv)
+	return s.g.judgePin(pinCheck{srv: srv, conn: &s.pin, audit: s.audit, tool: tool})
 }
 
 // judgeToolList filters a tools/list result by the server's tool policy and, for a
-// pinned server, judges what is left against the pinned tools: a list with a tool that
-// is not pinned, or changed, is withheld, and the session's calls are refused from then
-// on.
+// pinned server, has the pin judge what is left (judgePin): a list with a tool that is
+// not pinned, or changed, is withheld, and the session's calls are refused from then on.
 func (s *session) judgeToolList(result json.RawMessage, firstPage bool) (json.RawMessage, error) {
 	srv := s.g.server(s.key)
 	filtered, err := filterToolList(result, srv)
@@ -259,14 +255,11 @@ func (s *session) judgeToolList(result json.RawMessage, firstPage bool) (json.Ra
 	if err != nil {
 		return nil, err
 	}
-	why := s.g.pinnedSet(srv).servedRefusal(s.upstream.ConvertTools(tools), firstPage && next == "", srv)
-	if why == "" {
-		return filtered, nil
+	if why := s.g.judgePin(pinCheck{srv: srv, conn: &s.pin, audit: s.audit,
+		listed: s.upstream.ConvertTools(tools), isList: true, complete: firstPage && next == ""}); why != "" {
+		return nil, withheld(why)
 	}
-	if s.breach.record(why) {
-		s.audit.Info("Tools withheld", "reason", why)
-	}
-	return nil, errors.New(why)
+	return filtered, nil
 }
 
 // answer settles the call resp answers: tools/list answers lose the tools the server's

@@ -27,10 +27,6 @@ import (
 // ended for a reason the client did not choose, so that its calls learn that reason.
 const errorLinger = 250 * time.Millisecond
 
-// maxAuditText bounds what the audit log quotes of a client-chosen string (a tool name,
-// a request id).
-const maxAuditText = 128
-
 // session is one client session: a go-sdk Streamable HTTP server transport facing the
 // client, an upstream session the connector built facing the server, and a relay.Relay
 // between them whose hook enforces the server's tool policy and writes the audit log.
@@ -497,5 +493,6 @@ func isToolError(result json.RawMessage) bool {
 	return json.Unmarshal(result, &r) == nil && r.IsError
 }
 
-// clip bounds a client-chosen string for the audit log.
-func clip(s string) string { return connector.TruncateUTF8(s, maxAuditText) }
+// clip bounds a name or id a client chose for the audit log: tracing.MaxName bytes (see
+// audit.go).
+func clip(s string) string { return tracing.Clip(s) }

@@ -263,7 +263,9 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 		tt.answered, tt.outcome = time.Now(), outcome
 	}
 	if err != nil {
-		g.auditStatelessCall(sr, c, outcome, "reason", err.Error())
+		// In the gateway's words, as a toolset's origin's failure is: the server's own
+		// error text is its to choose.
+		g.auditStatelessCall(sr, c, outcome, "reason", upstreamReason(err))
 		return nil, upstreamError(sr.key, err)
 	}
 	g.auditStatelessCall(sr, c, outcome)

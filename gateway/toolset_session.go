@@ -869,7 +869,7 @@ func (s *toolsetSession) presentCaller(who *connector.Caller) {
 // origins whose tools could not be listed for this caller and why (the tool may be one
 // of theirs), in name order.
 func unknownToolMessage(name string, unlisted map[string]string) string {
-	msg := fmt.Sprintf("unknown tool %q", name)
+	msg := fmt.Sprintf("unknown tool %s", quoteName(name))
 	for _, server := range slices.Sorted(maps.Keys(unlisted)) {
 		msg += fmt.Sprintf("; the tools of MCPServer %s could not be listed: %s", server, unlisted[server])
 	}

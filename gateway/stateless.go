@@ -106,7 +106,10 @@ func (g *Gateway) relayStateless(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		if method != "tools/call" && !sessionless.Relayed[method] {
-			return next(ctx, method, req)
+			// What go-sdk answers itself (server/discover) answers the caller too.
+			res, err := next(ctx, method, req)
+			g.keepPrivate(res)
+			return res, err
 		}
 		if method == "tools/call" {
 			params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
@@ -121,10 +124,20 @@ func (g *Gateway) relayStateless(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		ctx, span := g.startStatelessSpan(ctx, method, req, target{key: sr.key, caller: sr.caller, version: sessionlessVersion})
 		res, err := g.relayCall(ctx, sr, method, req)
+		g.keepPrivate(res)
 		if span != nil {
 			endSpan(span, outcomeOf(res, err))
 		}
 		return res, err
+	}
+}
+
+// keepPrivate makes the caching hints of res, an answer on one of the gateway's
+// endpoints, say private when the endpoint requires authentication, whatever the server
+// said (see sessionless.CacheScope).
+func (g *Gateway) keepPrivate(res mcp.Result) {
+	if g.opts.Authenticator != nil {
+		sessionless.KeepPrivate(res)
 	}
 }
 

@@ -160,6 +160,10 @@ func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, cal
 func (s *toolsetSession) connect() error {
 	s.server = mcp.NewServer(&mcp.Implementation{Name: "switchboard-toolset", Title: s.key.String(), Version: "v1alpha1"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// The toolset's answers are for its one caller (see sessionless.CacheScope).
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+			c.CacheScope = sessionless.CacheScope(s.g.opts.Authenticator != nil)
+		},
 	})
 	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {

@@ -10,7 +10,9 @@
 //     tools registered on it only so that go-sdk checks their Mcp-Param headers;
 //   - relaying one request: its params copied, its _meta rewritten (Meta), and the
 //     server's progress notifications routed back into the request's own response
-//     stream, the only way back to a sessionless client (Progress).
+//     stream, the only way back to a sessionless client (Progress);
+//   - the cache scope of answers on an endpoint that authenticates (CacheScope,
+//     KeepPrivate), which the catalogue shares.
 //
 // It must not: frame JSON-RPC or HTTP itself (go-sdk does both sides), keep policy (what
 // may be called is the gateway's to judge, in its middleware), or keep anything a request

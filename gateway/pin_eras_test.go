@@ -126,3 +126,34 @@ func wireError(err error) string {
 	}
 	return ""
 }
+
+// A pinned server that will not list its tools for the connection a sessionless call
+// would take does not get the call: what it serves is not known to be the pinned tools.
+func TestASessionlessCallOfAPinnedServerThatWillNotListIsRefused(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	var refuse atomic.Bool
+	h.upstream.mcp.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" && refuse.Load() {
+				return nil, errors.New("not today")
+			}
+			return next(ctx, method, req)
+		}
+	})
+	obj := readyServer(h.key)
+	pinnedToWhatTheOperatorSaw(t, h.pool, h.key)(obj)
+	h.gw.Update(obj)
+	refuse.Store(true)
+	cs := h.connectSessionless()
+	if text, err := callText(t, cs, "echo", map[string]any{"text": "x"}); err == nil {
+		t.Errorf("echo answered %q; want it refused", text)
+	} else if !strings.Contains(err.Error(), "could not be listed") {
+		t.Errorf("echo refused with %v; want it to say the tools could not be listed", err)
+	}
+	if n := h.upstream.calls("tools/call"); n != 0 {
+		t.Errorf("the server received %d tools/call; want none", n)
+	}
+	if strings.Contains(h.audit.all(), "not today") {
+		t.Errorf("an audit line quotes the server:\n%s", h.audit.all())
+	}
+}

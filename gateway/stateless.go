@@ -297,7 +297,10 @@ func (g *Gateway) statelessRefusal(ctx context.Context, sr *statelessRequest, to
 	if srv.pinned == "" {
 		return ""
 	}
-	g.observePin(ctx, sr, srv)
+	if err := g.observePin(ctx, sr, srv); err != nil {
+		return fmt.Sprintf("the tools of MCPServer %s are pinned (spec.tools.pinnedDigest) and could not be listed to judge them before the call: %s",
+			sr.key, upstreamReason(err))
+	}
 	return g.judgePin(g.statelessPinCheck(sr, srv, tool))
 }
 
@@ -312,21 +315,20 @@ func (g *Gateway) statelessRefusal(ctx context.Context, sr *statelessRequest, to
 // session's would be on what its session was served: the gateway lists the tools itself
 // where no list through this client was judged yet. The judgement is kept on the client
 // (a cache any replica makes again by listing) until the pin changes, the server says
-// its tools changed, or the client ends.
-func (g *Gateway) observePin(ctx context.Context, sr *statelessRequest, srv *server) {
+// its tools changed, or the client ends. A list that cannot be had fails the call: what
+// the connection serves is not known to be the pinned tools.
+func (g *Gateway) observePin(ctx context.Context, sr *statelessRequest, srv *server) error {
 	if why, judged := sr.client.pin.state(srv.pinned); why != "" || judged {
-		return
+		return nil
 	}
 	listed, err := sr.client.up.ListTools(ctx, sr.client.cs)
 	if err != nil {
-		// Nothing was served to judge: the call is judged on the pinned tools alone, as a
-		// session's call before any list is, and the server answers it as it can.
-		g.log.V(1).Info("Could not list a pinned server's tools before a call", "server", sr.key.String(), "reason", err.Error())
-		return
+		return err
 	}
 	check := g.statelessPinCheck(sr, srv, "")
 	check.listed, check.isList, check.complete = sr.client.up.ConvertTools(listed), true, true
 	g.judgePin(check)
+	return nil
 }
 
 // statelessPinCheck is the pin's question about a sessionless request's call of tool,

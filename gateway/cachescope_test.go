@@ -50,15 +50,16 @@ func TestAnAuthenticatedEndpointAnswersPrivate(t *testing.T) {
 					return res, err
 				}
 			})
-			cs := sessionlessAt(t, h.url())
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			res, err := cs.ListTools(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.CacheScope != "private" {
-				t.Errorf("tools/list of an authenticated caller answered cacheScope %q; want private", res.CacheScope)
+			for era, cs := range map[string]*mcp.ClientSession{sessionlessVersion: sessionlessAt(t, h.url()), sessionEra: h.connect(nil)} {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				res, err := cs.ListTools(ctx, nil)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.CacheScope != "private" {
+					t.Errorf("%s client: tools/list of an authenticated caller answered cacheScope %q; want private", era, res.CacheScope)
+				}
 			}
 		})
 	}

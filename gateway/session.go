@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
@@ -285,6 +286,9 @@ func (s *session) answer(resp *jsonrpc.Response) relay.Verdict {
 		}
 		s.auditCall(resp.ID, c, outcome)
 	}
+	if resp.Error == nil && cacheable[c.method] && s.g.opts.Authenticator != nil {
+		resp.Result = keepPrivateRaw(resp.Result)
+	}
 	s.g.metrics.call(s.key, c.method, outcome, time.Since(c.start))
 	if c.span == nil && c.client == nil {
 		return relay.Forward(resp)
@@ -479,6 +483,32 @@ func filterToolList(result json.RawMessage, srv *server) (json.RawMessage, error
 	}
 	fields["tools"] = raw
 	return jsonv2.Marshal(fields, jsonv2.Deterministic(true))
+}
+
+// cacheable are the methods whose results carry caching hints (ttlMs, cacheScope).
+var cacheable = map[string]bool{
+	"tools/list": true, "resources/list": true, "resources/templates/list": true,
+	"prompts/list": true, "resources/read": true, "server/discover": true,
+}
+
+// keepPrivateRaw makes the cacheScope of a result the server sent a session say private,
+// as sessionless.KeepPrivate does for the sessionless era: the session's client is one
+// authenticated caller. Read as the client reads it (exact member names, no duplicates);
+// a result without the member, or that is no object, is left as it is.
+func keepPrivateRaw(result json.RawMessage) json.RawMessage {
+	var fields map[string]jsontext.Value
+	if jsonv2.Unmarshal(result, &fields) != nil {
+		return result
+	}
+	if scope, ok := fields["cacheScope"]; !ok || string(scope) == `"`+sessionless.CachePrivate+`"` {
+		return result
+	}
+	fields["cacheScope"] = jsontext.Value(`"` + sessionless.CachePrivate + `"`)
+	out, err := jsonv2.Marshal(fields, jsonv2.Deterministic(true))
+	if err != nil {
+		return result
+	}
+	return out
 }
 
 // isToolError reports whether a tools/call result says the tool failed (isError).

@@ -164,10 +164,7 @@ func (s *Server) mcpHandler() http.Handler {
 // without authentication, when every caller gets the same answer, are they public.
 func (s *Server) mcpCacheable(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 	c.TTLMs = int(mcpCacheTTL / time.Millisecond)
-	c.CacheScope = "private"
-	if s.opts.Auth == AuthNone {
-		c.CacheScope = "public"
-	}
+	c.CacheScope = sessionless.CacheScope(s.opts.Auth != AuthNone)
 }
 
 // verifyAuthenticated hands the caller the HTTP layer authenticated to go-sdk, which puts

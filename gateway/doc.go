@@ -13,7 +13,9 @@
 //     connector (connector.Pool.OpenUpstream) and relay.Relay moves every message between
 //     them; policy is the relay's hook: spec.tools filters tools/list answers and refuses
 //     filtered tools/call requests, spec.tools.pinnedDigest refuses every tools/call while
-//     the published tools differ from it;
+//     the published tools differ from it; one decision (judgePin, pin.go) judges the
+//     tools every upstream connection serves against the pin, for sessions, sessionless
+//     requests and toolsets alike;
 //   - toolsets: each client session of a toolset gets a go-sdk mcp.Server of its own
 //     whose tools are the toolset's exposed tools (internal/toolsets decides the names, as
 //     it does for the toolset's status) of the origin servers the caller may use (verb
@@ -27,7 +29,8 @@
 //     instead of the whole list;
 //   - limits: sessions per replica and per server, requests per second per caller and
 //     server, message size, calls in flight per session, idle sessions;
-//   - the audit log (one line per session start and end and per tools/call) and the
+//   - the audit log (one line per session start and end, per withheld tools list and per
+//     tools/call, every value a caller or server chooses clipped: audit.go) and the
 //     gateway's metrics;
 //   - its traces (tracing.go): a server span per client request, in the trace of the
 //     request's params._meta or else its HTTP headers (read from the one decoding the

@@ -252,7 +252,7 @@ func New(opts Options) (*Gateway, error) {
 	g := &Gateway{
 		opts:            opts,
 		log:             opts.Logger,
-		audit:           opts.Audit,
+		audit:           auditLogger(opts.Audit),
 		metrics:         m,
 		limiters:        cache.NewLRUExpireCache(16384),
 		sessionLimiters: cache.NewLRUExpireCache(maxSessionLimiters),

@@ -78,11 +78,11 @@ func (s *server) toolRefusal(tool string) string {
 	case v.Allowed:
 		return ""
 	case v.Invalid != nil:
-		return fmt.Sprintf("tool %q is denied because spec.tools.deny glob %q of MCPServer %s/%s is not valid: %v", tool, v.Deny, s.namespace, s.name, v.Invalid)
+		return fmt.Sprintf("tool %s is denied because spec.tools.deny glob %q of MCPServer %s/%s is not valid: %v", quoteName(tool), v.Deny, s.namespace, s.name, v.Invalid)
 	case v.Deny != "":
-		return fmt.Sprintf("tool %q is denied by spec.tools.deny glob %q of MCPServer %s/%s", tool, v.Deny, s.namespace, s.name)
+		return fmt.Sprintf("tool %s is denied by spec.tools.deny glob %q of MCPServer %s/%s", quoteName(tool), v.Deny, s.namespace, s.name)
 	default:
-		return fmt.Sprintf("tool %q matches no spec.tools.allow glob of MCPServer %s/%s", tool, s.namespace, s.name)
+		return fmt.Sprintf("tool %s matches no spec.tools.allow glob of MCPServer %s/%s", quoteName(tool), s.namespace, s.name)
 	}
 }
 

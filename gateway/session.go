@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
@@ -26,10 +27,6 @@ import (
 // errorLinger is how long the client side of a session stays open after the session
 // ended for a reason the client did not choose, so that its calls learn that reason.
 const errorLinger = 250 * time.Millisecond
-
-// maxAuditText bounds what the audit log quotes of a client-chosen string (a tool name,
-// a request id).
-const maxAuditText = 128
 
 // session is one client session: a go-sdk Streamable HTTP server transport facing the
 // client, an upstream session the connector built facing the server, and a relay.Relay
@@ -61,7 +58,7 @@ type session struct {
 
 	activity *mcphttp.Activity // requests in flight, for idle reaping
 
-	breach pinBreach // why the session was served tools that are not the pinned ones
+	pin pinWatch // what the pin remembers of the session's upstream session
 
 	redelivery *mcphttp.Redelivery // the server's messages waiting for the client's stream
 	done       chan struct{}       // closed once the session ends
@@ -239,16 +236,12 @@ func (s *session) refusal(tool string) string {
 	if srv.pinned == "" {
 		return ""
 	}
-	if why := s.breach.reason(); why != "" {
-		return why
-	}
-	return s.g.pinnedSet(srv).callRefusal(tool, srv)
+	return s.g.judgePin(pinCheck{srv: srv, conn: &s.pin, audit: s.audit, tool: tool})
 }
 
 // judgeToolList filters a tools/list result by the server's tool policy and, for a
-// pinned server, judges what is left against the pinned tools: a list with a tool that
-// is not pinned, or changed, is withheld, and the session's calls are refused from then
-// on.
+// pinned server, has the pin judge what is left (judgePin): a list with a tool that is
+// not pinned, or changed, is withheld, and the session's calls are refused from then on.
 func (s *session) judgeToolList(result json.RawMessage, firstPage bool) (json.RawMessage, error) {
 	srv := s.g.server(s.key)
 	filtered, err := filterToolList(result, srv)
@@ -259,14 +252,11 @@ func (s *session) judgeToolList(result json.RawMessage, firstPage bool) (json.Ra
 	if err != nil {
 		return nil, err
 	}
-	why := s.g.pinnedSet(srv).servedRefusal(s.upstream.ConvertTools(tools), firstPage && next == "", srv)
-	if why == "" {
-		return filtered, nil
+	if why := s.g.judgePin(pinCheck{srv: srv, conn: &s.pin, audit: s.audit,
+		listed: s.upstream.ConvertTools(tools), isList: true, complete: firstPage && next == ""}); why != "" {
+		return nil, withheld(why)
 	}
-	if s.breach.record(why) {
-		s.audit.Info("Tools withheld", "reason", why)
-	}
-	return nil, errors.New(why)
+	return filtered, nil
 }
 
 // answer settles the call resp answers: tools/list answers lose the tools the server's
@@ -295,6 +285,9 @@ func (s *session) answer(resp *jsonrpc.Response) relay.Verdict {
 			outcome = outcomeToolError
 		}
 		s.auditCall(resp.ID, c, outcome)
+	}
+	if resp.Error == nil && cacheable[c.method] && s.g.opts.Authenticator != nil {
+		resp.Result = keepPrivateRaw(resp.Result)
 	}
 	s.g.metrics.call(s.key, c.method, outcome, time.Since(c.start))
 	if c.span == nil && c.client == nil {
@@ -492,6 +485,32 @@ func filterToolList(result json.RawMessage, srv *server) (json.RawMessage, error
 	return jsonv2.Marshal(fields, jsonv2.Deterministic(true))
 }
 
+// cacheable are the methods whose results carry caching hints (ttlMs, cacheScope).
+var cacheable = map[string]bool{
+	"tools/list": true, "resources/list": true, "resources/templates/list": true,
+	"prompts/list": true, "resources/read": true, "server/discover": true,
+}
+
+// keepPrivateRaw makes the cacheScope of a result the server sent a session say private,
+// as sessionless.KeepPrivate does for the sessionless era: the session's client is one
+// authenticated caller. Read as the client reads it (exact member names, no duplicates);
+// a result without the member, or that is no object, is left as it is.
+func keepPrivateRaw(result json.RawMessage) json.RawMessage {
+	var fields map[string]jsontext.Value
+	if jsonv2.Unmarshal(result, &fields) != nil {
+		return result
+	}
+	if scope, ok := fields["cacheScope"]; !ok || string(scope) == `"`+sessionless.CachePrivate+`"` {
+		return result
+	}
+	fields["cacheScope"] = jsontext.Value(`"` + sessionless.CachePrivate + `"`)
+	out, err := jsonv2.Marshal(fields, jsonv2.Deterministic(true))
+	if err != nil {
+		return result
+	}
+	return out
+}
+
 // isToolError reports whether a tools/call result says the tool failed (isError).
 func isToolError(result json.RawMessage) bool {
 	// Most results are not errors: they are not parsed in full to find that out.
@@ -504,5 +523,6 @@ func isToolError(result json.RawMessage) bool {
 	return json.Unmarshal(result, &r) == nil && r.IsError
 }
 
-// clip bounds a client-chosen string for the audit log.
-func clip(s string) string { return connector.TruncateUTF8(s, maxAuditText) }
+// clip bounds a name or id a client chose for the audit log: tracing.MaxName bytes (see
+// audit.go).
+func clip(s string) string { return tracing.Clip(s) }

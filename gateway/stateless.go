@@ -111,7 +111,10 @@ func (g *Gateway) relayStateless(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		if method != "tools/call" && !sessionless.Relayed[method] {
-			return next(ctx, method, req)
+			// What go-sdk answers itself (server/discover) answers the caller too.
+			res, err := next(ctx, method, req)
+			g.keepPrivate(res)
+			return res, err
 		}
 		if method == "tools/call" {
 			params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
@@ -126,10 +129,20 @@ func (g *Gateway) relayStateless(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		ctx, span := g.startStatelessSpan(ctx, method, req, target{key: sr.key, caller: sr.caller, version: sessionlessVersion})
 		res, err := g.relayCall(ctx, sr, method, req)
+		g.keepPrivate(res)
 		if span != nil {
 			endSpan(span, outcomeOf(res, err))
 		}
 		return res, err
+	}
+}
+
+// keepPrivate makes the caching hints of res, an answer on one of the gateway's
+// endpoints, say private when the endpoint requires authentication, whatever the server
+// said (see sessionless.CacheScope).
+func (g *Gateway) keepPrivate(res mcp.Result) {
+	if g.opts.Authenticator != nil {
+		sessionless.KeepPrivate(res)
 	}
 }
 
@@ -217,7 +230,7 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 		params = &mcp.CallToolParamsRaw{}
 	}
 	c := &call{method: "tools/call", tool: params.Name, start: start, callSpans: callSpans{span: trace.SpanFromContext(ctx)}}
-	why := g.statelessRefusal(sr, params.Name)
+	why := g.statelessRefusal(ctx, sr, params.Name)
 	// The records of the call's spans, which its caller (startToolCallTrace) ends; nil
 	// unless its server span records.
 	tt := toolCallTraceOf(ctx)
@@ -268,7 +281,9 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 		tt.answered, tt.outcome = time.Now(), outcome
 	}
 	if err != nil {
-		g.auditStatelessCall(sr, c, outcome, "reason", err.Error())
+		// In the gateway's words, as a toolset's origin's failure is: the server's own
+		// error text is its to choose.
+		g.auditStatelessCall(sr, c, outcome, "reason", upstreamReason(err))
 		return nil, upstreamError(sr.key, err)
 	}
 	g.auditStatelessCall(sr, c, outcome)
@@ -276,7 +291,7 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 }
 
 // statelessRefusal says why tool may not be called through the server, or "".
-func (g *Gateway) statelessRefusal(sr *statelessRequest, tool string) string {
+func (g *Gateway) statelessRefusal(ctx context.Context, sr *statelessRequest, tool string) string {
 	srv := g.server(sr.key)
 	if srv == nil {
 		return errServerDeleted.Error()
@@ -287,12 +302,50 @@ func (g *Gateway) statelessRefusal(sr *statelessRequest, tool string) string {
 	if srv.pinned == "" {
 		return ""
 	}
-	return g.pinnedSet(srv).callRefusal(tool, srv)
+	if err := g.observePin(ctx, sr, srv); err != nil {
+		return fmt.Sprintf("the tools of MCPServer %s are pinned (spec.tools.pinnedDigest) and could not be listed to judge them before the call: %s",
+			sr.key, upstreamReason(err))
+	}
+	return g.judgePin(g.statelessPinCheck(sr, srv, tool))
+}
+
+// observePin has the pin judge the tools the server serves the upstream client that is
+// to carry a call, unless a complete list through that client was judged already under
+// the same pin (or its calls are refused anyway).
+//
+// Why: a sessionless request needs nothing one replica remembers. Through a session, a
+// withheld list refuses the session's later calls because they share the session; a
+// sessionless client's list and call share nothing, and may reach different replicas. So
+// a call is judged on what the server serves the connection that carries it, as the
+// session's would be on what its session was served: the gateway lists the tools itself
+// where no list through this client was judged yet. The judgement is kept on the client
+// (a cache any replica makes again by listing) until the pin changes, the server says
+// its tools changed, or the client ends. A list that cannot be had fails the call: what
+// the connection serves is not known to be the pinned tools.
+func (g *Gateway) observePin(ctx context.Context, sr *statelessRequest, srv *server) error {
+	if why, judged := sr.client.pin.state(srv.pinned); why != "" || judged {
+		return nil
+	}
+	listed, err := sr.client.up.ListTools(ctx, sr.client.cs)
+	if err != nil {
+		return err
+	}
+	check := g.statelessPinCheck(sr, srv, "")
+	check.listed, check.isList, check.complete = sr.client.up.ConvertTools(listed), true, true
+	g.judgePin(check)
+	return nil
+}
+
+// statelessPinCheck is the pin's question about a sessionless request's call of tool,
+// through the upstream client that relays it, audited in the request's caller's name.
+func (g *Gateway) statelessPinCheck(sr *statelessRequest, srv *server, tool string) pinCheck {
+	return pinCheck{srv: srv, conn: &sr.client.pin, audit: g.audit, tool: tool,
+		who: []any{"caller", sr.caller.User.Username, "namespace", sr.key.Namespace, "server", sr.key.Name, "era", sessionlessVersion}}
 }
 
 // judgeStatelessToolList removes the tools the server's policy hides from a tools/list
-// answer and, for a pinned server, refuses an answer with tools that are not the pinned
-// ones.
+// answer and, for a pinned server, has the pin judge the rest (judgePin): an answer with
+// tools that are not the pinned ones is withheld, and the client's calls refused.
 func (g *Gateway) judgeStatelessToolList(sr *statelessRequest, res *mcp.ListToolsResult, params *mcp.ListToolsParams) error {
 	srv := g.server(sr.key)
 	if srv == nil {
@@ -309,7 +362,8 @@ func (g *Gateway) judgeStatelessToolList(sr *statelessRequest, res *mcp.ListTool
 	if srv.pinned == "" {
 		return nil
 	}
-	firstPage := params == nil || params.Cursor == ""
+	// Read again as the client's exact reader reads it (servedTools), as a session's
+	// answer is.
 	raw, err := json.Marshal(res.Tools)
 	if err != nil {
 		return err
@@ -318,8 +372,11 @@ func (g *Gateway) judgeStatelessToolList(sr *statelessRequest, res *mcp.ListTool
 	if err != nil {
 		return err
 	}
-	if why := g.pinnedSet(srv).servedRefusal(g.opts.Pool.ConvertTools(sr.key, tools), firstPage && res.NextCursor == "", srv); why != "" {
-		return errors.New(why)
+	check := g.statelessPinCheck(sr, srv, "")
+	check.listed, check.isList = sr.client.up.ConvertTools(tools), true
+	check.complete = (params == nil || params.Cursor == "") && res.NextCursor == ""
+	if why := g.judgePin(check); why != "" {
+		return withheld(why)
 	}
 	return nil
 }

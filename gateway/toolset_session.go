@@ -135,9 +135,10 @@ type origin struct {
 	// inputs holds the calls whose elicitations reach a sessionless client as
 	// input_required.
 	inputs *inputBridge
-	// breach says why the origin served tools that are not its server's pinned ones;
-	// its calls are refused for the rest of the upstream session.
-	breach pinBreach
+	// pin is what the pin remembers of the origin's upstream session: once it served
+	// tools that are not its server's pinned ones, its calls are refused for the rest
+	// of the upstream session.
+	pin pinWatch
 }
 
 func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, caller *catalog.Identity) *toolsetSession {
@@ -159,6 +160,10 @@ func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, cal
 func (s *toolsetSession) connect() error {
 	s.server = mcp.NewServer(&mcp.Implementation{Name: "switchboard-toolset", Title: s.key.String(), Version: "v1alpha1"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// The toolset's answers are for its one caller (see sessionless.CacheScope).
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+			c.CacheScope = sessionless.CacheScope(s.g.opts.Authenticator != nil)
+		},
 	})
 	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -763,12 +768,11 @@ func (s *toolsetSession) refusal(ctx context.Context, key connector.Key, tool st
 	if srv.pinned == "" {
 		return ""
 	}
+	conn := &pinWatch{} // an origin not open yet has served nothing
 	if o := s.existingOrigin(key.Name); o != nil {
-		if why := o.breach.reason(); why != "" {
-			return why
-		}
+		conn = &o.pin
 	}
-	return s.g.pinnedSet(srv).callRefusal(tool, srv)
+	return s.g.judgePin(pinCheck{srv: srv, conn: conn, audit: s.audit, who: []any{"server", key.Name}, tool: tool})
 }
 
 // existingOrigin returns the origin of server if the session has one.
@@ -778,9 +782,9 @@ func (s *toolsetSession) existingOrigin(server string) *origin {
 	return s.origins[server]
 }
 
-// judgePinned judges an origin's listed tools (after its tool policy) against the
-// server's pinned tools, when it has a pin: on a difference the origin's tools are
-// withheld from the session and its calls refused. It says why, or "".
+// judgePinned has the pin judge an origin's listed tools (judgePin), when its server
+// has one: on a difference the origin's tools are withheld from the session and its
+// calls refused. It says why, or "".
 func (o *origin) judgePinned(s *toolsetSession, srv *server, tools []*mcp.Tool) string {
 	if srv.pinned == "" {
 		return ""
@@ -791,14 +795,8 @@ func (o *origin) judgePinned(s *toolsetSession, srv *server, tools []*mcp.Tool) 
 	if up == nil {
 		return "the origin's session is closed"
 	}
-	why := s.g.pinnedSet(srv).servedRefusal(up.ConvertTools(tools), true, srv)
-	if why == "" {
-		return ""
-	}
-	if o.breach.record(why) {
-		s.audit.Info("Tools withheld", "server", o.name, "reason", why)
-	}
-	return why
+	return s.g.judgePin(pinCheck{srv: srv, conn: &o.pin, audit: s.audit, who: []any{"server", o.name},
+		listed: up.ConvertTools(tools), isList: true, complete: true})
 }
 
 func (s *toolsetSession) isEnding() bool {
@@ -875,7 +873,7 @@ func (s *toolsetSession) presentCaller(who *connector.Caller) {
 // origins whose tools could not be listed for this caller and why (the tool may be one
 // of theirs), in name order.
 func unknownToolMessage(name string, unlisted map[string]string) string {
-	msg := fmt.Sprintf("unknown tool %q", name)
+	msg := fmt.Sprintf("unknown tool %s", quoteName(name))
 	for _, server := range slices.Sorted(maps.Keys(unlisted)) {
 		msg += fmt.Sprintf("; the tools of MCPServer %s could not be listed: %s", server, unlisted[server])
 	}

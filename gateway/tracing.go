@@ -125,6 +125,9 @@ func (g *Gateway) startCallSpan(ctx context.Context, header http.Header, meta tr
 	if !id.IsValid() && ft != nil {
 		id = ft.id
 	}
+	// A session's client may send any method: the span's name and attributes quote it
+	// clipped (a tool's name only when the server publishes it).
+	method = tracing.Clip(method)
 	name := method
 	if tool != "" && published {
 		name = method + " " + tool
@@ -156,13 +159,14 @@ func (g *Gateway) startCallSpan(ctx context.Context, header http.Header, meta tr
 		rec.attrs = append(rec.attrs, tracing.JSONRPCRequestID.String(idText(id)))
 	}
 	if t.caller != nil {
-		rec.attrs = append(rec.attrs, tracing.UserName.String(t.caller.User.Username))
+		rec.attrs = append(rec.attrs, tracing.UserName.String(tracing.ClipText(t.caller.User.Username)))
 	}
 	if t.session != "" {
 		rec.attrs = append(rec.attrs, tracing.MCPSessionID.String(t.session))
 	}
 	if t.version != "" {
-		rec.attrs = append(rec.attrs, tracing.MCPProtocolVersion.String(t.version))
+		// The version a session's server answered initialize with: the server's choice.
+		rec.attrs = append(rec.attrs, tracing.MCPProtocolVersion.String(tracing.Clip(t.version)))
 	}
 	if tool != "" {
 		rec.attrs = append(rec.attrs, tracing.GenAIToolName.String(tracing.Clip(tool)))
@@ -317,7 +321,7 @@ func recordPolicy(ctx context.Context, start, end time.Time, why string) {
 	if why == "" {
 		p.SetAttributes(policyAllowed...)
 	} else {
-		p.SetAttributes(tracing.Decision.String("denied"), tracing.Reason.String(why))
+		p.SetAttributes(tracing.Decision.String("denied"), tracing.Reason.String(tracing.ClipText(why)))
 	}
 	if end.IsZero() {
 		p.End()
@@ -343,6 +347,7 @@ func startUpstreamSpan(ctx context.Context, method, tool string, key connector.K
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, noop.Span{}, nil
 	}
+	method = tracing.Clip(method)
 	name := method
 	if tool != "" {
 		name = method + " " + tool
@@ -493,7 +498,8 @@ func refusedSpan(r *http.Request, ft *frontTrace, why string) {
 		span.End()
 		return
 	}
-	span.SetAttributes(tracing.NetworkTransport.String("tcp"), tracing.Namespace.String(r.PathValue("namespace")),
+	// The namespace is the request path's, not yet known to name anything.
+	span.SetAttributes(tracing.NetworkTransport.String("tcp"), tracing.Namespace.String(tracing.Clip(r.PathValue("namespace"))),
 		tracing.Outcome.String(outcomeDenied), tracing.ErrorType.String(why))
 	span.SetStatus(codes.Error, why)
 	frontSpans(ctx, ft)

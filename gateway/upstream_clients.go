@@ -35,6 +35,9 @@ type upstreamClient struct {
 	ready chan struct{}
 	err   error // set before ready closes
 	cs    *mcp.ClientSession
+	up    *connector.Upstream // the connector's connection cs runs on
+	// pin is what the pin remembers of this client's connection (see observePin).
+	pin pinWatch
 	// release gives back the session slots a session-era client holds.
 	release func()
 	// inputs holds the calls whose elicitations reach their clients as input_required.
@@ -144,6 +147,9 @@ func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller
 		// input_required results are the downstream client's to answer: they pass through.
 		MultiRoundTrip:              &mcp.MultiRoundTripOptions{Disabled: true},
 		ProgressNotificationHandler: u.relayProgress,
+		// The server's tools changed: a pinned server's are judged again before the
+		// next call (see observePin).
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.pin.forget() },
 	}
 	if c.key.caller != "" {
 		// A server of the session era asks its questions on the session: they reach
@@ -168,7 +174,7 @@ func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller
 		}
 		return &sessionRefusal{status: http.StatusBadGateway, err: fmt.Errorf("could not open a session with MCPServer %s: %w", c.key.server, err)}
 	}
-	c.cs = cs
+	c.cs, c.up = cs, up
 	c.lastUsed = time.Now()
 	go func() {
 		_ = cs.Wait()

@@ -10,7 +10,9 @@
 //     tools registered on it only so that go-sdk checks their Mcp-Param headers;
 //   - relaying one request: its params copied, its _meta rewritten (Meta), and the
 //     server's progress notifications routed back into the request's own response
-//     stream, the only way back to a sessionless client (Progress).
+//     stream, the only way back to a sessionless client (Progress);
+//   - the cache scope of answers on an endpoint that authenticates (CacheScope,
+//     KeepPrivate), which the catalogue shares.
 //
 // It must not: frame JSON-RPC or HTTP itself (go-sdk does both sides), keep policy (what
 // may be called is the gateway's to judge, in its middleware), or keep anything a request
@@ -304,4 +306,60 @@ func (h *ParamHeaders) Binds(tool string) bool {
 // front's middleware answers before go-sdk would call it.
 func answeredByTheMiddleware(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	return nil, errors.New("this call is relayed, not answered here")
+}
+
+// Cache scopes of the sessionless era's caching hints (cacheScope).
+const (
+	// CachePrivate lets only the requesting user's client cache an answer.
+	CachePrivate = "private"
+	// CachePublic lets any client or intermediary cache an answer and serve it to anyone.
+	CachePublic = "public"
+)
+
+// CacheScope is the cacheScope of every cacheable answer of an endpoint: private where
+// the endpoint requires authentication, since the answer is for one authenticated caller
+// and a shared cache must not hand it to anyone else (as HTTP caches treat responses to
+// requests with Authorization); public only where nobody authenticates and every caller
+// gets the same answer.
+func CacheScope(authenticated bool) string {
+	if authenticated {
+		return CachePrivate
+	}
+	return CachePublic
+}
+
+// KeepPrivate makes the caching hints of res, when it carries them (server/discover, the
+// list methods, resources/read), say private, whatever the server that answered said:
+// for answers relayed on an endpoint that requires authentication (see CacheScope).
+func KeepPrivate(res mcp.Result) {
+	var c *mcp.Cacheable
+	switch r := res.(type) {
+	case *mcp.DiscoverResult:
+		if r != nil {
+			c = &r.Cacheable
+		}
+	case *mcp.ListToolsResult:
+		if r != nil {
+			c = &r.Cacheable
+		}
+	case *mcp.ListResourcesResult:
+		if r != nil {
+			c = &r.Cacheable
+		}
+	case *mcp.ListResourceTemplatesResult:
+		if r != nil {
+			c = &r.Cacheable
+		}
+	case *mcp.ListPromptsResult:
+		if r != nil {
+			c = &r.Cacheable
+		}
+	case *mcp.ReadResourceResult:
+		if r != nil {
+			c = &r.Cacheable
+		}
+	}
+	if c != nil {
+		c.CacheScope = CachePrivate
+	}
 }

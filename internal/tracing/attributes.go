@@ -3,6 +3,9 @@ package tracing
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -39,19 +42,50 @@ const (
 	Transport = attribute.Key("switchboard.transport")
 )
 
-// maxAttributeText bounds a caller-chosen string in an attribute.
-const maxAttributeText = 128
+// Bounds of what an attribute (or an audit line: the gateway's use the same) may quote
+// of a string a caller or an upstream chooses.
+const (
+	// MaxName bounds a name or an id: a tool name, a method, a request id, a protocol
+	// version.
+	MaxName = 128
+	// MaxText bounds any other text: a reason (which quotes names clipped to MaxName), an
+	// error, a user name. Kubernetes' longest user name, a ServiceAccount's, fits.
+	MaxText = 1 << 10
+)
 
-// Clip bounds a caller-chosen string for an attribute.
-func Clip(s string) string {
-	if len(s) <= maxAttributeText {
+// Clip bounds a caller-chosen name for an attribute (see ClipTo): at most MaxName bytes.
+func Clip(s string) string { return ClipTo(s, MaxName) }
+
+// ClipText bounds caller- or upstream-chosen text for an attribute (see ClipTo): at most
+// MaxText bytes.
+func ClipText(s string) string { return ClipTo(s, MaxText) }
+
+// ClipTo returns s as at most n bytes of valid UTF-8: bytes that are not UTF-8 become
+// U+FFFD, and a longer s is cut at a character boundary and ends in a marker that says it
+// was clipped and from how many bytes ("…[clipped from 4194304 bytes]"). A short, valid
+// s is returned as it is, without copying.
+func ClipTo(s string, n int) string {
+	if len(s) <= n && utf8.ValidString(s) {
 		return s
 	}
-	cut := maxAttributeText
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
+	size := len(s)
+	if size > n+utf8.UTFMax {
+		// No need to look at what cannot be kept.
+		s = s[:n+utf8.UTFMax]
 	}
-	return s[:cut]
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n && size <= n {
+		return s
+	}
+	marker := "…[clipped from " + strconv.Itoa(size) + " bytes]"
+	if len(marker) > n {
+		marker = "" // no room to say so
+	}
+	for len(s) > n-len(marker) {
+		_, last := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-last]
+	}
+	return s + marker
 }
 
 // SessionID returns what a span records as mcp.session.id of a session: a digest of the

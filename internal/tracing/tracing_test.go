@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/trace"
@@ -215,5 +216,33 @@ func TestSetupIsOffWithoutAnExporter(t *testing.T) {
 	t.Setenv("OTEL_TRACES_EXPORTER", "")
 	if _, err := tracing.Setup(context.Background(), tracing.Options{SamplingRatio: 2}); err == nil {
 		t.Fatal("a sampling ratio of 2 was accepted")
+	}
+}
+
+func TestClipToKeepsValidUTF8UnderTheBoundAndSaysItClipped(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		n        int
+	}{
+		{"short", "search_notes", 128},
+		{"long", strings.Repeat("x", 4<<20), 128},
+		{"multibyte at the cut", strings.Repeat("é", 300), 128},
+		{"invalid", "a\xffb\xfe" + strings.Repeat("\xff", 200), 128},
+		{"invalid and short, growing", strings.Repeat("\xff", 100), 128},
+		{"tiny bound", strings.Repeat("x", 50), 8},
+	} {
+		got := tracing.ClipTo(tc.in, tc.n)
+		if len(got) > tc.n || !utf8.ValidString(got) {
+			t.Errorf("%s: ClipTo gave %d bytes (valid UTF-8: %v), want at most %d of valid UTF-8", tc.name, len(got), utf8.ValidString(got), tc.n)
+		}
+		if clipped := len(tc.in) > tc.n || !utf8.ValidString(tc.in); clipped != (got != tc.in) {
+			t.Errorf("%s: ClipTo(%d bytes) = %q", tc.name, len(tc.in), got)
+		}
+		if len(tc.in) > tc.n && tc.n >= 64 && !strings.Contains(got, "clipped from") {
+			t.Errorf("%s: %q does not say it was clipped", tc.name, got)
+		}
+	}
+	if got := tracing.ClipTo("search_notes", 128); got != "search_notes" {
+		t.Errorf("a short name was changed to %q", got)
 	}
 }

@@ -879,14 +879,7 @@ func (g *Gateway) takeServerSession(key connector.Key, caller *catalog.Identity)
 		start.Cancel()
 		return nil, err
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			g.releaseServerSessionLocked(key, caller.Key)
-		})
-	}, nil
+	return g.releaseOnce(func() { g.releaseServerSessionLocked(key, caller.Key) }), nil
 }
 
 // callerServer is one caller's use of one server.
@@ -944,14 +937,20 @@ func (g *Gateway) takeServerSlot(key connector.Key, caller *catalog.Identity) (r
 	if err := g.takeServerSlotLocked(key, srv, caller); err != nil {
 		return nil, err
 	}
+	return g.releaseOnce(func() { g.releaseServerSlotLocked(key, caller.Key) }), nil
+}
+
+// releaseOnce returns a release that runs releaseLocked under g.mu the first time it is
+// called and does nothing after, so that a slot is given back once whoever ends first.
+func (g *Gateway) releaseOnce(releaseLocked func()) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			g.releaseServerSlotLocked(key, caller.Key)
+			releaseLocked()
 		})
-	}, nil
+	}
 }
 
 // Start waits until ctx ends and then ends every session, so that the gateway can run as

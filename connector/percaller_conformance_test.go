@@ -74,7 +74,7 @@ func runEnterpriseConformanceClient() error {
 		PerCaller: &PerCallerAuth{EnterpriseManaged: &EnterpriseManaged{
 			IdentityProvider: IdentityProvider{Name: "conformance-idp", TokenURL: sc.IDPTokenEndpoint, ClientID: sc.IDPClientID,
 				AuthorizationServers: authServers},
-			ClientID:         sc.ClientID, ClientSecret: sc.ClientSecret, AllowInsecureHTTP: true,
+			ClientID: sc.ClientID, ClientSecret: sc.ClientSecret, AllowInsecureHTTP: true,
 		}},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

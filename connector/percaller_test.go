@@ -25,7 +25,7 @@ import (
 const (
 	// worldProvider is the identity provider the worlds' callers were vouched for by,
 	// and the one their per-caller configs name.
-	worldProvider = "corp-idp"
+	worldProvider   = "corp-idp"
 	stsClientID     = "gateway-at-the-sts"
 	stsClientSecret = "sts-client-secret-8642"
 	idpClientID     = "gateway-at-the-idp"
@@ -275,7 +275,7 @@ func (w *callerWorld) enterpriseConfig() Config {
 	cfg.PerCaller = &PerCallerAuth{EnterpriseManaged: &EnterpriseManaged{
 		IdentityProvider: IdentityProvider{Name: worldProvider, TokenURL: w.idp.URL + "/token", ClientID: idpClientID, ClientSecret: idpClientSecret,
 			AuthorizationServers: []string{w.as.URL}},
-		ClientID:         asClientID, ClientSecret: asClientSecret, AllowInsecureHTTP: true,
+		ClientID: asClientID, ClientSecret: asClientSecret, AllowInsecureHTTP: true,
 	}}
 	return cfg
 }

@@ -31,7 +31,7 @@ func exchangeProvider(ns, tokenURL string, namespaces ...string) *mcpv1alpha1.MC
 	return &mcpv1alpha1.MCPIdentityProvider{
 		ObjectMeta: metav1.ObjectMeta{Name: "idp-" + ns},
 		Spec: mcpv1alpha1.MCPIdentityProviderSpec{
-			Issuer: mcpv1alpha1.IdentityIssuer{URL: "http://127.0.0.1:1/", Audiences: []string{"switchboard"}, AllowInsecureHTTP: true},
+			Issuer:        mcpv1alpha1.IdentityIssuer{URL: "http://127.0.0.1:1/", Audiences: []string{"switchboard"}, AllowInsecureHTTP: true},
 			ClaimMappings: mcpv1alpha1.ClaimMappings{Username: mcpv1alpha1.UsernameClaimMapping{Claim: "sub", Prefix: ns + ":"}},
 			TokenExchange: &mcpv1alpha1.IdentityTokenExchange{
 				TokenURL:     tokenURL,

@@ -303,7 +303,8 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 		}
 		return connector.Config{}, err
 	}
-	if obs.missingSecret != nil || obs.identityProvider != nil {
+	if obs.blocker(obj) != nil {
+		// A Secret of the identity provider is missing, or the provider cannot be used.
 		return connector.Config{}, nil
 	}
 	cfg := r.connectionConfig(obj, spec.URL, connector.Protocol(spec.Protocol))

@@ -168,11 +168,11 @@ func (w *perCallerWorld) seenAuthorizations() []string {
 	return append([]string(nil), w.seen...)
 }
 
-// corpIdP is the MCPIdentityProvider the per-caller server names, whose tokenExchange is
-// the world's token service; partnerIdP is another provider.
+// corpIDP is the MCPIdentityProvider the per-caller server names, whose tokenExchange is
+// the world's token service; partnerIDP is another provider.
 const (
-	corpIdP    = "corp-idp"
-	partnerIdP = "partner-idp"
+	corpIDP    = "corp-idp"
+	partnerIDP = "partner-idp"
 )
 
 // vouched authenticates callers as an identity provider vouched for them: token ->
@@ -191,11 +191,11 @@ func (v vouched) AuthenticateRequest(_ context.Context, r *http.Request) (*catal
 	return &catalog.Identity{User: authenticationv1.UserInfo{Username: c.user}, Key: c.user, Provider: c.provider}, nil
 }
 
-// corp returns the caller user as corpIdP vouched for it.
-func corp(user string) vouchedCaller { return vouchedCaller{user: "oidc:" + user, provider: corpIdP} }
+// corp returns the caller user as corpIDP vouched for it.
+func corp(user string) vouchedCaller { return vouchedCaller{user: "oidc:" + user, provider: corpIDP} }
 
 // perCallerGateway is a gateway in front of the world's server, configured as the
-// controller maps an MCPServer with tokenExchange naming corpIdP and no operator
+// controller maps an MCPServer with tokenExchange naming corpIDP and no operator
 // credential, with the given callers authenticated and allowed use on it.
 func perCallerGateway(t *testing.T, w *perCallerWorld, callers vouched) *perCallerFront {
 	t.Helper()
@@ -214,7 +214,7 @@ func perCallerGateway(t *testing.T, w *perCallerWorld, callers vouched) *perCall
 		HealthCheck: connector.HealthCheck{Interval: time.Hour},
 		Egress:      loopbackRules(t),
 		PerCaller: &connector.PerCallerAuth{TokenExchange: &connector.TokenExchange{
-			Provider: corpIdP, TokenURL: w.sts.URL + "/token", ClientID: stsClientID, ClientSecret: stsClientSecret, AllowInsecureHTTP: true,
+			Provider: corpIDP, TokenURL: w.sts.URL + "/token", ClientID: stsClientID, ClientSecret: stsClientSecret, AllowInsecureHTTP: true,
 		}},
 	})
 	testutil.Eventually(t, 10*time.Second, "the pool's session to check the server's metadata", func() error {
@@ -553,7 +553,7 @@ func TestPerCallerRefusesCallersTheServersProviderDidNotVouchFor(t *testing.T) {
 			h := perCallerGateway(t, w, vouched{
 				aliceInbound:   corp("alice"),
 				saInbound:      {user: "system:serviceaccount:team-a:robot"},
-				partnerInbound: {user: "partner:dave", provider: partnerIdP},
+				partnerInbound: {user: "partner:dave", provider: partnerIDP},
 			})
 			for _, c := range []struct{ who, token, says string }{
 				{"system:serviceaccount:team-a:robot", saInbound, "a Kubernetes token"},

@@ -28,6 +28,7 @@ import (
 // +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpservers,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpservers/status,verbs=patch
 // +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpservers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpidentityproviders,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

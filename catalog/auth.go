@@ -435,6 +435,11 @@ type Identity struct {
 	// obtained on the caller's behalf live no longer.
 	Expiry time.Time
 
+	// Provider is the MCPIdentityProvider whose issuer vouched for the caller's token;
+	// empty for a Kubernetes token. A per-caller server exchanges only the tokens of
+	// callers of the provider it names.
+	Provider string
+
 	// extraKey is a digest of User.Extra; see AccessKey.
 	extraKey string
 }
@@ -645,6 +650,7 @@ func (a *Authenticator) authenticateProvider(ctx context.Context, token string) 
 	}
 	id := NewIdentity(authenticationv1.UserInfo{Username: caller.Username, Groups: caller.Groups})
 	id.Expiry = caller.Expiry
+	id.Provider = caller.Provider
 	return id, nil
 }
 

@@ -10,8 +10,13 @@ type Caller struct {
 	// tokens are cached per server and Key, and never served to another Key.
 	Key string
 	// Token is the bearer token the caller presented to the gateway, the subject of
-	// the exchange. It is a secret: it goes to the configured token service only.
+	// the exchange. It is a secret: it goes only to the token endpoint of the identity
+	// provider that vouched for it, and only when that is the provider the server's
+	// per-caller config names.
 	Token string
+	// Provider is the MCPIdentityProvider whose issuer vouched for Token; empty for a
+	// Kubernetes (ServiceAccount) token, which is never exchanged anywhere.
+	Provider string
 	// Expiry is when Token expires; zero when unknown. Upstream tokens obtained with
 	// it are dropped then.
 	Expiry time.Time

@@ -56,6 +56,12 @@ const (
 	// ReasonWorkloadTokenUnavailable means the AssertionSource of a JWT-bearer grant
 	// had no JWT to give.
 	ReasonWorkloadTokenUnavailable = mcpv1alpha1.ReasonWorkloadTokenUnavailable
+	// ReasonCallerNotAllowed means a caller of a per-caller server was not vouched for
+	// by the identity provider the server's config names: its token was sent nowhere.
+	ReasonCallerNotAllowed = mcpv1alpha1.ReasonCallerNotAllowed
+	// ReasonAuthorizationServerNotAllowed means the authorization server a per-caller
+	// server's metadata names is not one its identity provider lists.
+	ReasonAuthorizationServerNotAllowed = mcpv1alpha1.ReasonAuthorizationServerNotAllowed
 )
 
 // maxMessageLen bounds an error message, which may quote server-provided text.
@@ -79,8 +85,9 @@ type Error struct {
 	// Authentication is set when the failure happened while obtaining or presenting an
 	// OAuth token: it is the reason of the server's Authenticated condition
 	// (ReasonTokenRequestFailed, ReasonInvalidClient, ReasonInvalidGrant,
-	// ReasonMetadataMismatch, ReasonInsufficientScope or
-	// ReasonWorkloadTokenUnavailable), while Reason says what happened (EgressDenied
+	// ReasonMetadataMismatch, ReasonInsufficientScope, ReasonWorkloadTokenUnavailable,
+	// ReasonCallerNotAllowed or ReasonAuthorizationServerNotAllowed), while Reason says
+	// what happened (EgressDenied
 	// for a token endpoint the policy denies, say). Empty for every other failure.
 	Authentication string
 

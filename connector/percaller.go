@@ -22,7 +22,13 @@ import (
 // caller presented to the gateway: at a security token service (tokenExchange, RFC
 // 8693), or at the enterprise identity provider for an identity assertion grant that
 // the server's authorization server trades for an access token (enterpriseManaged,
-// SEP-990). The tokens are cached per server config and caller, in one bounded LRU per
+// SEP-990). Either way the exchange happens at the token endpoint of the identity
+// provider (an MCPIdentityProvider a cluster admin wrote) the config names, and only for
+// callers that provider vouched for: a caller of another provider, or a Kubernetes
+// ServiceAccount, is refused before its token goes anywhere (ReasonCallerNotAllowed).
+// An identity assertion grant is requested only for an authorization server the
+// provider lists (ReasonAuthorizationServerNotAllowed), whatever the server's metadata
+// names. The tokens are cached per server config and caller, in one bounded LRU per
 // pool, and used on that caller's Upstreams only. The pool's own session never acts as
 // a caller: with an operator credential beside the per-caller mode (Config.OAuth2) it
 // runs as usual; without one it checks the server's protected resource metadata and
@@ -62,7 +68,10 @@ type PerCallerAuth struct {
 // TokenExchange is an RFC 8693 token exchange for every caller: the caller's token is
 // the subject_token; the token issued is sent to the server for that caller only.
 type TokenExchange struct {
-	// TokenURL is the token service's token endpoint.
+	// Provider names the identity provider whose token endpoint TokenURL is: only the
+	// tokens of callers it vouched for ([Caller.Provider]) are exchanged. Required.
+	Provider string
+	// TokenURL is the identity provider's token endpoint, as a cluster admin named it.
 	TokenURL string
 	// ClientID identifies the gateway to the token service.
 	ClientID string
@@ -106,15 +115,22 @@ type EnterpriseManaged struct {
 	AllowInsecureHTTP bool
 }
 
-// IdentityProvider is the enterprise identity provider's token endpoint and the
-// gateway's client there.
+// IdentityProvider is the enterprise identity provider's token endpoint, the gateway's
+// client there, and the authorization servers its grants may be requested for.
 type IdentityProvider struct {
-	// TokenURL is the identity provider's token endpoint.
+	// Name names the identity provider: only the tokens of callers it vouched for
+	// ([Caller.Provider]) are exchanged. Required.
+	Name string
+	// TokenURL is the identity provider's token endpoint, as a cluster admin named it.
 	TokenURL string
 	// ClientID identifies the gateway to the identity provider.
 	ClientID string
 	// ClientSecret authenticates it (client_secret_basic); empty sends client_id alone.
 	ClientSecret string
+	// AuthorizationServers are the issuer identifiers of the authorization servers an
+	// identity assertion grant may be requested for; the one the server's metadata
+	// names must be among them, compared exactly. At least one is required.
+	AuthorizationServers []string
 }
 
 // equal reports whether a and b configure the same per-caller credentials.
@@ -130,7 +146,7 @@ func (x *TokenExchange) equal(y *TokenExchange) bool {
 	if x == nil || y == nil {
 		return x == nil && y == nil
 	}
-	return x.TokenURL == y.TokenURL && x.ClientID == y.ClientID && x.ClientSecret == y.ClientSecret &&
+	return x.Provider == y.Provider && x.TokenURL == y.TokenURL && x.ClientID == y.ClientID && x.ClientSecret == y.ClientSecret &&
 		x.Audience == y.Audience && x.Resource == y.Resource && slices.Equal(x.Scopes, y.Scopes) &&
 		x.RequestedTokenType == y.RequestedTokenType && x.SubjectTokenType == y.SubjectTokenType &&
 		x.AllowInsecureHTTP == y.AllowInsecureHTTP
@@ -141,7 +157,9 @@ func (m *EnterpriseManaged) equal(n *EnterpriseManaged) bool {
 	if m == nil || n == nil {
 		return m == nil && n == nil
 	}
-	return m.IdentityProvider == n.IdentityProvider && m.ClientID == n.ClientID &&
+	p, q := m.IdentityProvider, n.IdentityProvider
+	return p.Name == q.Name && p.TokenURL == q.TokenURL && p.ClientID == q.ClientID && p.ClientSecret == q.ClientSecret &&
+		slices.Equal(p.AuthorizationServers, q.AuthorizationServers) && m.ClientID == n.ClientID &&
 		m.ClientSecret == n.ClientSecret && slices.Equal(m.Scopes, n.Scopes) &&
 		m.AllowInsecureHTTP == n.AllowInsecureHTTP
 }
@@ -157,6 +175,7 @@ func (a *PerCallerAuth) clone() PerCallerAuth {
 	if m := a.EnterpriseManaged; m != nil {
 		c := *m
 		c.Scopes = slices.Clone(m.Scopes)
+		c.IdentityProvider.AuthorizationServers = slices.Clone(m.IdentityProvider.AuthorizationServers)
 		out.EnterpriseManaged = &c
 	}
 	return out
@@ -232,6 +251,9 @@ func newCallerTokens(ctx context.Context, key Key, cfg Config, endpoint *url.URL
 	case te != nil && em != nil:
 		return nil, invalid("per-caller credentials set both tokenExchange and enterpriseManaged")
 	case te != nil:
+		if te.Provider == "" {
+			return nil, invalid("token exchange names no identity provider whose callers' tokens it may exchange")
+		}
 		if te.ClientID == "" {
 			return nil, invalid("token exchange needs a client ID")
 		}
@@ -253,6 +275,12 @@ func newCallerTokens(ctx context.Context, key Key, cfg Config, endpoint *url.URL
 		helper = OAuth2ClientCredentials{ClientID: te.ClientID, Scopes: te.Scopes, AllowInsecureHTTP: te.AllowInsecureHTTP}
 		rawURL = te.TokenURL
 	case em != nil:
+		if em.IdentityProvider.Name == "" {
+			return nil, invalid("enterprise-managed authorization names no identity provider whose callers' tokens it may exchange")
+		}
+		if len(em.IdentityProvider.AuthorizationServers) == 0 {
+			return nil, invalid("identity provider %q lists no authorization server an identity assertion grant may be requested for", em.IdentityProvider.Name)
+		}
 		if em.IdentityProvider.ClientID == "" || em.ClientID == "" {
 			return nil, invalid("enterprise-managed authorization needs a client ID at the identity provider and at the server's authorization server")
 		}
@@ -274,6 +302,45 @@ func newCallerTokens(ctx context.Context, key Key, cfg Config, endpoint *url.URL
 // enterprise reports whether the flow is enterprise-managed authorization.
 func (c *callerTokens) enterprise() bool { return c.cfg.EnterpriseManaged != nil }
 
+// provider names the identity provider whose callers' tokens the config exchanges.
+func (c *callerTokens) provider() string {
+	if c.enterprise() {
+		return c.cfg.EnterpriseManaged.IdentityProvider.Name
+	}
+	return c.cfg.TokenExchange.Provider
+}
+
+// vouched reports whether caller's token was vouched for by the config's identity
+// provider, the only callers whose tokens it may send anywhere. A Kubernetes token
+// names no provider and never is.
+func (c *callerTokens) vouched(caller Caller) bool {
+	return caller.Provider != "" && caller.Provider == c.provider()
+}
+
+// callerNotAllowed is the refusal of a caller the config's identity provider did not
+// vouch for. It names the provider, never the caller's token.
+func (c *callerTokens) callerNotAllowed(caller Caller) *Error {
+	who := "a Kubernetes token (a ServiceAccount's), which is never exchanged"
+	if caller.Provider != "" {
+		who = fmt.Sprintf("a token of identity provider %q", TruncateUTF8(caller.Provider, 253))
+	}
+	return authError(ReasonCallerNotAllowed, ReasonCallerNotAllowed,
+		"server %s takes each caller's own credentials, obtained with a token of identity provider %q only; the caller presented %s, so its token was sent nowhere",
+		displayURL(c.endpoint), c.provider(), who)
+}
+
+// allowAuthServer refuses an authorization server the identity provider does not list:
+// no identity assertion grant is requested for it, whatever the server's metadata says.
+func (c *callerTokens) allowAuthServer(m *authMeta) *Error {
+	idp := c.cfg.EnterpriseManaged.IdentityProvider
+	if slices.Contains(idp.AuthorizationServers, m.issuer) {
+		return nil
+	}
+	return authError(ReasonAuthorizationServerNotAllowed, ReasonAuthorizationServerNotAllowed,
+		"server %s names authorization server %s, which identity provider %q does not list in tokenExchange.authorizationServers; no identity assertion grant is requested for it",
+		displayURL(c.endpoint), TruncateUTF8(DisplayURL(m.issuer), 512), idp.Name)
+}
+
 // authServer returns the server's authorization server, discovering it the first time
 // (RFC 9728 and RFC 8414 or OpenID discovery, through the session's stack, with the
 // resource and issuer checks of the client credentials flow). ch is the server's
@@ -289,6 +356,9 @@ func (c *callerTokens) authServer(ch challenge) (*authMeta, *Error) {
 	}
 	m, e := c.ts.discover(ch)
 	if e != nil {
+		return nil, e
+	}
+	if e := c.allowAuthServer(m); e != nil {
 		return nil, e
 	}
 	c.meta.Store(m)
@@ -356,6 +426,10 @@ func (c *callerTokens) fetch(subject string, remember func(string)) (*oauth2.Tok
 	if e != nil {
 		return nil, e
 	}
+	// Judged again where the grant is asked for: the audience is what the IdP issues for.
+	if e := c.allowAuthServer(meta); e != nil {
+		return nil, e
+	}
 	// The caller's ID token for an identity assertion grant (SEP-990 section 4): for
 	// the server's authorization server, naming the server.
 	r := tokenRequest{what: "identity assertion exchange", url: c.tokenURL, clientID: em.IdentityProvider.ClientID, clientSecret: em.IdentityProvider.ClientSecret,
@@ -401,6 +475,9 @@ func (c *callerTokens) close() { c.cache.purge(c) }
 
 // bearerFor returns the bearer source of an Upstream acting for caller.
 func (c *callerTokens) bearerFor(caller Caller) (*callerBearer, *Error) {
+	if caller.Token != "" && !c.vouched(caller) {
+		return nil, c.callerNotAllowed(caller)
+	}
 	if caller.Key == "" || caller.Token == "" {
 		return nil, authError(ReasonUnauthorized, ReasonTokenRequestFailed,
 			"server %s takes each caller's own credentials, and the caller has no token to exchange", displayURL(c.endpoint))
@@ -415,6 +492,10 @@ func (c *callerTokens) bearerFor(caller Caller) (*callerBearer, *Error) {
 // present makes caller's token the subject of its later exchanges on this server, or
 // drops its upstream tokens when that token has expired.
 func (c *callerTokens) present(caller Caller) *callerEntry {
+	if caller.Token != "" && !c.vouched(caller) {
+		// Not a token this config may send anywhere: it is kept nowhere either.
+		return nil
+	}
 	k := callerCacheKey{c, caller.Key}
 	if caller.Token == "" || (!caller.Expiry.IsZero() && !time.Now().Before(caller.Expiry)) {
 		// Nothing to exchange: an entry there is drops its tokens, none is made.
@@ -814,6 +895,10 @@ func (s *session) checkMetadata() *Error {
 		return s.red.scrubError(e)
 	}
 	if c.enterprise() {
+		if e := c.allowAuthServer(m); e != nil {
+			c.meta.Store(nil)
+			return s.red.scrubError(e)
+		}
 		c.meta.Store(m) // what the callers' next exchanges name as the audience
 	}
 	return nil

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,14 +59,22 @@ func runEnterpriseConformanceClient() error {
 	}
 	defer p.Close()
 	key := Key{"conformance", "enterprise"}
+	serverURL := os.Args[len(os.Args)-1]
+	// The cluster admin lists the scenario's authorization server with the identity
+	// provider, as the scenario's server names it.
+	authServers, err := scenarioAuthorizationServers(serverURL)
+	if err != nil {
+		return err
+	}
 	p.Ensure(key, Config{
-		URL:      os.Args[len(os.Args)-1],
+		URL:      serverURL,
 		Protocol: ProtocolStreamableHTTP,
 		Timeout:  10 * time.Second,
 		Egress:   allowAll{}, // the suite serves on localhost
 		PerCaller: &PerCallerAuth{EnterpriseManaged: &EnterpriseManaged{
-			IdentityProvider: IdentityProvider{TokenURL: sc.IDPTokenEndpoint, ClientID: sc.IDPClientID},
-			ClientID:         sc.ClientID, ClientSecret: sc.ClientSecret, AllowInsecureHTTP: true,
+			IdentityProvider: IdentityProvider{Name: "conformance-idp", TokenURL: sc.IDPTokenEndpoint, ClientID: sc.IDPClientID,
+				AuthorizationServers: authServers},
+			ClientID: sc.ClientID, ClientSecret: sc.ClientSecret, AllowInsecureHTTP: true,
 		}},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -78,7 +89,7 @@ func runEnterpriseConformanceClient() error {
 	if snap.LastError != nil {
 		fmt.Printf("percaller client: operator session error %s\n", snap.LastError)
 	}
-	u, err := p.OpenUpstream(ctx, key, &Caller{Key: "conformance-user", Token: sc.IDPIDToken, Expiry: time.Now().Add(time.Hour)})
+	u, err := p.OpenUpstream(ctx, key, &Caller{Key: "conformance-user", Token: sc.IDPIDToken, Provider: "conformance-idp", Expiry: time.Now().Add(time.Hour)})
 	if err != nil {
 		return err
 	}
@@ -171,4 +182,29 @@ func TestEnterpriseManagedConformanceScenario(t *testing.T) {
 			t.Errorf("the client's output carries %q", secret)
 		}
 	}
+}
+
+// scenarioAuthorizationServers returns the authorization servers the scenario's server
+// names in its protected resource metadata (RFC 9728, at the path-suffixed well-known
+// URL, then the root one): the ones an admin lists with the identity provider.
+func scenarioAuthorizationServers(serverURL string) ([]string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return nil, err
+	}
+	for _, path := range []string{"/.well-known/oauth-protected-resource" + u.Path, "/.well-known/oauth-protected-resource"} {
+		resp, err := http.Get(u.Scheme + "://" + u.Host + path) //nolint:gosec,noctx // the scenario's own loopback server
+		if err != nil {
+			return nil, err
+		}
+		var prm struct {
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&prm)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && err == nil && len(prm.AuthorizationServers) > 0 {
+			return prm.AuthorizationServers, nil
+		}
+	}
+	return nil, fmt.Errorf("the scenario's server at %s names no authorization server", DisplayURL(serverURL))
 }

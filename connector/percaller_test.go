@@ -23,6 +23,9 @@ import (
 
 // Credentials of the per-caller worlds. Long enough for the redactor.
 const (
+	// worldProvider is the identity provider the worlds' callers were vouched for by,
+	// and the one their per-caller configs name.
+	worldProvider   = "corp-idp"
 	stsClientID     = "gateway-at-the-sts"
 	stsClientSecret = "sts-client-secret-8642"
 	idpClientID     = "gateway-at-the-idp"
@@ -260,7 +263,7 @@ func (w *callerWorld) exchangeConfig() Config {
 	cfg := fastConfig(w.mcp.URL + "/mcp")
 	cfg.Protocol = ProtocolStreamableHTTP
 	cfg.PerCaller = &PerCallerAuth{TokenExchange: &TokenExchange{
-		TokenURL: w.sts.URL + "/token", ClientID: stsClientID, ClientSecret: stsClientSecret, AllowInsecureHTTP: true,
+		Provider: worldProvider, TokenURL: w.sts.URL + "/token", ClientID: stsClientID, ClientSecret: stsClientSecret, AllowInsecureHTTP: true,
 	}}
 	return cfg
 }
@@ -270,8 +273,9 @@ func (w *callerWorld) enterpriseConfig() Config {
 	cfg := fastConfig(w.mcp.URL + "/mcp")
 	cfg.Protocol = ProtocolStreamableHTTP
 	cfg.PerCaller = &PerCallerAuth{EnterpriseManaged: &EnterpriseManaged{
-		IdentityProvider: IdentityProvider{TokenURL: w.idp.URL + "/token", ClientID: idpClientID, ClientSecret: idpClientSecret},
-		ClientID:         asClientID, ClientSecret: asClientSecret, AllowInsecureHTTP: true,
+		IdentityProvider: IdentityProvider{Name: worldProvider, TokenURL: w.idp.URL + "/token", ClientID: idpClientID, ClientSecret: idpClientSecret,
+			AuthorizationServers: []string{w.as.URL}},
+		ClientID: asClientID, ClientSecret: asClientSecret, AllowInsecureHTTP: true,
 	}}
 	return cfg
 }
@@ -340,11 +344,11 @@ func (w *callerWorld) assertNoSecretIn(what, text string) {
 }
 
 func alice() *Caller {
-	return &Caller{Key: "user:alice", Token: "caller-token-alice-0123456789", Expiry: time.Now().Add(time.Hour)}
+	return &Caller{Key: "user:alice", Token: "caller-token-alice-0123456789", Provider: worldProvider, Expiry: time.Now().Add(time.Hour)}
 }
 
 func bob() *Caller {
-	return &Caller{Key: "user:bob", Token: "caller-token-bob-0123456789", Expiry: time.Now().Add(time.Hour)}
+	return &Caller{Key: "user:bob", Token: "caller-token-bob-0123456789", Provider: worldProvider, Expiry: time.Now().Add(time.Hour)}
 }
 
 // callerClient opens an Upstream for caller and initializes a go-sdk client over it,
@@ -891,7 +895,7 @@ func BenchmarkCallerCacheEntryMemory(b *testing.B) {
 		c := newCallerCache(DefaultMaxCallerTokens)
 		tokens := &callerTokens{cache: c}
 		for i := range DefaultMaxCallerTokens {
-			caller := Caller{Key: fmt.Sprintf("user:%d", i), Token: jwtLike(1024, i), Expiry: time.Now().Add(time.Hour)}
+			caller := Caller{Key: fmt.Sprintf("user:%d", i), Token: jwtLike(1024, i), Provider: worldProvider, Expiry: time.Now().Add(time.Hour)}
 			e := tokens.present(caller)
 			tok := jwtLike(800, i)
 			e.remember(tok)

@@ -51,7 +51,7 @@ func TestTokenExchangeAtZitadelGivesEachPersonTheirOwnToken(t *testing.T) {
 	cfg := fastConfig(mcpServer.URL + "/mcp")
 	cfg.Protocol = ProtocolStreamableHTTP
 	cfg.PerCaller = &PerCallerAuth{TokenExchange: &TokenExchange{
-		TokenURL: issuer + "oauth/token", ClientID: testenv.ZitadelClientID, ClientSecret: testenv.ZitadelClientSecret,
+		Provider: "zitadel", TokenURL: issuer + "oauth/token", ClientID: testenv.ZitadelClientID, ClientSecret: testenv.ZitadelClientSecret,
 		// The server introspects as client "web": the OP answers only for tokens whose
 		// audience holds it, and names the subject of those with scope openid.
 		Audience: testenv.ZitadelClientID, Scopes: []string{"openid"}, AllowInsecureHTTP: true,
@@ -64,7 +64,7 @@ func TestTokenExchangeAtZitadelGivesEachPersonTheirOwnToken(t *testing.T) {
 		subject, _, _ := strings.Cut(name, "@")
 		login := testenv.ZitadelLoginAs(t, issuer, name)
 		own = append(own, login.AccessToken)
-		caller := &Caller{Key: "oidc:" + name, Token: login.AccessToken, Expiry: login.Expiry}
+		caller := &Caller{Key: "oidc:" + name, Token: login.AccessToken, Provider: "zitadel", Expiry: login.Expiry}
 		cs := mustCallerClient(t, p, key, caller)
 		if got := whoami(t, cs); got != subject {
 			t.Errorf("%s's upstream session reached the server as %q; want subject %q", name, got, subject)

@@ -67,6 +67,8 @@ func (r *FollowerSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.Servers.serversForSecret), builder.OnlyMetadata).
 		Watches(&mcpv1alpha1.MCPEgressPolicy{}, handler.EnqueueRequestsFromMapFunc(r.Servers.serversInNamespace),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&mcpv1alpha1.MCPIdentityProvider{}, handler.EnqueueRequestsFromMapFunc(r.Servers.serversForProvider),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.Servers.MaxConcurrentReconciles,
 			NeedLeaderElection:      ptr.To(false),

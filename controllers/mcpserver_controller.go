@@ -81,6 +81,10 @@ type MCPServerReconciler struct {
 	// publishes a slower server as connecting (Reconciling). Zero means 500ms; a
 	// negative value publishes at once.
 	FirstConnectWait time.Duration
+	// ClusterResourceNamespace is where the Secrets of cluster-scoped objects live
+	// (--cluster-resource-namespace): the client secret of an MCPIdentityProvider's
+	// tokenExchange is read from there.
+	ClusterResourceNamespace string
 	// Shards, when set, splits the servers among the manager's replicas: this one
 	// reconciles only the servers it owns and stands by for the others (standBy). Nil
 	// means this replica owns every server (one replica, or the elected leader).
@@ -233,9 +237,10 @@ func (r *MCPServerReconciler) observe(ctx context.Context, obj *mcpv1alpha1.MCPS
 				return ctrl.Result{}, fmt.Errorf("removing the stdio workload: %w", err)
 			}
 		}
-		if cfg, err = r.reconcileSecrets(ctx, obj, obs); err != nil || obs.missingSecret != nil {
+		if cfg, err = r.reconcileSecrets(ctx, obj, obs); err != nil || obs.missingSecret != nil || obs.identityProvider != nil {
 			// No connection attempt without the credentials; the Secret watch wakes
-			// the server when the Secret appears.
+			// the server when the Secret appears, the MCPIdentityProvider watch when
+			// its identity provider changes.
 			r.dropSession(key)
 			return ctrl.Result{}, err
 		}
@@ -268,7 +273,8 @@ func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, obj *mcpv1alp
 
 // reconcileSecrets builds the connector config of an http server, with headers and CA
 // bundle read from the Secrets the spec references. A missing Secret or key is recorded
-// in obs.missingSecret; other errors are returned.
+// in obs.missingSecret, an MCPIdentityProvider that cannot be used in
+// obs.identityProvider; other errors are returned.
 func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1alpha1.MCPServer, obs *observation) (connector.Config, error) {
 	spec := obj.Spec.HTTP
 	if spec == nil {
@@ -287,7 +293,7 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 		wif, err = resolver.resolveWorkloadIdentity(ctx, spec, r.sources(), obj.Namespace)
 	}
 	if err == nil {
-		perCaller, err = resolver.resolvePerCaller(ctx, spec)
+		perCaller, err = r.resolvePerCaller(ctx, obj, resolver, obs)
 	}
 	if err != nil {
 		var missing *missingSecretError
@@ -296,6 +302,10 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 			return connector.Config{}, nil
 		}
 		return connector.Config{}, err
+	}
+	if obs.blocker(obj) != nil {
+		// A Secret of the identity provider is missing, or the provider cannot be used.
+		return connector.Config{}, nil
 	}
 	cfg := r.connectionConfig(obj, spec.URL, connector.Protocol(spec.Protocol))
 	cfg.Headers = headers
@@ -490,6 +500,10 @@ var notAttempted = map[string]bool{
 	mcpv1alpha1.ReasonSecretNotFound:      true,
 	mcpv1alpha1.ReasonWorkloadUnavailable: true,
 	mcpv1alpha1.ReasonInvalidSpec:         true,
+	// The MCPIdentityProvider a per-caller mode names cannot be used.
+	mcpv1alpha1.ReasonIdentityProviderNotFound:   true,
+	mcpv1alpha1.ReasonTokenExchangeNotConfigured: true,
+	mcpv1alpha1.ReasonNamespaceNotAllowed:        true,
 }
 
 // recordTransitions emits an Event for every transition between before and after that a

@@ -55,7 +55,7 @@ func (r *MCPServerReconciler) gatewayConfig(ctx context.Context, obj *mcpv1alpha
 	}
 	var obs observation
 	cfg, err := r.reconcileSecrets(ctx, obj, &obs)
-	if err != nil || obs.missingSecret != nil || obs.invalidSpec != "" {
+	if err != nil || obs.missingSecret != nil || obs.identityProvider != nil || obs.invalidSpec != "" {
 		return connector.Config{}, false, err
 	}
 	cfg.Egress = rules

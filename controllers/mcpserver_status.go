@@ -35,6 +35,10 @@ type observation struct {
 	invalidSpec string
 	// missingSecret is the Secret or key the spec references that does not exist.
 	missingSecret error
+	// identityProvider says why the MCPIdentityProvider a per-caller mode names cannot
+	// be used (it does not exist, has no tokenExchange, does not list the server's
+	// namespace or, for enterpriseManaged, any authorization server); nil when it can.
+	identityProvider *blocker
 	// egressAllowedBy says what allows the server's egress (the EgressAllowed message
 	// while nothing denies it); empty when egress was not looked at.
 	egressAllowedBy string
@@ -87,6 +91,7 @@ var readyChecks = []readyCheck{
 	checkSuspended,
 	checkSpecValid,
 	checkSecretsPresent,
+	checkIdentityProvider,
 	checkEgressAllowed,
 	checkAuthenticated,
 	checkWorkloadAvailable,
@@ -111,6 +116,8 @@ func (o *observation) blocker(obj *mcpv1alpha1.MCPServer) *blocker {
 		return &blocker{mcpv1alpha1.ReasonInvalidSpec, o.invalidSpec}
 	case o.missingSecret != nil:
 		return &blocker{mcpv1alpha1.ReasonSecretNotFound, capitalize(o.missingSecret.Error())}
+	case o.identityProvider != nil:
+		return o.identityProvider
 	case o.workload != nil && o.workload.err != nil:
 		return &blocker{mcpv1alpha1.ReasonWorkloadUnavailable, "Cannot run the server: " + o.workload.err.Error()}
 	case o.workload != nil && !o.workload.status.Available:
@@ -477,6 +484,16 @@ func checkSecretsPresent(_ *mcpv1alpha1.MCPServer, obs *observation) *notReady {
 		return nil
 	}
 	return &notReady{mcpv1alpha1.ReasonSecretNotFound, capitalize(obs.missingSecret.Error()), progressStalled}
+}
+
+// checkIdentityProvider: an MCPIdentityProvider that is missing, or does not let the
+// server use it, needs a cluster admin (or a change of the name); the MCPIdentityProvider
+// watch brings the server back once it changes.
+func checkIdentityProvider(_ *mcpv1alpha1.MCPServer, obs *observation) *notReady {
+	if obs.identityProvider == nil {
+		return nil
+	}
+	return &notReady{obs.identityProvider.reason, obs.identityProvider.message, progressStalled}
 }
 
 // checkEgressAllowed: a denied destination needs a policy or URL change.

@@ -28,6 +28,7 @@ import (
 // +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpservers,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpservers/status,verbs=patch
 // +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpservers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpidentityproviders,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -38,6 +39,16 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &mcpv1alpha1.MCPServer{}, secretRefsIndex,
 		func(obj client.Object) []string { return referencedSecrets(obj.(*mcpv1alpha1.MCPServer)) },
+	); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &mcpv1alpha1.MCPServer{}, identityProviderIndex,
+		func(obj client.Object) []string {
+			if name := perCallerProvider(obj.(*mcpv1alpha1.MCPServer)); name != "" {
+				return []string{name}
+			}
+			return nil
+		},
 	); err != nil {
 		return err
 	}
@@ -83,6 +94,10 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.serversForSecret), builder.OnlyMetadata).
 		// A policy created, changed or deleted re-evaluates every server it could select.
 		Watches(&mcpv1alpha1.MCPEgressPolicy{}, handler.EnqueueRequestsFromMapFunc(r.serversInNamespace),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// An identity provider created, changed or deleted re-evaluates the servers
+		// that name it: where their callers' tokens may go is the provider's to say.
+		Watches(&mcpv1alpha1.MCPIdentityProvider{}, handler.EnqueueRequestsFromMapFunc(r.serversForProvider),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(changes, enqueueKey())).
 		// The cache catching up with this manager's own writes retires the records kept
@@ -143,12 +158,39 @@ func forwardPoolEvents(ctx context.Context, in <-chan connector.Event, out chan<
 	}
 }
 
-// serversForSecret returns the servers in the Secret's namespace that reference it.
+// serversForSecret returns the servers in the Secret's namespace that reference it and,
+// for a Secret in the cluster resource namespace, the servers whose identity provider's
+// tokenExchange.clientSecret it is.
 func (r *MCPServerReconciler) serversForSecret(ctx context.Context, secret client.Object) []reconcile.Request {
 	var servers mcpv1alpha1.MCPServerList
 	if err := r.Client.List(ctx, &servers, client.InNamespace(secret.GetNamespace()),
 		client.MatchingFields{secretRefsIndex: secret.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing servers that reference a Secret", "secret", secret.GetName())
+		return nil
+	}
+	requests := requestsFor(servers.Items)
+	if r.ClusterResourceNamespace == "" || secret.GetNamespace() != r.ClusterResourceNamespace {
+		return requests
+	}
+	var providers mcpv1alpha1.MCPIdentityProviderList
+	if err := r.Client.List(ctx, &providers); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing identity providers", "secret", secret.GetName())
+		return requests
+	}
+	for i := range providers.Items {
+		if tx := providers.Items[i].Spec.TokenExchange; tx != nil && tx.ClientSecret != nil && tx.ClientSecret.SecretKeyRef.Name == secret.GetName() {
+			requests = append(requests, r.serversForProvider(ctx, &providers.Items[i])...)
+		}
+	}
+	return requests
+}
+
+// serversForProvider returns the servers whose per-caller mode names the identity
+// provider.
+func (r *MCPServerReconciler) serversForProvider(ctx context.Context, provider client.Object) []reconcile.Request {
+	var servers mcpv1alpha1.MCPServerList
+	if err := r.Client.List(ctx, &servers, client.MatchingFields{identityProviderIndex: provider.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing servers that name an identity provider", "provider", provider.GetName())
 		return nil
 	}
 	return requestsFor(servers.Items)

@@ -707,7 +707,7 @@ func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *c
 	up, err := g.opts.Pool.OpenUpstream(openCtx, key, who)
 	if err != nil {
 		release()
-		return nil, &sessionRefusal{status: http.StatusBadGateway, err: fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)}
+		return nil, &sessionRefusal{status: openRefusalStatus(err), err: fmt.Errorf("could not open a session with MCPServer %s: %w", key, err)}
 	}
 	s, err := newSession(g, id, seq, key, caller, up)
 	if err != nil {

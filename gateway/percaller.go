@@ -8,13 +8,24 @@ import (
 )
 
 // upstreamCaller is who an upstream session opened for r acts for: the caller's identity
-// key and the bearer token r carries, which a server whose credentials follow the caller
+// key, the bearer token r carries, which a server whose credentials follow the caller
 // (spec.http.auth.oauth2.tokenExchange or enterpriseManaged) exchanges for a token of the
-// caller's own. The token was judged by the authenticator already; its expiry is the
-// authenticator's.
+// caller's own, and the identity provider that vouched for that token, the only one at
+// whose token endpoint the connector may exchange it. The token was judged by the
+// authenticator already; its expiry and provider are the authenticator's.
 func upstreamCaller(r *http.Request, id *catalog.Identity) *connector.Caller {
 	token, _ := catalog.BearerToken(r)
-	return &connector.Caller{Key: id.Key, Token: token, Expiry: id.Expiry}
+	return &connector.Caller{Key: id.Key, Token: token, Provider: id.Provider, Expiry: id.Expiry}
+}
+
+// openRefusalStatus is the HTTP status of a request whose upstream session could not be
+// opened: 403 for a caller the server's identity provider did not vouch for (its token
+// was sent nowhere; another attempt gets the same answer), 502 for everything else.
+func openRefusalStatus(err error) int {
+	if connector.ReasonOf(err) == connector.ReasonCallerNotAllowed {
+		return http.StatusForbidden
+	}
+	return http.StatusBadGateway
 }
 
 // presentCaller gives the connector the caller's newest token for each of the servers

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
@@ -167,10 +168,36 @@ func (w *perCallerWorld) seenAuthorizations() []string {
 	return append([]string(nil), w.seen...)
 }
 
+// corpIDP is the MCPIdentityProvider the per-caller server names, whose tokenExchange is
+// the world's token service; partnerIDP is another provider.
+const (
+	corpIDP    = "corp-idp"
+	partnerIDP = "partner-idp"
+)
+
+// vouched authenticates callers as an identity provider vouched for them: token ->
+// caller. A caller with no provider is a Kubernetes (ServiceAccount) caller.
+type vouched map[string]vouchedCaller
+
+// vouchedCaller is a caller's username and the provider that vouched for its token.
+type vouchedCaller struct{ user, provider string }
+
+func (v vouched) AuthenticateRequest(_ context.Context, r *http.Request) (*catalog.Identity, error) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	c, known := v[token]
+	if !ok || !known {
+		return nil, catalog.ErrUnauthenticated
+	}
+	return &catalog.Identity{User: authenticationv1.UserInfo{Username: c.user}, Key: c.user, Provider: c.provider}, nil
+}
+
+// corp returns the caller user as corpIDP vouched for it.
+func corp(user string) vouchedCaller { return vouchedCaller{user: "oidc:" + user, provider: corpIDP} }
+
 // perCallerGateway is a gateway in front of the world's server, configured as the
-// controller maps an MCPServer with tokenExchange and no operator credential, with
-// the given callers (token -> user) authenticated and allowed use on it.
-func perCallerGateway(t *testing.T, w *perCallerWorld, callers tokens) *perCallerFront {
+// controller maps an MCPServer with tokenExchange naming corpIDP and no operator
+// credential, with the given callers authenticated and allowed use on it.
+func perCallerGateway(t *testing.T, w *perCallerWorld, callers vouched) *perCallerFront {
 	t.Helper()
 	h := &harness{t: t, key: connector.Key{Namespace: namespace, Name: "notes"}, audit: &logLines{}, registry: prometheus.NewRegistry()}
 	f := &perCallerFront{harness: h, log: &logLines{}}
@@ -187,7 +214,7 @@ func perCallerGateway(t *testing.T, w *perCallerWorld, callers tokens) *perCalle
 		HealthCheck: connector.HealthCheck{Interval: time.Hour},
 		Egress:      loopbackRules(t),
 		PerCaller: &connector.PerCallerAuth{TokenExchange: &connector.TokenExchange{
-			TokenURL: w.sts.URL + "/token", ClientID: stsClientID, ClientSecret: stsClientSecret, AllowInsecureHTTP: true,
+			Provider: corpIDP, TokenURL: w.sts.URL + "/token", ClientID: stsClientID, ClientSecret: stsClientSecret, AllowInsecureHTTP: true,
 		}},
 	})
 	testutil.Eventually(t, 10*time.Second, "the pool's session to check the server's metadata", func() error {
@@ -197,8 +224,8 @@ func perCallerGateway(t *testing.T, w *perCallerWorld, callers tokens) *perCalle
 		return nil
 	})
 	allowed := map[string][]string{}
-	for _, user := range callers {
-		allowed[user] = []string{"mcpservers/" + h.key.Name, "mcptoolsets/" + perCallerToolset}
+	for _, c := range callers {
+		allowed[c.user] = []string{"mcpservers/" + h.key.Name, "mcptoolsets/" + perCallerToolset}
 	}
 	var grants atomic.Pointer[map[string][]string]
 	grants.Store(&allowed)
@@ -307,7 +334,7 @@ func TestPerCallerCredentialsReachTheServerAsEachCaller(t *testing.T) {
 	} {
 		t.Run(era.name, func(t *testing.T) {
 			w := newPerCallerWorld(t, map[string]string{aliceInbound: "alice", bobInbound: "bob"})
-			h := perCallerGateway(t, w, tokens{aliceInbound: "system:serviceaccount:team-a:alice", bobInbound: "system:serviceaccount:team-a:bob"})
+			h := perCallerGateway(t, w, vouched{aliceInbound: corp("alice"), bobInbound: corp("bob")})
 			for _, c := range []struct{ token, subject string }{{aliceInbound, "alice"}, {bobInbound, "bob"}, {aliceInbound, "alice"}} {
 				cs, err := h.connectAs(c.token, era.version)
 				if err != nil {
@@ -359,7 +386,7 @@ func TestPerCallerRefusedExchangeNamesTheReasonAndNoSecret(t *testing.T) {
 	} {
 		t.Run(era.name, func(t *testing.T) {
 			w := newPerCallerWorld(t, map[string]string{aliceInbound: "alice"})
-			h := perCallerGateway(t, w, tokens{aliceInbound: "system:serviceaccount:team-a:alice", carolInbound: "system:serviceaccount:team-a:carol"})
+			h := perCallerGateway(t, w, vouched{aliceInbound: corp("alice"), carolInbound: corp("carol")})
 			var msg string
 			cs, err := h.connectAs(carolInbound, era.version)
 			if err == nil {
@@ -413,7 +440,7 @@ func TestPerCallerRefusedExchangeNamesTheReasonAndNoSecret(t *testing.T) {
 			}
 			// Every refusal of carol is audited under her name with its reason: a
 			// refused session, or a call answered with the refused exchange.
-			refusals := h.audit.matching(`"caller"="system:serviceaccount:team-a:carol"`, "InvalidGrant")
+			refusals := h.audit.matching(`"caller"="oidc:carol"`, "InvalidGrant")
 			if len(refusals) == 0 {
 				t.Errorf("no audit line names carol's refusal with reason InvalidGrant:\n%s", h.audit.all())
 			}
@@ -445,8 +472,7 @@ func TestPerCallerCredentialsFollowTheCallerThroughAToolset(t *testing.T) {
 	} {
 		t.Run(era.name, func(t *testing.T) {
 			w := newPerCallerWorld(t, map[string]string{aliceInbound: "alice", bobInbound: "bob"})
-			h := perCallerGateway(t, w, tokens{aliceInbound: "system:serviceaccount:team-a:alice", bobInbound: "system:serviceaccount:team-a:bob",
-				carolInbound: "system:serviceaccount:team-a:carol"})
+			h := perCallerGateway(t, w, vouched{aliceInbound: corp("alice"), bobInbound: corp("bob"), carolInbound: corp("carol")})
 			for _, c := range []struct{ token, subject string }{{aliceInbound, "alice"}, {bobInbound, "bob"}} {
 				cs, err := h.connectAt(h.toolsetURL(), c.token, era.version)
 				if err != nil {
@@ -503,6 +529,97 @@ func TestPerCallerCredentialsFollowTheCallerThroughAToolset(t *testing.T) {
 			}
 			h.assertNoSecrets(t)
 			w.assertNoCallerTokenReachedTheServer()
+		})
+	}
+}
+
+// A per-caller server exchanges only the tokens of callers its identity provider
+// vouched for. A ServiceAccount caller (whose token the API server would accept) and a
+// caller of another provider are refused with 403 and CallerNotAllowed, at a server and
+// through a toolset, in both eras: the token service never receives their tokens, the
+// server gets nothing for them, and the refusal is audited under their name; the
+// provider's own callers go on.
+func TestPerCallerRefusesCallersTheServersProviderDidNotVouchFor(t *testing.T) {
+	const (
+		saInbound      = "inbound-token-serviceaccount-2f7a90"
+		partnerInbound = "inbound-token-partner-6b13d4"
+	)
+	for _, era := range []struct{ name, version string }{
+		{"session client (2025-11-25)", sessionEra},
+		{"sessionless client (2026-07-28)", sessionlessVersion},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			w := newPerCallerWorld(t, map[string]string{aliceInbound: "alice", saInbound: "robot", partnerInbound: "dave"})
+			h := perCallerGateway(t, w, vouched{
+				aliceInbound:   corp("alice"),
+				saInbound:      {user: "system:serviceaccount:team-a:robot"},
+				partnerInbound: {user: "partner:dave", provider: partnerIDP},
+			})
+			for _, c := range []struct{ who, token, says string }{
+				{"system:serviceaccount:team-a:robot", saInbound, "a Kubernetes token"},
+				{"partner:dave", partnerInbound, `identity provider "partner-idp"`},
+			} {
+				_, err := h.connectAs(c.token, era.version)
+				if err == nil {
+					t.Fatalf("%s connected to the server; want a refusal", c.who)
+				}
+				status, code, text := sessionlessCall(t, h.url(), c.token, "whoami")
+				t.Logf("%s was refused: %v; a sessionless tools/call: HTTP %d, %d %s", c.who, err, status, code, text)
+				if status != http.StatusForbidden || !strings.Contains(text, "CallerNotAllowed") || !strings.Contains(text, c.says) ||
+					!strings.Contains(text, `identity provider "corp-idp"`) {
+					t.Errorf("%s's sessionless tools/call was answered HTTP %d, %q; want 403 naming CallerNotAllowed, %s and the server's provider", c.who, status, text, c.says)
+				}
+				for _, m := range []string{err.Error(), text} {
+					if strings.Contains(m, c.token) {
+						t.Errorf("%s's refusal carries its token: %s", c.who, m)
+					}
+				}
+				if !strings.Contains(err.Error(), "CallerNotAllowed") {
+					t.Errorf("%s's refused connect = %v; want it to name CallerNotAllowed", c.who, err)
+				}
+				// Through the toolset: none of the origin's tools, nothing sent.
+				cs, err := h.connectAt(h.toolsetURL(), c.token, era.version)
+				if err != nil {
+					t.Fatalf("connecting to the toolset as %s: %v", c.who, err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				tools, err := cs.ListTools(ctx, nil)
+				cancel()
+				if err != nil || len(tools.Tools) != 0 {
+					t.Errorf("tools/list on the toolset as %s = %v, %v; want no tools", c.who, tools, err)
+				}
+				if _, err := callText(t, cs, "notes_whoami", nil); err == nil || !strings.Contains(err.Error(), "CallerNotAllowed") {
+					t.Errorf("notes_whoami through the toolset as %s = %v; want a refusal naming CallerNotAllowed", c.who, err)
+				}
+				if refusals := h.audit.matching(`"caller"="`+c.who+`"`, "CallerNotAllowed"); len(refusals) == 0 {
+					t.Errorf("no audit line names %s's refusal with reason CallerNotAllowed:\n%s", c.who, h.audit.all())
+				}
+			}
+			w.mu.Lock()
+			exchanges := append([]string(nil), w.exchanges...)
+			w.mu.Unlock()
+			for _, got := range exchanges {
+				if got == saInbound || got == partnerInbound {
+					t.Errorf("the token service received a token of a caller its provider did not vouch for")
+				}
+			}
+			for _, a := range w.seenAuthorizations() {
+				if a != "" && a != "Bearer upstream-alice" {
+					t.Errorf("the server got Authorization %q", a)
+				}
+			}
+			// The provider's own caller is served as herself.
+			a, err := h.connectAs(aliceInbound, era.version)
+			if err != nil {
+				t.Fatalf("connecting as alice: %v", err)
+			}
+			if got, err := callText(t, a, "whoami", nil); err != nil || got != "alice" {
+				t.Errorf("whoami as alice answered %q, %v", got, err)
+			}
+			if len(exchanges) > 0 {
+				t.Errorf("the token service got %d exchanges before alice's; want none", len(exchanges))
+			}
+			h.assertNoSecrets(t)
 		})
 	}
 }

@@ -172,7 +172,7 @@ func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller
 		if c.release != nil {
 			c.release()
 		}
-		return &sessionRefusal{status: http.StatusBadGateway, err: fmt.Errorf("could not open a session with MCPServer %s: %w", c.key.server, err)}
+		return &sessionRefusal{status: openRefusalStatus(err), err: fmt.Errorf("could not open a session with MCPServer %s: %w", c.key.server, err)}
 	}
 	c.cs, c.up = cs, up
 	c.lastUsed = time.Now()

@@ -168,6 +168,33 @@ const (
 
 	// ReasonInvalidPolicy means an MCPEgressPolicy could not be compiled.
 	ReasonInvalidPolicy = "InvalidPolicy"
+
+	// ReasonIdentityProviderNotFound means the MCPIdentityProvider a per-caller mode
+	// (tokenExchange or enterpriseManaged) names does not exist. The server is Stalled
+	// until a cluster admin creates it; it is reconciled again when one appears.
+	ReasonIdentityProviderNotFound = "IdentityProviderNotFound"
+
+	// ReasonTokenExchangeNotConfigured means the MCPIdentityProvider a per-caller mode
+	// names has no spec.tokenExchange, or (for enterpriseManaged) lists no
+	// tokenExchange.authorizationServers: no cluster admin said where its callers'
+	// tokens may go, so none goes anywhere.
+	ReasonTokenExchangeNotConfigured = "TokenExchangeNotConfigured"
+
+	// ReasonNamespaceNotAllowed means the MCPIdentityProvider a per-caller mode names
+	// does not list the MCPServer's namespace in spec.tokenExchange.namespaces.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+
+	// ReasonAuthorizationServerNotAllowed means the authorization server an
+	// enterpriseManaged server's protected resource metadata names is not one of its
+	// MCPIdentityProvider's tokenExchange.authorizationServers: no identity assertion
+	// grant is requested for it, and callers are refused.
+	ReasonAuthorizationServerNotAllowed = "AuthorizationServerNotAllowed"
+
+	// ReasonCallerNotAllowed is the refusal a caller of a per-caller server gets when its
+	// token was not vouched for by the MCPIdentityProvider the server names (a
+	// Kubernetes ServiceAccount, or another provider's user): its token is sent nowhere.
+	// It is a caller's refusal, never a server condition.
+	ReasonCallerNotAllowed = "CallerNotAllowed"
 )
 
 // Condition types and reasons of an MCPToolset.

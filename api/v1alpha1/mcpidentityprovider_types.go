@@ -8,6 +8,7 @@ import (
 // accept, and how a token maps to the Kubernetes user and groups that RBAC decides on. The
 // shape follows the JWT authenticators of Kubernetes' AuthenticationConfiguration
 // (apiserver.config.k8s.io).
+// +kubebuilder:validation:XValidation:rule="!has(self.tokenExchange) || self.tokenExchange.tokenURL.lowerAscii().startsWith('https://') || (has(self.issuer.allowInsecureHTTP) && self.issuer.allowInsecureHTTP)",fieldPath=".tokenExchange.tokenURL",message="tokenURL must use https; set issuer.allowInsecureHTTP: true to allow plain http to a loopback token endpoint"
 type MCPIdentityProviderSpec struct {
 	// issuer is the OpenID issuer whose tokens are accepted.
 	// +required
@@ -36,6 +37,70 @@ type MCPIdentityProviderSpec struct {
 	// credentials.
 	// +optional
 	Introspection *TokenIntrospection `json:"introspection,omitempty"`
+
+	// tokenExchange, when set, lets MCPServers in the namespaces it lists have the tokens
+	// of this provider's callers exchanged at the issuer's own token endpoint: for a token
+	// of the caller's own (spec.http.auth.oauth2.tokenExchange, RFC 8693) or for an
+	// identity assertion grant (spec.http.auth.oauth2.enterpriseManaged, SEP-990). A
+	// caller's token is sent only there, and only for callers this provider vouched for;
+	// no MCPServer can name another endpoint.
+	// +optional
+	TokenExchange *IdentityTokenExchange `json:"tokenExchange,omitempty"`
+}
+
+// IdentityTokenExchange is where, and for which namespaces, the gateway exchanges the
+// tokens of a provider's callers. The tokenURL rules sit on the struct so that a
+// rejection never echoes the URL (its query could hold a secret).
+// +kubebuilder:validation:XValidation:rule="self.tokenURL.matches('^(?i)https?://[^/?#@]+([/?][^#]*)?$') && isURL(self.tokenURL)",fieldPath=".tokenURL",message="tokenURL must be an absolute https:// URL (http:// only with the issuer's allowInsecureHTTP) with a host and no user information or fragment"
+// +kubebuilder:validation:XValidation:rule="!self.tokenURL.lowerAscii().startsWith('http://') || self.tokenURL.lowerAscii().matches('^http://(127\\\\.0\\\\.0\\\\.1|\\\\[::1\\\\]|localhost)(:[0-9]+)?([/?][^#]*)?$')",fieldPath=".tokenURL",message="a plain http tokenURL must name a loopback host: 127.0.0.1, [::1] or localhost"
+type IdentityTokenExchange struct {
+	// tokenURL is the issuer's own token endpoint (RFC 8693 token exchange), where the
+	// tokens of this provider's callers are exchanged. It must use https; plain http is
+	// accepted only to a loopback host, and only when spec.issuer.allowInsecureHTTP is
+	// set.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	TokenURL string `json:"tokenURL"`
+
+	// clientID is the gateway's client at the token endpoint.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ClientID string `json:"clientID"`
+
+	// clientSecret authenticates the gateway's client at the token endpoint
+	// (client_secret_basic), read from a Secret in the manager's cluster resource
+	// namespace. Without it client_id is sent alone.
+	// +optional
+	ClientSecret *ClusterSecretKeySource `json:"clientSecret,omitempty"`
+
+	// namespaces are the namespaces whose MCPServers may have this provider's callers'
+	// tokens exchanged, 1 to 256 names; "*" (alone) means every namespace. An MCPServer
+	// in a namespace not listed is refused at admission and, should one exist, never
+	// gets a caller's token exchanged.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
+	// +kubebuilder:validation:XValidation:rule="!self.exists(n, n == '*') || size(self) == 1",message="\"*\" (every namespace) must be the only entry of namespaces"
+	Namespaces []string `json:"namespaces"`
+
+	// authorizationServers are the issuer identifiers (RFC 8414) of the authorization
+	// servers an identity assertion grant (ID-JAG) may be requested for, at most 32: an
+	// enterpriseManaged MCPServer's authorization server, as its protected resource
+	// metadata names it, must be one of them or no grant is requested. Without it no
+	// enterpriseManaged MCPServer may use the provider.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.all(s, s.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(s))",message="authorizationServers must be absolute http:// or https:// issuer identifiers with a host and no user information, query or fragment"
+	AuthorizationServers []string `json:"authorizationServers,omitempty"`
 }
 
 // IdentityIssuer is an OpenID issuer and what its tokens must be issued for. The url rules

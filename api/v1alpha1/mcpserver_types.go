@@ -92,8 +92,6 @@ type MCPServerSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.tokenURL) || size(self.auth.oauth2.clientCredentials.tokenURL) == 0 || self.auth.oauth2.clientCredentials.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback token endpoint"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.issuer) || size(self.auth.oauth2.clientCredentials.issuer) == 0 || self.auth.oauth2.clientCredentials.issuer.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.issuer",message="issuer must use https; set allowInsecureHTTP: true to allow a plain http authorization server"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.workloadIdentity) || ((!has(self.auth.oauth2.workloadIdentity.tokenURL) || size(self.auth.oauth2.workloadIdentity.tokenURL) == 0 || self.auth.oauth2.workloadIdentity.tokenURL.lowerAscii().startsWith('https://')) && (!has(self.auth.oauth2.workloadIdentity.issuer) || size(self.auth.oauth2.workloadIdentity.issuer) == 0 || self.auth.oauth2.workloadIdentity.issuer.lowerAscii().startsWith('https://'))) || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.workloadIdentity",message="workloadIdentity tokenURL and issuer must use https; set allowInsecureHTTP: true to allow plain http to a loopback authorization server"
-// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.enterpriseManaged) || self.auth.oauth2.enterpriseManaged.identityProvider.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.enterpriseManaged.identityProvider.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback identity provider"
-// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.tokenExchange) || self.auth.oauth2.tokenExchange.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.tokenExchange.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback token service"
 type HTTPServerSpec struct {
 	// url is the absolute http or https URL of the server's MCP endpoint, at most 2048
 	// characters, with no user information and no fragment. Its query string is treated
@@ -131,7 +129,8 @@ type HTTPServerSpec struct {
 	// allowInsecureHTTP permits a plain http:// url. Headers are then sent unencrypted.
 	// With auth it also permits plain http metadata URLs and a plain http tokenURL or
 	// discovered token endpoint on a loopback address; the client credential is never
-	// sent over plain http to any other address.
+	// sent over plain http to any other address. (An MCPIdentityProvider's token
+	// endpoint follows the provider's own issuer.allowInsecureHTTP.)
 	// +optional
 	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
 }
@@ -175,8 +174,10 @@ type OAuth2Auth struct {
 
 	// enterpriseManaged gives every caller of the gateway a token of their own
 	// (enterprise-managed authorization, SEP-990): the ID token the caller presented to
-	// the gateway is exchanged at the enterprise identity provider for an identity
-	// assertion grant (ID-JAG, RFC 8693), which the server's authorization server trades
+	// the gateway is exchanged at the enterprise identity provider (an
+	// MCPIdentityProvider a cluster admin wrote, named by identityProvider) for an
+	// identity assertion grant (ID-JAG, RFC 8693), which the server's authorization
+	// server (one the provider lists in tokenExchange.authorizationServers) trades
 	// for an access token (JWT-bearer grant, RFC 7523) used for that caller's requests
 	// only. With clientCredentials or workloadIdentity beside it, the operator uses that
 	// credential for its own session (discovery, probes); without, tools are discovered
@@ -185,8 +186,10 @@ type OAuth2Auth struct {
 	EnterpriseManaged *OAuth2EnterpriseManaged `json:"enterpriseManaged,omitempty"`
 
 	// tokenExchange gives every caller of the gateway a token of their own: the
-	// caller's token is the subject_token of an RFC 8693 token exchange at a security
-	// token service, and the token issued is used for that caller's requests only.
+	// caller's token is the subject_token of an RFC 8693 token exchange at the token
+	// endpoint of the MCPIdentityProvider that vouched for the caller (a cluster admin
+	// names it there, in tokenExchange), and the token issued is used for that caller's
+	// requests only.
 	// Mutually exclusive with enterpriseManaged; clientCredentials or workloadIdentity
 	// beside it is the operator's own credential, as for enterpriseManaged.
 	// +optional
@@ -268,10 +271,17 @@ type ServiceAccountTokenSource struct {
 
 // OAuth2EnterpriseManaged configures enterprise-managed authorization (SEP-990).
 type OAuth2EnterpriseManaged struct {
-	// identityProvider is where the caller's ID token is exchanged for an identity
-	// assertion grant.
+	// identityProvider is the name of the MCPIdentityProvider (cluster-scoped, written
+	// by a cluster admin) whose tokenExchange says where the caller's ID token is
+	// exchanged for an identity assertion grant. Only callers that provider vouched for
+	// are served; its tokenExchange.namespaces must list the MCPServer's namespace, and
+	// its tokenExchange.authorizationServers must list the server's authorization server
+	// (as the server's protected resource metadata names it).
 	// +required
-	IdentityProvider EnterpriseIdentityProvider `json:"identityProvider"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="identityProvider must be the name of an MCPIdentityProvider: lower-case letters, digits, '-' and '.'"
+	IdentityProvider string `json:"identityProvider"`
 
 	// clientID is this client's identifier at the server's authorization server.
 	// +required
@@ -295,51 +305,19 @@ type OAuth2EnterpriseManaged struct {
 	Scopes []string `json:"scopes,omitempty"`
 }
 
-// EnterpriseIdentityProvider is the enterprise identity provider's token endpoint.
-type EnterpriseIdentityProvider struct {
-	// tokenURL is the identity provider's token endpoint. It must use https unless
-	// allowInsecureHTTP is set, and even then plain http is used only to a loopback
-	// address.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(?i)https?://[^/?#@]+([/?][^#]*)?$') && isURL(self)",message="tokenURL must be an absolute http:// or https:// URL with no user information and no fragment"
-	TokenURL string `json:"tokenURL"`
-
-	// clientID is this client's identifier at the identity provider.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=1024
-	ClientID string `json:"clientID"`
-
-	// clientSecret authenticates this client to the identity provider
-	// (client_secret_basic). Empty sends client_id alone.
-	// +optional
-	ClientSecret *SecretKeySource `json:"clientSecret,omitempty"`
-}
-
 // OAuth2TokenExchange configures an RFC 8693 token exchange for every caller.
 // +kubebuilder:validation:XValidation:rule="!has(self.resource) || size(self.resource) == 0 || (self.resource.matches('^(?i)https?://[^?#@]+$') && isURL(self.resource))",fieldPath=".resource",message="resource must be an absolute http:// or https:// URL with no user information, query or fragment"
 type OAuth2TokenExchange struct {
-	// tokenURL is the security token service's token endpoint. It must use https
-	// unless allowInsecureHTTP is set, and even then plain http is used only to a
-	// loopback address.
+	// identityProvider is the name of the MCPIdentityProvider (cluster-scoped, written
+	// by a cluster admin) whose tokenExchange says where callers' tokens are exchanged
+	// and with which client. Only callers that provider vouched for are served; a
+	// Kubernetes (ServiceAccount) caller's token is never exchanged. The provider's
+	// tokenExchange.namespaces must list the MCPServer's namespace.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(?i)https?://[^/?#@]+([/?][^#]*)?$') && isURL(self)",message="tokenURL must be an absolute http:// or https:// URL with no user information and no fragment"
-	TokenURL string `json:"tokenURL"`
-
-	// clientID is this client's identifier at the token service.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=1024
-	ClientID string `json:"clientID"`
-
-	// clientSecret authenticates this client to the token service
-	// (client_secret_basic). Empty sends client_id alone.
-	// +optional
-	ClientSecret *SecretKeySource `json:"clientSecret,omitempty"`
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="identityProvider must be the name of an MCPIdentityProvider: lower-case letters, digits, '-' and '.'"
+	IdentityProvider string `json:"identityProvider"`
 
 	// audience is the RFC 8693 audience of the token requested.
 	// +optional

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,6 +132,10 @@ func TestEnterpriseManagedScenarioThroughTheGateway(t *testing.T) {
 	t.Logf("scenario up: server %s, identity provider %s", serverURL, sc.IDPIssuer)
 
 	discoveryURL := serveRecoveredDiscovery(t, sc)
+	// The cluster admin lists the authorization server of the scenario's server as one
+	// the identity provider's grants may be requested for.
+	authServers := protectedResourceAuthorizationServers(t, serverURL)
+	t.Logf("the scenario's server names authorization servers %q", authServers)
 
 	// What a platform team applies.
 	objects := []client.Object{
@@ -141,6 +147,12 @@ func TestEnterpriseManagedScenarioThroughTheGateway(t *testing.T) {
 					AllowInsecureHTTP: true, // the scenario serves plain http on localhost
 				},
 				ClaimMappings: mcpv1alpha1.ClaimMappings{Username: mcpv1alpha1.UsernameClaimMapping{Claim: "sub", Prefix: "idp:"}},
+				TokenExchange: &mcpv1alpha1.IdentityTokenExchange{
+					TokenURL:             sc.IDPTokenEndpoint,
+					ClientID:             sc.IDPClientID,
+					Namespaces:           []string{serverNamespace},
+					AuthorizationServers: authServers,
+				},
 			},
 		},
 		&corev1.Secret{
@@ -152,7 +164,7 @@ func TestEnterpriseManagedScenarioThroughTheGateway(t *testing.T) {
 			Spec: mcpv1alpha1.MCPServerSpec{HTTP: &mcpv1alpha1.HTTPServerSpec{
 				URL: serverURL, Protocol: mcpv1alpha1.HTTPProtocolStreamableHTTP, AllowInsecureHTTP: true,
 				Auth: &mcpv1alpha1.HTTPAuth{OAuth2: &mcpv1alpha1.OAuth2Auth{EnterpriseManaged: &mcpv1alpha1.OAuth2EnterpriseManaged{
-					IdentityProvider: mcpv1alpha1.EnterpriseIdentityProvider{TokenURL: sc.IDPTokenEndpoint, ClientID: sc.IDPClientID},
+					IdentityProvider: "enterprise-idp",
 					ClientID:         sc.ClientID,
 					ClientSecret:     &mcpv1alpha1.SecretKeySource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: "authorization-server-client", Key: "secret"}},
 				}}},
@@ -229,6 +241,37 @@ func TestEnterpriseManagedScenarioThroughTheGateway(t *testing.T) {
 			t.Errorf("the manager's log holds %s", what)
 		}
 	}
+}
+
+// protectedResourceAuthorizationServers returns the authorization servers the MCP server
+// at serverURL names in its protected resource metadata (RFC 9728: the path-suffixed
+// well-known URL, then the root one).
+func protectedResourceAuthorizationServers(t *testing.T, serverURL string) []string {
+	t.Helper()
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/.well-known/oauth-protected-resource" + u.Path, "/.well-known/oauth-protected-resource"} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u.Scheme+"://"+u.Host+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("reading the server's protected resource metadata: %v", err)
+		}
+		var prm struct {
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&prm)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && err == nil && len(prm.AuthorizationServers) > 0 {
+			return prm.AuthorizationServers
+		}
+	}
+	t.Fatalf("the server at %s names no authorization server", serverURL)
+	return nil
 }
 
 // createAll creates objs in order, failing the test at the first the API server refuses.

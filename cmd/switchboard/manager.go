@@ -433,6 +433,8 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 		MaxConcurrentReconciles: opts.maxConcurrentReconciles,
 		EgressDefaults:          egressDefaults,
 		Stdio:                   stdio,
+		// The Secrets of MCPIdentityProviders' token exchanges.
+		ClusterResourceNamespace: opts.resourceNamespace(),
 	}
 	if servers.Shards, err = opts.newMembership(mgr); err != nil {
 		return err

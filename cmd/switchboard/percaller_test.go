@@ -52,7 +52,6 @@ func TestTokenExchangeAtZitadelThroughTheGateway(t *testing.T) {
 		subject, _, _ := strings.Cut(name, "@")
 		people[name] = "oidc:" + subject + "@example.test"
 	}
-	clientSecret := mcpv1alpha1.SecretKeySource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: "zitadel-client", Key: "secret"}}
 	objects := []client.Object{
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: idpNamespace, Name: "zitadel-client"},
@@ -67,18 +66,22 @@ func TestTokenExchangeAtZitadelThroughTheGateway(t *testing.T) {
 					ClientID:     testenv.ZitadelClientID,
 					ClientSecret: mcpv1alpha1.ClusterSecretKeySource{SecretKeyRef: mcpv1alpha1.ClusterSecretKeyReference{Name: "zitadel-client", Key: "secret"}},
 				},
+				// The cluster admin says where the OP's callers' tokens are exchanged,
+				// and for which namespace's servers.
+				TokenExchange: &mcpv1alpha1.IdentityTokenExchange{
+					TokenURL:     issuer + "oauth/token",
+					ClientID:     testenv.ZitadelClientID,
+					ClientSecret: &mcpv1alpha1.ClusterSecretKeySource{SecretKeyRef: mcpv1alpha1.ClusterSecretKeyReference{Name: "zitadel-client", Key: "secret"}},
+					Namespaces:   []string{serverNamespace},
+				},
 			},
-		},
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "zitadel-client"},
-			Data:       map[string][]byte{"secret": []byte(testenv.ZitadelClientSecret)},
 		},
 		&mcpv1alpha1.MCPServer{
 			ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: serverName},
 			Spec: mcpv1alpha1.MCPServerSpec{HTTP: &mcpv1alpha1.HTTPServerSpec{
 				URL: upstream.url + "/mcp", Protocol: mcpv1alpha1.HTTPProtocolStreamableHTTP, AllowInsecureHTTP: true,
 				Auth: &mcpv1alpha1.HTTPAuth{OAuth2: &mcpv1alpha1.OAuth2Auth{TokenExchange: &mcpv1alpha1.OAuth2TokenExchange{
-					TokenURL: issuer + "oauth/token", ClientID: testenv.ZitadelClientID, ClientSecret: &clientSecret,
+					IdentityProvider: "zitadel",
 					// The server introspects as client "web": the OP answers only for tokens
 					// whose audience holds it, and names the subject of those with scope openid.
 					Audience: testenv.ZitadelClientID, Scopes: []string{"openid"},

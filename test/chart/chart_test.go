@@ -52,7 +52,7 @@ func TestDefaultsRenderTheWholeOperator(t *testing.T) {
 		"CustomResourceDefinition": 4, "ServiceAccount": 1, "ClusterRole": 2,
 		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
 		"PodDisruptionBudget": 1, "NetworkPolicy": 1, "ServiceMonitor": 0,
-		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
+		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2,
 	}
 	clusterScoped := []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
 		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}

@@ -126,16 +126,7 @@ func TestAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	objs := renderDefault(t)
-	admission := append(objs.ofKind("ValidatingAdmissionPolicy"), objs.ofKind("ValidatingAdmissionPolicyBinding")...)
-	if len(admission) != 2 {
-		t.Fatalf("config/default renders %d admission policies and bindings, want one of each", len(admission))
-	}
-	for _, obj := range admission {
-		if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("config-test")); err != nil {
-			t.Fatalf("applying %s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
-	}
+	applyAdmission(ctx, t, admin)
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admissionNamespace}}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,11 +177,9 @@ func TestAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 		{name: "workload identity by an author who may create no tokens", by: carol, obj: serviceAccountServer("carol-wif", "mcp-github"), wantErr: tokenDenial("carol", "mcp-github")},
 		{name: "workload JWT from a Secret the author may read", by: alice, obj: oauthModesServer("alice-wif-secret", workloadJWTSecret("gh-token"))},
 		{name: "workload JWT from a Secret the author may not read", by: bob, obj: oauthModesServer("bob-wif-secret", workloadJWTSecret("wif-jwt")), wantErr: secretDenial("bob", "wif-jwt")},
-		{name: "enterprise-managed client secrets the author may read", by: alice, obj: oauthModesServer("alice-em", enterpriseManaged("gh-token", "ca"))},
-		{name: "enterprise-managed identity provider secret the author may not read", by: alice, obj: oauthModesServer("alice-em-idp", enterpriseManaged("gh-token", "idp-secret")), wantErr: secretDenial("alice", "idp-secret")},
-		{name: "enterprise-managed client secret the author may not read", by: alice, obj: oauthModesServer("alice-em-as", enterpriseManaged("as-secret", "gh-token")), wantErr: secretDenial("alice", "as-secret")},
-		{name: "token exchange client secret the author may not read", by: alice, obj: oauthModesServer("alice-sts", tokenExchange("sts-secret")), wantErr: secretDenial("alice", "sts-secret")},
-		{name: "token exchange client secret the author may read", by: alice, obj: oauthModesServer("alice-sts-ok", tokenExchange("env-token"))},
+		{name: "enterprise-managed client secret the author may read", by: alice, obj: oauthModesServer("alice-em", enterpriseManaged("not-yet-created", "gh-token"))},
+		{name: "enterprise-managed client secret the author may not read", by: alice, obj: oauthModesServer("alice-em-as", enterpriseManaged("not-yet-created", "as-secret")), wantErr: secretDenial("alice", "as-secret")},
+		{name: "token exchange, which references no Secret of the namespace", by: bob, obj: oauthModesServer("bob-sts", tokenExchange("not-yet-created"))},
 		{name: "16 distinct Secrets the author may read", by: carol, obj: httpServer("carol-16", "s15", secretNames(15)...)},
 		{name: "17 distinct Secrets", by: carol, obj: httpServer("carol-17", "s16", secretNames(16)...), wantErr: "an MCPServer may reference at most 16 distinct Secrets"},
 	} {
@@ -282,21 +271,171 @@ func workloadJWTSecret(secret string) *mcpv1alpha1.OAuth2Auth {
 	return &mcpv1alpha1.OAuth2Auth{WorkloadIdentity: &mcpv1alpha1.OAuth2WorkloadIdentity{TokenFrom: secretKey(secret)}}
 }
 
-// enterpriseManaged is enterprise-managed authorization with the authorization server's
-// client secret in asSecret and the identity provider's in idpSecret.
-func enterpriseManaged(asSecret, idpSecret string) *mcpv1alpha1.OAuth2Auth {
-	return &mcpv1alpha1.OAuth2Auth{EnterpriseManaged: &mcpv1alpha1.OAuth2EnterpriseManaged{
-		IdentityProvider: mcpv1alpha1.EnterpriseIdentityProvider{TokenURL: "https://idp.example.com/token", ClientID: "mcp-gateway", ClientSecret: secretKey(idpSecret)},
-		ClientID:         "gateway-at-github",
-		ClientSecret:     secretKey(asSecret),
-	}}
+// enterpriseManaged is enterprise-managed authorization with the identity provider
+// provider and the authorization server's client secret in asSecret (none when empty).
+func enterpriseManaged(provider, asSecret string) *mcpv1alpha1.OAuth2Auth {
+	em := &mcpv1alpha1.OAuth2EnterpriseManaged{IdentityProvider: provider, ClientID: "gateway-at-github"}
+	if asSecret != "" {
+		em.ClientSecret = secretKey(asSecret)
+	}
+	return &mcpv1alpha1.OAuth2Auth{EnterpriseManaged: em}
 }
 
-// tokenExchange is an RFC 8693 token exchange with the client secret in secret.
-func tokenExchange(secret string) *mcpv1alpha1.OAuth2Auth {
-	return &mcpv1alpha1.OAuth2Auth{TokenExchange: &mcpv1alpha1.OAuth2TokenExchange{
-		TokenURL: "https://sts.example.com/token", ClientID: "mcp-gateway", ClientSecret: secretKey(secret),
-	}}
+// tokenExchange is an RFC 8693 token exchange at the identity provider provider.
+func tokenExchange(provider string) *mcpv1alpha1.OAuth2Auth {
+	return &mcpv1alpha1.OAuth2Auth{TokenExchange: &mcpv1alpha1.OAuth2TokenExchange{IdentityProvider: provider}}
+}
+
+// applyAdmission applies config/default's admission policies and their bindings: the
+// author's rights and the identity providers'.
+func applyAdmission(ctx context.Context, t *testing.T, admin client.Client) {
+	t.Helper()
+	objs := renderDefault(t)
+	admission := append(objs.ofKind("ValidatingAdmissionPolicy"), objs.ofKind("ValidatingAdmissionPolicyBinding")...)
+	if len(admission) != 4 {
+		t.Fatalf("config/default renders %d admission policies and bindings, want two of each", len(admission))
+	}
+	for _, obj := range admission {
+		if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("config-test")); err != nil {
+			t.Fatalf("applying %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+}
+
+// identityProvider returns an MCPIdentityProvider named name whose tokenExchange lists
+// namespaces and authorization servers; without namespaces it has no tokenExchange.
+func identityProvider(name string, namespaces []string, authorizationServers ...string) *mcpv1alpha1.MCPIdentityProvider {
+	p := &mcpv1alpha1.MCPIdentityProvider{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: mcpv1alpha1.MCPIdentityProviderSpec{
+			Issuer:        mcpv1alpha1.IdentityIssuer{URL: "https://login.example.com/" + name, Audiences: []string{"switchboard"}},
+			ClaimMappings: mcpv1alpha1.ClaimMappings{Username: mcpv1alpha1.UsernameClaimMapping{Claim: "email", Prefix: name + ":"}},
+		},
+	}
+	if len(namespaces) > 0 {
+		p.Spec.TokenExchange = &mcpv1alpha1.IdentityTokenExchange{
+			TokenURL: "https://login.example.com/" + name + "/token", ClientID: "switchboard",
+			Namespaces: namespaces, AuthorizationServers: authorizationServers,
+		}
+	}
+	return p
+}
+
+// providerDenial is the start of the message that rejects a server naming provider.
+func providerDenial(provider, mode string) string {
+	return fmt.Sprintf(`MCPIdentityProvider %q, which spec.http.auth.oauth2.%s.identityProvider names,`, provider, mode)
+}
+
+// An MCPServer whose credentials follow the caller names an MCPIdentityProvider, and the
+// admission policy admits it only when the provider's tokenExchange (a cluster admin's)
+// lists the server's namespace or "*" and, for enterpriseManaged, authorization servers;
+// a rejection names the provider and what is missing. A provider not created yet is no
+// reason to reject (the operator reports it). The token endpoint itself cannot be named
+// by an MCPServer at all: a manifest of the old shape, with tokenURL, is refused.
+func TestAdmissionPolicyChecksTheIdentityProvider(t *testing.T) {
+	g := gomega.NewWithT(t)
+	env, admin := testenv.StartForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	applyAdmission(ctx, t, admin)
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admissionNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*mcpv1alpha1.MCPIdentityProvider{
+		identityProvider("corp", []string{"team-b", admissionNamespace}, "https://as.example.com"),
+		identityProvider("everyone", []string{"*"}),
+		identityProvider("partner", []string{"team-b"}, "https://as.example.com"),
+		identityProvider("login-only", nil),
+	} {
+		if err := admin.Create(ctx, p); err != nil {
+			t.Fatalf("creating MCPIdentityProvider %s: %v", p.Name, err)
+		}
+	}
+	// mallory may write MCPServers (and read every Secret) in team-a, nothing else.
+	mallory := newAuthor(ctx, t, env, admin, "mallory", append([]rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+	}, mcpServerRules...))
+	// The API server loads a new policy and its parameters within moments.
+	g.Eventually(func() error {
+		return mallory.c.Create(ctx, oauthModesServer("probe", tokenExchange("partner")), client.DryRunAll)
+	}, 30*time.Second, 200*time.Millisecond).Should(gomega.MatchError(gomega.ContainSubstring(providerDenial("partner", "tokenExchange"))))
+
+	for _, tt := range []struct {
+		name    string
+		obj     *mcpv1alpha1.MCPServer
+		wantErr []string // empty: the create succeeds
+	}{
+		{name: "token exchange at a provider that lists the namespace", obj: oauthModesServer("corp-sts", tokenExchange("corp"))},
+		{name: "token exchange at a provider for every namespace", obj: oauthModesServer("everyone-sts", tokenExchange("everyone"))},
+		{name: "enterprise-managed with a provider that lists the namespace and authorization servers", obj: oauthModesServer("corp-em", enterpriseManaged("corp", ""))},
+		{name: "a provider not created yet", obj: oauthModesServer("later-sts", tokenExchange("later"))},
+		{name: "token exchange at a provider that does not list the namespace", obj: oauthModesServer("partner-sts", tokenExchange("partner")),
+			wantErr: []string{providerDenial("partner", "tokenExchange"), `does not list namespace "team-a" in spec.tokenExchange.namespaces`}},
+		{name: "enterprise-managed with a provider that does not list the namespace", obj: oauthModesServer("partner-em", enterpriseManaged("partner", "")),
+			wantErr: []string{providerDenial("partner", "enterpriseManaged"), `does not list namespace "team-a"`}},
+		{name: "a provider without tokenExchange", obj: oauthModesServer("login-sts", tokenExchange("login-only")),
+			wantErr: []string{providerDenial("login-only", "tokenExchange"), "has no spec.tokenExchange"}},
+		{name: "enterprise-managed with a provider that lists no authorization server", obj: oauthModesServer("everyone-em", enterpriseManaged("everyone", "")),
+			wantErr: []string{providerDenial("everyone", "enterpriseManaged"), "lists no spec.tokenExchange.authorizationServers"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := mallory.c.Create(ctx, tt.obj)
+			switch {
+			case len(tt.wantErr) == 0 && err != nil:
+				t.Fatalf("creating %s: %v, want success", tt.obj.Name, err)
+			case len(tt.wantErr) > 0 && err == nil:
+				t.Fatalf("created %s, want a rejection saying %q", tt.obj.Name, tt.wantErr)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("creating %s: %v, want a rejection saying %q", tt.obj.Name, err, want)
+				}
+			}
+		})
+	}
+
+	t.Run("update to a provider that does not list the namespace", func(t *testing.T) {
+		var existing mcpv1alpha1.MCPServer
+		if err := mallory.c.Get(ctx, client.ObjectKey{Namespace: admissionNamespace, Name: "corp-sts"}, &existing); err != nil {
+			t.Fatal(err)
+		}
+		existing.Spec.HTTP.Auth.OAuth2.TokenExchange.IdentityProvider = "partner"
+		if err := mallory.c.Update(ctx, &existing); err == nil || !strings.Contains(err.Error(), providerDenial("partner", "tokenExchange")) {
+			t.Errorf("switching corp-sts to provider partner: %v, want a rejection naming partner", err)
+		}
+	})
+
+	// A manifest that names its own token endpoint, as MCPServers did before: refused
+	// whether the client asks for strict field validation (kubectl's default) or not
+	// (the fields are unknown, and the provider a per-caller mode needs is missing).
+	for _, tt := range []struct{ mode, field string }{
+		{"tokenExchange", "tokenURL"},
+		{"enterpriseManaged", "identityProvider"},
+	} {
+		oldShape := map[string]any{"tokenURL": "https://collect.example.net/token", "clientID": "mcp-gateway"}
+		if tt.mode == "enterpriseManaged" {
+			oldShape = map[string]any{"identityProvider": oldShape, "clientID": "gateway-at-github"}
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": mcpv1alpha1.GroupVersion.String(), "kind": "MCPServer",
+			"metadata": map[string]any{"name": "harvest-" + strings.ToLower(tt.mode), "namespace": admissionNamespace},
+			"spec": map[string]any{"http": map[string]any{"url": "https://mcp.example.com/mcp",
+				"auth": map[string]any{"oauth2": map[string]any{tt.mode: oldShape}}}},
+		}}
+		for _, strict := range []bool{true, false} {
+			opts := []client.CreateOption{}
+			if strict {
+				opts = append(opts, client.FieldValidation("Strict"))
+			}
+			err := mallory.c.Create(ctx, u.DeepCopy(), opts...)
+			t.Logf("%s with %s (strict %v): %v", tt.mode, tt.field, strict, err)
+			if err == nil {
+				t.Errorf("an MCPServer whose %s names its own token endpoint was admitted (strict field validation %v)", tt.mode, strict)
+			} else if !strings.Contains(err.Error(), "identityProvider") && !strings.Contains(err.Error(), tt.field) {
+				t.Errorf("the rejection %v names neither identityProvider nor %s", err, tt.field)
+			}
+		}
+	}
 }
 
 // secretNames returns the Secret names s0 ... s(n-1).
@@ -313,11 +452,16 @@ func secretNames(n int) []string {
 // reference in the API fails here until the policy checks it.
 func TestAdmissionPolicyCoversEverySecretReference(t *testing.T) {
 	objs := renderDefault(t)
-	policies := objs.ofKind("ValidatingAdmissionPolicy")
-	if len(policies) != 1 {
-		t.Fatalf("config/default renders %d ValidatingAdmissionPolicies, want 1", len(policies))
+	var policy *unstructured.Unstructured
+	for _, p := range objs.ofKind("ValidatingAdmissionPolicy") {
+		if strings.HasSuffix(p.GetName(), "mcpserver-author-rights") {
+			policy = p
+		}
 	}
-	variables, _, _ := unstructured.NestedSlice(policies[0].Object, "spec", "variables")
+	if policy == nil {
+		t.Fatal("config/default renders no ValidatingAdmissionPolicy mcpserver-author-rights")
+	}
+	variables, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
 	var expressions []string
 	for _, v := range variables {
 		expr, _, _ := unstructured.NestedString(v.(map[string]any), "expression")

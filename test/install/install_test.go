@@ -3,6 +3,7 @@ package install_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,7 +47,8 @@ func TestDefaultInstallApplies(t *testing.T) {
 		// The manager's role and the metrics reader for scrapers.
 		"ClusterRole": 2, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
 		"NetworkPolicy": 1, "PodDisruptionBudget": 1,
-		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
+		// The author-rights policy and the identity provider policy, each with its binding.
+		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2,
 	}
 	for kind, n := range want {
 		if got := len(byKind[kind]); got != n {
@@ -63,6 +65,10 @@ func TestDefaultInstallApplies(t *testing.T) {
 			t.Errorf("manager Deployment is in namespace %q, want switchboard-system", ns)
 		}
 		containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+		// The gateway takes only tokens for Switchboard, which the API server refuses.
+		if args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args"); !slices.Contains(args, "--gateway-audiences=switchboard") {
+			t.Errorf("manager args %v lack --gateway-audiences=switchboard", args)
+		}
 		for _, c := range containers {
 			escalation, found, _ := unstructured.NestedBool(c.(map[string]any), "securityContext", "allowPrivilegeEscalation")
 			if !found || escalation {

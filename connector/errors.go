@@ -62,6 +62,12 @@ const (
 	// ReasonAuthorizationServerNotAllowed means the authorization server a per-caller
 	// server's metadata names is not one its identity provider lists.
 	ReasonAuthorizationServerNotAllowed = mcpv1alpha1.ReasonAuthorizationServerNotAllowed
+	// ReasonAudienceNotAllowed means a token exchange asks for an audience its
+	// identity provider does not allow: nothing was requested.
+	ReasonAudienceNotAllowed = mcpv1alpha1.ReasonAudienceNotAllowed
+	// ReasonScopeNotAllowed means a per-caller flow asks for a scope its identity
+	// provider does not allow: nothing was requested.
+	ReasonScopeNotAllowed = mcpv1alpha1.ReasonScopeNotAllowed
 )
 
 // maxMessageLen bounds an error message, which may quote server-provided text.
@@ -86,7 +92,8 @@ type Error struct {
 	// OAuth token: it is the reason of the server's Authenticated condition
 	// (ReasonTokenRequestFailed, ReasonInvalidClient, ReasonInvalidGrant,
 	// ReasonMetadataMismatch, ReasonInsufficientScope, ReasonWorkloadTokenUnavailable,
-	// ReasonCallerNotAllowed or ReasonAuthorizationServerNotAllowed), while Reason says
+	// ReasonCallerNotAllowed, ReasonAuthorizationServerNotAllowed,
+	// ReasonAudienceNotAllowed or ReasonScopeNotAllowed), while Reason says
 	// what happened (EgressDenied
 	// for a token endpoint the policy denies, say). Empty for every other failure.
 	Authentication string

@@ -28,8 +28,10 @@ import (
 // ServiceAccount, is refused before its token goes anywhere (ReasonCallerNotAllowed).
 // An identity assertion grant is requested only for an authorization server the
 // provider lists (ReasonAuthorizationServerNotAllowed), whatever the server's metadata
-// names. The tokens are cached per server config and caller, in one bounded LRU per
-// pool, and used on that caller's Upstreams only. The pool's own session never acts as
+// names. The audience and scopes asked for are only those the provider lists
+// (ReasonAudienceNotAllowed, ReasonScopeNotAllowed, judged before any request), and the
+// resource is always the server's own URL. The tokens are cached per server config and
+// caller, in one bounded LRU per pool, and used on that caller's Upstreams only. The pool's own session never acts as
 // a caller: with an operator credential beside the per-caller mode (Config.OAuth2) it
 // runs as usual; without one it checks the server's protected resource metadata and
 // its authorization server's metadata and reports the tools as discovered per caller.
@@ -66,7 +68,10 @@ type PerCallerAuth struct {
 }
 
 // TokenExchange is an RFC 8693 token exchange for every caller: the caller's token is
-// the subject_token; the token issued is sent to the server for that caller only.
+// the subject_token; the token issued is sent to the server for that caller only. The
+// resource requested is always the server's canonical URL (RFC 8707), and the audience
+// and scopes only what the identity provider allows, so the token is asked for the
+// server it is sent to and for nothing else.
 type TokenExchange struct {
 	// Provider names the identity provider whose token endpoint TokenURL is: only the
 	// tokens of callers it vouched for ([Caller.Provider]) are exchanged. Required.
@@ -77,12 +82,17 @@ type TokenExchange struct {
 	ClientID string
 	// ClientSecret authenticates it (client_secret_basic); empty sends client_id alone.
 	ClientSecret string
-	// Audience is the audience requested; empty sends none.
+	// Audience is the audience requested; empty sends none. It must be one of
+	// AllowedAudiences.
 	Audience string
-	// Resource is the resource requested; empty means the server's canonical URL.
-	Resource string
-	// Scopes are requested with every token.
+	// Scopes are requested with every token; each must be one of AllowedScopes.
 	Scopes []string
+	// AllowedAudiences are the audiences the identity provider's admin allows a server
+	// to request: a token for another audience is never asked for.
+	AllowedAudiences []string
+	// AllowedScopes are the scopes the identity provider's admin allows a server to
+	// request: none may be asked for outside them.
+	AllowedScopes []string
 	// RequestedTokenType is the token type requested; empty means
 	// [TokenTypeAccessToken]. A response of any other type is refused.
 	RequestedTokenType string
@@ -131,6 +141,10 @@ type IdentityProvider struct {
 	// identity assertion grant may be requested for; the one the server's metadata
 	// names must be among them, compared exactly. At least one is required.
 	AuthorizationServers []string
+	// Scopes, when set, are the only scopes a grant and its access token may be
+	// requested with: configured scopes outside them are refused, discovered ones
+	// outside them are dropped. Empty leaves the scopes to the server.
+	Scopes []string
 }
 
 // equal reports whether a and b configure the same per-caller credentials.
@@ -147,7 +161,8 @@ func (x *TokenExchange) equal(y *TokenExchange) bool {
 		return x == nil && y == nil
 	}
 	return x.Provider == y.Provider && x.TokenURL == y.TokenURL && x.ClientID == y.ClientID && x.ClientSecret == y.ClientSecret &&
-		x.Audience == y.Audience && x.Resource == y.Resource && slices.Equal(x.Scopes, y.Scopes) &&
+		x.Audience == y.Audience && slices.Equal(x.Scopes, y.Scopes) &&
+		slices.Equal(x.AllowedAudiences, y.AllowedAudiences) && slices.Equal(x.AllowedScopes, y.AllowedScopes) &&
 		x.RequestedTokenType == y.RequestedTokenType && x.SubjectTokenType == y.SubjectTokenType &&
 		x.AllowInsecureHTTP == y.AllowInsecureHTTP
 }
@@ -159,7 +174,7 @@ func (m *EnterpriseManaged) equal(n *EnterpriseManaged) bool {
 	}
 	p, q := m.IdentityProvider, n.IdentityProvider
 	return p.Name == q.Name && p.TokenURL == q.TokenURL && p.ClientID == q.ClientID && p.ClientSecret == q.ClientSecret &&
-		slices.Equal(p.AuthorizationServers, q.AuthorizationServers) && m.ClientID == n.ClientID &&
+		slices.Equal(p.AuthorizationServers, q.AuthorizationServers) && slices.Equal(p.Scopes, q.Scopes) && m.ClientID == n.ClientID &&
 		m.ClientSecret == n.ClientSecret && slices.Equal(m.Scopes, n.Scopes) &&
 		m.AllowInsecureHTTP == n.AllowInsecureHTTP
 }
@@ -170,12 +185,15 @@ func (a *PerCallerAuth) clone() PerCallerAuth {
 	if t := a.TokenExchange; t != nil {
 		c := *t
 		c.Scopes = slices.Clone(t.Scopes)
+		c.AllowedAudiences = slices.Clone(t.AllowedAudiences)
+		c.AllowedScopes = slices.Clone(t.AllowedScopes)
 		out.TokenExchange = &c
 	}
 	if m := a.EnterpriseManaged; m != nil {
 		c := *m
 		c.Scopes = slices.Clone(m.Scopes)
 		c.IdentityProvider.AuthorizationServers = slices.Clone(m.IdentityProvider.AuthorizationServers)
+		c.IdentityProvider.Scopes = slices.Clone(m.IdentityProvider.Scopes)
 		out.EnterpriseManaged = &c
 	}
 	return out
@@ -267,11 +285,6 @@ func newCallerTokens(ctx context.Context, key Key, cfg Config, endpoint *url.URL
 		default:
 			return nil, invalid("unknown subject token type %q", TruncateUTF8(te.SubjectTokenType, 128))
 		}
-		if te.Resource != "" {
-			if u, err := url.Parse(te.Resource); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-				return nil, newError(ReasonInvalidSpec, "token exchange resource is not an absolute http or https URL without user information, query or fragment")
-			}
-		}
 		helper = OAuth2ClientCredentials{ClientID: te.ClientID, Scopes: te.Scopes, AllowInsecureHTTP: te.AllowInsecureHTTP}
 		rawURL = te.TokenURL
 	case em != nil:
@@ -341,6 +354,55 @@ func (c *callerTokens) allowAuthServer(m *authMeta) *Error {
 		displayURL(c.endpoint), TruncateUTF8(DisplayURL(m.issuer), 512), idp.Name)
 }
 
+// allowRequest refuses what the identity provider's admin did not allow the server to
+// ask for: an audience outside the provider's audiences, a scope outside its scopes
+// (for enterpriseManaged, a configured scope outside them when it lists any). It is
+// judged before any request, so nothing of a caller's is sent for what it refuses.
+func (c *callerTokens) allowRequest() *Error {
+	refuse := func(reason, what, value, list string) *Error {
+		return authError(reason, reason,
+			"server %s asks for %s %q, which identity provider %q does not list in tokenExchange.%s; no caller's token is exchanged for it",
+			displayURL(c.endpoint), what, TruncateUTF8(value, 256), c.provider(), list)
+	}
+	if te := c.cfg.TokenExchange; te != nil {
+		if te.Audience != "" && !slices.Contains(te.AllowedAudiences, te.Audience) {
+			return refuse(ReasonAudienceNotAllowed, "audience", te.Audience, "audiences")
+		}
+		for _, s := range te.Scopes {
+			if !slices.Contains(te.AllowedScopes, s) {
+				return refuse(ReasonScopeNotAllowed, "scope", s, "scopes")
+			}
+		}
+		return nil
+	}
+	em := c.cfg.EnterpriseManaged
+	if allowed := em.IdentityProvider.Scopes; len(allowed) > 0 {
+		for _, s := range em.Scopes {
+			if !slices.Contains(allowed, s) {
+				return refuse(ReasonScopeNotAllowed, "scope", s, "scopes")
+			}
+		}
+	}
+	return nil
+}
+
+// grantScopes returns the scopes an enterprise flow's grant and token are requested
+// with: those of m (the configured ones, else those the server's challenge or
+// metadata names), less any the identity provider does not list when it lists any.
+func (c *callerTokens) grantScopes(m *authMeta) []string {
+	allowed := c.cfg.EnterpriseManaged.IdentityProvider.Scopes
+	if len(allowed) == 0 {
+		return m.scopes
+	}
+	var out []string
+	for _, s := range m.scopes {
+		if slices.Contains(allowed, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // authServer returns the server's authorization server, discovering it the first time
 // (RFC 9728 and RFC 8414 or OpenID discovery, through the session's stack, with the
 // resource and issuer checks of the client credentials flow). ch is the server's
@@ -371,7 +433,7 @@ func (c *callerTokens) scopes() []string {
 		return te.Scopes
 	}
 	if m := c.meta.Load(); m != nil {
-		return m.scopes
+		return c.grantScopes(m)
 	}
 	return c.cfg.EnterpriseManaged.Scopes
 }
@@ -390,6 +452,10 @@ func (c *callerTokens) upstreamTokenURL() *url.URL {
 // fetch obtains one upstream token for a caller whose token is subject. Every token
 // and assertion it receives goes to remember before it is judged.
 func (c *callerTokens) fetch(subject string, remember func(string)) (*oauth2.Token, *Error) {
+	// Judged here too, before anything is sent: only what the provider allows.
+	if e := c.allowRequest(); e != nil {
+		return nil, e
+	}
 	if te := c.cfg.TokenExchange; te != nil {
 		want := cmp.Or(te.RequestedTokenType, TokenTypeAccessToken)
 		params := url.Values{
@@ -397,7 +463,8 @@ func (c *callerTokens) fetch(subject string, remember func(string)) (*oauth2.Tok
 			"subject_token":        {subject},
 			"subject_token_type":   {cmp.Or(te.SubjectTokenType, TokenTypeAccessToken)},
 			"requested_token_type": {want},
-			"resource":             {cmp.Or(te.Resource, c.resource)},
+			// Always the server the token is sent to (RFC 8707), never the author's choice.
+			"resource": {c.resource},
 		}
 		if te.Audience != "" {
 			params.Set("audience", te.Audience)
@@ -430,10 +497,11 @@ func (c *callerTokens) fetch(subject string, remember func(string)) (*oauth2.Tok
 	if e := c.allowAuthServer(meta); e != nil {
 		return nil, e
 	}
+	scopes := c.grantScopes(meta)
 	// The caller's ID token for an identity assertion grant (SEP-990 section 4): for
 	// the server's authorization server, naming the server.
 	r := tokenRequest{what: "identity assertion exchange", url: c.tokenURL, clientID: em.IdentityProvider.ClientID, clientSecret: em.IdentityProvider.ClientSecret,
-		scopes: meta.scopes, params: url.Values{
+		scopes: scopes, params: url.Values{
 			"grant_type":           {grantTokenExchange},
 			"subject_token":        {subject},
 			"subject_token_type":   {TokenTypeIDToken},
@@ -454,7 +522,7 @@ func (c *callerTokens) fetch(subject string, remember func(string)) (*oauth2.Tok
 	}
 	// The grant for an access token (SEP-990 section 5, RFC 7523 section 2.1).
 	r = tokenRequest{what: "jwt-bearer grant", url: meta.tokenURL, clientID: em.ClientID, clientSecret: em.ClientSecret,
-		scopes: meta.scopes, params: url.Values{
+		scopes: scopes, params: url.Values{
 			"grant_type": {grantTypeJWTBearer},
 			"assertion":  {jag.AccessToken},
 			"resource":   {c.resource},
@@ -890,6 +958,9 @@ func (s *session) watchMetadata() {
 // server's metadata; the enterprise flow keeps what it found for its callers.
 func (s *session) checkMetadata() *Error {
 	c := s.callers
+	if e := c.allowRequest(); e != nil {
+		return s.red.scrubError(e)
+	}
 	m, e := c.ts.discover(challenge{})
 	if e != nil {
 		return s.red.scrubError(e)

@@ -628,6 +628,7 @@ func TestPerCallerTokensAreDroppedWhenTheConfigChanges(t *testing.T) {
 	}
 	cfg = w.exchangeConfig()
 	cfg.PerCaller.TokenExchange.Scopes = []string{"tools.read"}
+	cfg.PerCaller.TokenExchange.AllowedScopes = []string{"tools.read"}
 	p.Ensure(key, cfg)
 	testutil.Eventually(t, waitTimeout, "the old config's entries dropped", func() error {
 		if n := p.callers.len(); n != 0 {

@@ -55,6 +55,8 @@ func TestTokenExchangeAtZitadelGivesEachPersonTheirOwnToken(t *testing.T) {
 		// The server introspects as client "web": the OP answers only for tokens whose
 		// audience holds it, and names the subject of those with scope openid.
 		Audience: testenv.ZitadelClientID, Scopes: []string{"openid"}, AllowInsecureHTTP: true,
+		// What the provider's admin allows servers to ask for.
+		AllowedAudiences: []string{testenv.ZitadelClientID}, AllowedScopes: []string{"openid"},
 	}}
 	p.Ensure(key, cfg)
 	waitPerCaller(t, p, key)

@@ -61,9 +61,9 @@ func allowsNamespace(tx *mcpv1alpha1.IdentityTokenExchange, namespace string) bo
 // resolvePerCaller returns the connector's per-caller config of an http server, or nil
 // when the server sets no per-caller mode. Where the caller's token is exchanged comes
 // from the MCPIdentityProvider the server names, never from the server: the provider
-// must exist, have a tokenExchange that lists the server's namespace (and, for
-// enterpriseManaged, authorization servers), or obs.identityProvider says why not and
-// nil is returned. The provider's client secret is read from the cluster resource
+// must exist, have a tokenExchange that lists the server's namespace, the audience and
+// scopes it asks for (and, for enterpriseManaged, authorization servers), or
+// obs.identityProvider says why not and nil is returned. The provider's client secret is read from the cluster resource
 // namespace, the server's own client secret from the server's namespace.
 func (r *MCPServerReconciler) resolvePerCaller(ctx context.Context, obj *mcpv1alpha1.MCPServer, resolver *secretResolver, obs *observation) (*connector.PerCallerAuth, error) {
 	spec := obj.Spec.HTTP
@@ -98,6 +98,15 @@ func (r *MCPServerReconciler) resolvePerCaller(ctx context.Context, obj *mcpv1al
 	case o.EnterpriseManaged != nil && len(tx.AuthorizationServers) == 0:
 		return refuse(mcpv1alpha1.ReasonTokenExchangeNotConfigured,
 			"MCPIdentityProvider %q lists no spec.tokenExchange.authorizationServers: no identity assertion grant may be requested with it, so no enterpriseManaged server may use it", name)
+	case o.TokenExchange != nil && o.TokenExchange.Audience != "" && !slices.Contains(tx.Audiences, o.TokenExchange.Audience):
+		return refuse(mcpv1alpha1.ReasonAudienceNotAllowed,
+			"spec.http.auth.oauth2.tokenExchange.audience %q is not one of MCPIdentityProvider %q's spec.tokenExchange.audiences: its callers' tokens are not exchanged for it",
+			connector.TruncateUTF8(o.TokenExchange.Audience, 256), name)
+	}
+	if scope, ok := scopeNotAllowed(o, tx); !ok {
+		return refuse(mcpv1alpha1.ReasonScopeNotAllowed,
+			"spec.http.auth.oauth2.%s.scopes asks for scope %q, which MCPIdentityProvider %q does not list in spec.tokenExchange.scopes: its callers' tokens are not exchanged with it",
+			mode, scope, name)
 	}
 	var providerSecret string
 	if ref := tx.ClientSecret; ref != nil {
@@ -128,8 +137,9 @@ func (r *MCPServerReconciler) resolvePerCaller(ctx context.Context, obj *mcpv1al
 			ClientID:           tx.ClientID,
 			ClientSecret:       providerSecret,
 			Audience:           te.Audience,
-			Resource:           te.Resource,
 			Scopes:             te.Scopes,
+			AllowedAudiences:   slices.Clone(tx.Audiences),
+			AllowedScopes:      slices.Clone(tx.Scopes),
 			RequestedTokenType: te.RequestedTokenType,
 			AllowInsecureHTTP:  spec.AllowInsecureHTTP,
 		}}, nil
@@ -150,6 +160,7 @@ func (r *MCPServerReconciler) resolvePerCaller(ctx context.Context, obj *mcpv1al
 				ClientID:             tx.ClientID,
 				ClientSecret:         providerSecret,
 				AuthorizationServers: slices.Clone(tx.AuthorizationServers),
+				Scopes:               slices.Clone(tx.Scopes),
 			},
 			ClientID:          em.ClientID,
 			ClientSecret:      clientSecret,
@@ -157,6 +168,26 @@ func (r *MCPServerReconciler) resolvePerCaller(ctx context.Context, obj *mcpv1al
 			AllowInsecureHTTP: spec.AllowInsecureHTTP,
 		}}, nil
 	}
+}
+
+// scopeNotAllowed returns the first scope the per-caller mode o asks for that the
+// provider's tokenExchange tx does not allow, and false; or "", true. A tokenExchange
+// server may ask only for scopes the provider lists; an enterpriseManaged one for any
+// while the provider lists none.
+func scopeNotAllowed(o *mcpv1alpha1.OAuth2Auth, tx *mcpv1alpha1.IdentityTokenExchange) (string, bool) {
+	var asked []string
+	switch {
+	case o.TokenExchange != nil:
+		asked = o.TokenExchange.Scopes
+	case len(tx.Scopes) > 0:
+		asked = o.EnterpriseManaged.Scopes
+	}
+	for _, s := range asked {
+		if !slices.Contains(tx.Scopes, s) {
+			return s, false
+		}
+	}
+	return "", true
 }
 
 // perCallerMode names the per-caller mode of obj, for messages.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/controllers"
@@ -108,8 +109,9 @@ func stalledWith(g *WithT, obj *mcpv1alpha1.MCPServer, reason string, says ...st
 }
 
 // A per-caller server is used only as its MCPIdentityProvider allows: while the provider
-// is missing, has no tokenExchange, does not list the server's namespace or (for
-// enterpriseManaged) lists no authorization server, the server is Stalled with a reason
+// is missing, has no tokenExchange, does not list the server's namespace, its audience
+// or a scope it asks for, or (for enterpriseManaged) lists no authorization server, the
+// server is Stalled with a reason
 // that says so and the operator holds no session for it; each change of the provider
 // re-evaluates the server at once, until it is Ready.
 func TestPerCallerServerFollowsItsIdentityProvider(t *testing.T) {
@@ -177,6 +179,33 @@ func TestPerCallerServerFollowsItsIdentityProvider(t *testing.T) {
 	provider.Spec.TokenExchange.Namespaces = []string{"*"}
 	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
 	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+
+	// The audience and scopes a server asks for are the provider's to allow: the
+	// author of the server cannot have callers' tokens issued for another service.
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	obj.Spec.HTTP.Auth.OAuth2.TokenExchange.Audience = "payments-api"
+	obj.Spec.HTTP.Auth.OAuth2.TokenExchange.Scopes = []string{"notes.read"}
+	g.Expect(k8sClient.Update(ctx, obj)).To(Succeed())
+	stalledWith(g, obj, mcpv1alpha1.ReasonAudienceNotAllowed, provider.Name, `"payments-api"`, "spec.tokenExchange.audiences")
+	provider.Spec.TokenExchange.Audiences = []string{"notes-api"}
+	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
+	stalledWith(g, obj, mcpv1alpha1.ReasonAudienceNotAllowed, provider.Name, `"payments-api"`)
+	provider.Spec.TokenExchange.Audiences = []string{"notes-api", "payments-api"}
+	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
+	stalledWith(g, obj, mcpv1alpha1.ReasonScopeNotAllowed, provider.Name, `"notes.read"`, "spec.tokenExchange.scopes")
+	provider.Spec.TokenExchange.Scopes = []string{"notes.read"}
+	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
+	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	// An enterpriseManaged server's configured scopes too, once the provider lists any.
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(em), em)).To(Succeed())
+	em.Spec.HTTP.Auth.OAuth2.EnterpriseManaged.Scopes = []string{"repo.admin"}
+	g.Expect(k8sClient.Update(ctx, em)).To(Succeed())
+	stalledWith(g, em, mcpv1alpha1.ReasonScopeNotAllowed, provider.Name, `"repo.admin"`, "spec.tokenExchange.scopes")
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(em), em)).To(Succeed())
+	em.Spec.HTTP.Auth.OAuth2.EnterpriseManaged.Scopes = []string{"notes.read"}
+	g.Expect(k8sClient.Update(ctx, em)).To(Succeed())
+	g.Eventually(func(g Gomega) { readyIs(g, em, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+
 	g.Expect(o.tokens()).To(BeEmpty(), "the operator requested a token as if it were a caller")
 	g.Expect(o.lastSecret()).To(BeEmpty(), "the operator sent the token service's client secret")
 	g.Expect(as.tokenRequests.Load()).To(BeZero(), "the operator asked the authorization server for a token")

@@ -190,6 +190,17 @@ const (
 	// grant is requested for it, and callers are refused.
 	ReasonAuthorizationServerNotAllowed = "AuthorizationServerNotAllowed"
 
+	// ReasonAudienceNotAllowed means a tokenExchange server asks for an audience
+	// (spec.http.auth.oauth2.tokenExchange.audience) its MCPIdentityProvider does not
+	// list in spec.tokenExchange.audiences: no caller's token is exchanged for it, so
+	// the server's author cannot have callers' tokens issued for another service.
+	ReasonAudienceNotAllowed = "AudienceNotAllowed"
+
+	// ReasonScopeNotAllowed means a per-caller server asks for a scope (tokenExchange.scopes
+	// or enterpriseManaged.scopes) its MCPIdentityProvider does not list in
+	// spec.tokenExchange.scopes: no caller's token is exchanged with it.
+	ReasonScopeNotAllowed = "ScopeNotAllowed"
+
 	// ReasonCallerNotAllowed is the refusal a caller of a per-caller server gets when its
 	// token was not vouched for by the MCPIdentityProvider the server names (a
 	// Kubernetes ServiceAccount, or another provider's user): its token is sent nowhere.

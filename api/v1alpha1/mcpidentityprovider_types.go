@@ -101,6 +101,36 @@ type IdentityTokenExchange struct {
 	// +kubebuilder:validation:items:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.all(s, s.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(s))",message="authorizationServers must be absolute http:// or https:// issuer identifiers with a host and no user information, query or fragment"
 	AuthorizationServers []string `json:"authorizationServers,omitempty"`
+
+	// audiences are the RFC 8693 audiences a tokenExchange MCPServer naming this provider
+	// may request (its tokenExchange.audience), at most 32. An MCPServer that asks for
+	// another audience is refused at admission and, should one exist, never gets a
+	// caller's token exchanged (Stalled, reason AudienceNotAllowed): the author of an
+	// MCPServer cannot have callers' tokens issued for another service. Without it a
+	// server may request no audience. The resource requested is always the server's own
+	// URL.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=2048
+	Audiences []string `json:"audiences,omitempty"`
+
+	// scopes are the scopes an MCPServer naming this provider may request, at most 32.
+	// Every scope of a tokenExchange MCPServer must be one of them (without it, such a
+	// server may request none). When set, every configured scope of an enterpriseManaged
+	// MCPServer must be one of them too, and scopes discovered from the server's challenge
+	// or metadata that are not listed are dropped from its requests; without it an
+	// enterpriseManaged server's scopes are its own. A server that asks for a scope not
+	// listed is refused at admission and, should one exist, gets no caller's token
+	// exchanged (Stalled, reason ScopeNotAllowed).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[\x21\x23-\x5B\x5D-\x7E]+$`
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // IdentityIssuer is an OpenID issuer and what its tokens must be issued for. The url rules

@@ -295,7 +295,8 @@ type OAuth2EnterpriseManaged struct {
 	ClientSecret *SecretKeySource `json:"clientSecret,omitempty"`
 
 	// scopes are requested with every caller's token; empty discovers them as for
-	// clientCredentials.
+	// clientCredentials. When the identity provider lists tokenExchange.scopes, each
+	// must be one of them, and discovered scopes it does not list are not requested.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
@@ -305,8 +306,10 @@ type OAuth2EnterpriseManaged struct {
 	Scopes []string `json:"scopes,omitempty"`
 }
 
-// OAuth2TokenExchange configures an RFC 8693 token exchange for every caller.
-// +kubebuilder:validation:XValidation:rule="!has(self.resource) || size(self.resource) == 0 || (self.resource.matches('^(?i)https?://[^?#@]+$') && isURL(self.resource))",fieldPath=".resource",message="resource must be an absolute http:// or https:// URL with no user information, query or fragment"
+// OAuth2TokenExchange configures an RFC 8693 token exchange for every caller. The token
+// is always requested for the server's own URL (resource, RFC 8707), so it is asked for
+// the server it is sent to; the audience and scopes are only those the identity
+// provider's tokenExchange lists.
 type OAuth2TokenExchange struct {
 	// identityProvider is the name of the MCPIdentityProvider (cluster-scoped, written
 	// by a cluster admin) whose tokenExchange says where callers' tokens are exchanged
@@ -319,18 +322,15 @@ type OAuth2TokenExchange struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="identityProvider must be the name of an MCPIdentityProvider: lower-case letters, digits, '-' and '.'"
 	IdentityProvider string `json:"identityProvider"`
 
-	// audience is the RFC 8693 audience of the token requested.
+	// audience is the RFC 8693 audience of the token requested. It must be one of the
+	// identity provider's tokenExchange.audiences; empty requests none. The resource
+	// requested is always the server's own URL (without its query).
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	Audience string `json:"audience,omitempty"`
 
-	// resource is the RFC 8693 resource of the token requested. Empty means the
-	// server's URL (without its query).
-	// +optional
-	// +kubebuilder:validation:MaxLength=2048
-	Resource string `json:"resource,omitempty"`
-
-	// scopes are requested with every caller's token.
+	// scopes are requested with every caller's token. Each must be one of the identity
+	// provider's tokenExchange.scopes.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32

@@ -67,12 +67,15 @@ func TestTokenExchangeAtZitadelThroughTheGateway(t *testing.T) {
 					ClientSecret: mcpv1alpha1.ClusterSecretKeySource{SecretKeyRef: mcpv1alpha1.ClusterSecretKeyReference{Name: "zitadel-client", Key: "secret"}},
 				},
 				// The cluster admin says where the OP's callers' tokens are exchanged,
-				// and for which namespace's servers.
+				// for which namespace's servers,
 				TokenExchange: &mcpv1alpha1.IdentityTokenExchange{
 					TokenURL:     issuer + "oauth/token",
 					ClientID:     testenv.ZitadelClientID,
 					ClientSecret: &mcpv1alpha1.ClusterSecretKeySource{SecretKeyRef: mcpv1alpha1.ClusterSecretKeyReference{Name: "zitadel-client", Key: "secret"}},
 					Namespaces:   []string{serverNamespace},
+					// and what its servers may ask tokens to be issued for.
+					Audiences: []string{testenv.ZitadelClientID},
+					Scopes:    []string{"openid"},
 				},
 			},
 		},

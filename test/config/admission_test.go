@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -281,6 +282,28 @@ func enterpriseManaged(provider, asSecret string) *mcpv1alpha1.OAuth2Auth {
 	return &mcpv1alpha1.OAuth2Auth{EnterpriseManaged: em}
 }
 
+// tokenExchangeFor is an RFC 8693 token exchange at the identity provider provider
+// that asks for audience (none when empty) and scopes.
+func tokenExchangeFor(provider, audience string, scopes ...string) *mcpv1alpha1.OAuth2Auth {
+	o := tokenExchange(provider)
+	o.TokenExchange.Audience, o.TokenExchange.Scopes = audience, scopes
+	return o
+}
+
+// enterpriseManagedScopes is enterprise-managed authorization with the identity
+// provider provider that asks for scopes.
+func enterpriseManagedScopes(provider string, scopes ...string) *mcpv1alpha1.OAuth2Auth {
+	o := enterpriseManaged(provider, "")
+	o.EnterpriseManaged.Scopes = scopes
+	return o
+}
+
+// withAudiencesAndScopes lets servers naming p ask for audiences and scopes.
+func withAudiencesAndScopes(p *mcpv1alpha1.MCPIdentityProvider, audiences, scopes []string) *mcpv1alpha1.MCPIdentityProvider {
+	p.Spec.TokenExchange.Audiences, p.Spec.TokenExchange.Scopes = audiences, scopes
+	return p
+}
+
 // tokenExchange is an RFC 8693 token exchange at the identity provider provider.
 func tokenExchange(provider string) *mcpv1alpha1.OAuth2Auth {
 	return &mcpv1alpha1.OAuth2Auth{TokenExchange: &mcpv1alpha1.OAuth2TokenExchange{IdentityProvider: provider}}
@@ -346,6 +369,8 @@ func TestAdmissionPolicyChecksTheIdentityProvider(t *testing.T) {
 		identityProvider("everyone", []string{"*"}),
 		identityProvider("partner", []string{"team-b"}, "https://as.example.com"),
 		identityProvider("login-only", nil),
+		withAudiencesAndScopes(identityProvider("listed", []string{admissionNamespace}, "https://as.example.com"),
+			[]string{"notes-api"}, []string{"notes.read", "notes.write"}),
 	} {
 		if err := admin.Create(ctx, p); err != nil {
 			t.Fatalf("creating MCPIdentityProvider %s: %v", p.Name, err)
@@ -377,6 +402,20 @@ func TestAdmissionPolicyChecksTheIdentityProvider(t *testing.T) {
 			wantErr: []string{providerDenial("login-only", "tokenExchange"), "has no spec.tokenExchange"}},
 		{name: "enterprise-managed with a provider that lists no authorization server", obj: oauthModesServer("everyone-em", enterpriseManaged("everyone", "")),
 			wantErr: []string{providerDenial("everyone", "enterpriseManaged"), "lists no spec.tokenExchange.authorizationServers"}},
+		// The audience and scopes a token is requested for are the provider's to allow.
+		{name: "an audience and scopes the provider lists", obj: oauthModesServer("listed-sts", tokenExchangeFor("listed", "notes-api", "notes.read"))},
+		{name: "an audience the provider does not list", obj: oauthModesServer("payments-sts", tokenExchangeFor("listed", "payments-api", "notes.read")),
+			wantErr: []string{providerDenial("listed", "tokenExchange"), `does not list audience "payments-api" in spec.tokenExchange.audiences`}},
+		{name: "an audience of a provider that lists none", obj: oauthModesServer("corp-aud-sts", tokenExchangeFor("corp", "notes-api")),
+			wantErr: []string{providerDenial("corp", "tokenExchange"), `does not list audience "notes-api"`}},
+		{name: "a scope the provider does not list", obj: oauthModesServer("admin-sts", tokenExchangeFor("listed", "", "notes.read", "notes.admin")),
+			wantErr: []string{providerDenial("listed", "tokenExchange"), `does not list scope "notes.admin" in spec.tokenExchange.scopes`}},
+		{name: "a scope of a provider that lists none", obj: oauthModesServer("corp-scope-sts", tokenExchangeFor("corp", "", "openid")),
+			wantErr: []string{providerDenial("corp", "tokenExchange"), `does not list scope "openid"`}},
+		{name: "enterprise-managed scopes the provider lists", obj: oauthModesServer("listed-em", enterpriseManagedScopes("listed", "notes.write"))},
+		{name: "enterprise-managed scopes of a provider that lists none", obj: oauthModesServer("corp-em-scopes", enterpriseManagedScopes("corp", "repo"))},
+		{name: "an enterprise-managed scope the provider does not list", obj: oauthModesServer("repo-em", enterpriseManagedScopes("listed", "notes.read", "repo")),
+			wantErr: []string{providerDenial("listed", "enterpriseManaged"), `does not list scope "repo" in spec.tokenExchange.scopes`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := mallory.c.Create(ctx, tt.obj)
@@ -402,6 +441,34 @@ func TestAdmissionPolicyChecksTheIdentityProvider(t *testing.T) {
 		existing.Spec.HTTP.Auth.OAuth2.TokenExchange.IdentityProvider = "partner"
 		if err := mallory.c.Update(ctx, &existing); err == nil || !strings.Contains(err.Error(), providerDenial("partner", "tokenExchange")) {
 			t.Errorf("switching corp-sts to provider partner: %v, want a rejection naming partner", err)
+		}
+	})
+
+	// A manifest that names its own resource, as MCPServers did before: refused under
+	// strict field validation; without it the field is dropped, and the exchange asks
+	// for the server's own URL.
+	t.Run("a manifest that names its own resource", func(t *testing.T) {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": mcpv1alpha1.GroupVersion.String(), "kind": "MCPServer",
+			"metadata": map[string]any{"name": "other-resource", "namespace": admissionNamespace},
+			"spec": map[string]any{"http": map[string]any{"url": "https://mcp.example.com/mcp",
+				"auth": map[string]any{"oauth2": map[string]any{"tokenExchange": map[string]any{
+					"identityProvider": "listed", "resource": "https://payments.example.com/api"}}}}},
+		}}
+		err := mallory.c.Create(ctx, u.DeepCopy(), client.FieldValidation("Strict"))
+		if err == nil || !strings.Contains(err.Error(), "resource") {
+			t.Errorf("an MCPServer naming its own tokenExchange.resource was admitted under strict field validation (%v); want a rejection naming resource", err)
+		}
+		if err := mallory.c.Create(ctx, u.DeepCopy()); err != nil {
+			t.Fatalf("creating it without strict field validation: %v", err)
+		}
+		var got mcpv1alpha1.MCPServer
+		if err := mallory.c.Get(ctx, client.ObjectKey{Namespace: admissionNamespace, Name: "other-resource"}, &got); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(got.Spec)
+		if strings.Contains(string(raw), "payments.example.com") {
+			t.Errorf("the stored MCPServer keeps the resource it named: %s", raw)
 		}
 	})
 

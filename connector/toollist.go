@@ -74,21 +74,6 @@ func (u *Upstream) ConvertTools(tools []*mcp.Tool) []Tool {
 	return u.owner.convertTools(tools)
 }
 
-// ConvertTools is Upstream.ConvertTools for tools a server served the gateway through
-// any of its connections; nil when the pool holds no session for key.
-func (p *Pool) ConvertTools(key Key, tools []*mcp.Tool) []Tool {
-	p.mu.Lock()
-	var s *session
-	if e := p.servers[key]; e != nil {
-		s = e.current
-	}
-	p.mu.Unlock()
-	if s == nil {
-		return nil
-	}
-	return s.convertTools(tools)
-}
-
 func (s *session) convertTools(tools []*mcp.Tool) []Tool {
 	k := &keeper{red: s.red, max: s.cfg.Limits.MaxDescriptionBytes}
 	out := make([]Tool, 0, len(tools))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -493,18 +494,30 @@ var cacheable = map[string]bool{
 
 // keepPrivateRaw makes the cacheScope of a result the server sent a session say private,
 // as sessionless.KeepPrivate does for the sessionless era: the session's client is one
-// authenticated caller. Read as the client reads it (exact member names, no duplicates);
-// a result without the member, or that is no object, is left as it is.
+// authenticated caller. The result is read as leniently as any client might read it
+// (duplicate members, the last of which a Go client keeps; invalid UTF-8), and every
+// member a client could take for cacheScope (any spelling that folds to it) gives way
+// to one cacheScope: private. A result that is no object is left as it is.
 func keepPrivateRaw(result json.RawMessage) json.RawMessage {
 	var fields map[string]jsontext.Value
-	if jsonv2.Unmarshal(result, &fields) != nil {
+	lenient := jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if jsonv2.Unmarshal(result, &fields, lenient) != nil {
 		return result
 	}
-	if scope, ok := fields["cacheScope"]; !ok || string(scope) == `"`+sessionless.CachePrivate+`"` {
+	private := jsontext.Value(`"` + sessionless.CachePrivate + `"`)
+	changed := false
+	for name, value := range fields {
+		if !strings.EqualFold(name, "cacheScope") || (name == "cacheScope" && bytes.Equal(value, private)) {
+			continue
+		}
+		delete(fields, name)
+		changed = true
+	}
+	if !changed {
 		return result
 	}
-	fields["cacheScope"] = jsontext.Value(`"` + sessionless.CachePrivate + `"`)
-	out, err := jsonv2.Marshal(fields, jsonv2.Deterministic(true))
+	fields["cacheScope"] = private
+	out, err := jsonv2.Marshal(fields, lenient, jsonv2.Deterministic(true))
 	if err != nil {
 		return result
 	}

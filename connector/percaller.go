@@ -354,33 +354,37 @@ func (c *callerTokens) allowAuthServer(m *authMeta) *Error {
 		displayURL(c.endpoint), TruncateUTF8(DisplayURL(m.issuer), 512), idp.Name)
 }
 
-// allowRequest refuses what the identity provider's admin did not allow the server to
-// ask for: an audience outside the provider's audiences, a scope outside its scopes
-// (for enterpriseManaged, a configured scope outside them when it lists any). It is
-// judged before any request, so nothing of a caller's is sent for what it refuses.
-func (c *callerTokens) allowRequest() *Error {
-	refuse := func(reason, what, value, list string) *Error {
+// allowRequest refuses, before any request, a config whose audience or scopes its
+// identity provider does not allow (see PerCallerAuth.Allowed).
+func (c *callerTokens) allowRequest() *Error { return c.cfg.Allowed() }
+
+// Allowed reports whether the audience and scopes the config asks for are ones its
+// identity provider's cluster admin allows: a token exchange may name an audience only
+// from AllowedAudiences and scopes only from AllowedScopes; an enterprise-managed flow
+// scopes only from IdentityProvider.Scopes once it lists any. Otherwise it returns the
+// refusal, ReasonAudienceNotAllowed or ReasonScopeNotAllowed, naming the value and the
+// provider. The controller judges a server's config with it before the connector is
+// given it, and the connector again before every exchange: one rule in one place.
+func (a *PerCallerAuth) Allowed() *Error {
+	refuse := func(reason, provider, what, value, list string) *Error {
 		return authError(reason, reason,
-			"server %s asks for %s %q, which identity provider %q does not list in tokenExchange.%s; no caller's token is exchanged for it",
-			displayURL(c.endpoint), what, TruncateUTF8(value, 256), c.provider(), list)
+			"the server asks for %s %q, which identity provider %q does not list in spec.tokenExchange.%s; no caller's token is exchanged for it",
+			what, TruncateUTF8(value, 256), provider, list)
 	}
-	if te := c.cfg.TokenExchange; te != nil {
+	var provider string
+	var scopes, allowedScopes []string
+	switch te, em := a.TokenExchange, a.EnterpriseManaged; {
+	case te != nil:
 		if te.Audience != "" && !slices.Contains(te.AllowedAudiences, te.Audience) {
-			return refuse(ReasonAudienceNotAllowed, "audience", te.Audience, "audiences")
+			return refuse(ReasonAudienceNotAllowed, te.Provider, "audience", te.Audience, "audiences")
 		}
-		for _, s := range te.Scopes {
-			if !slices.Contains(te.AllowedScopes, s) {
-				return refuse(ReasonScopeNotAllowed, "scope", s, "scopes")
-			}
-		}
-		return nil
+		provider, scopes, allowedScopes = te.Provider, te.Scopes, te.AllowedScopes
+	case em != nil && len(em.IdentityProvider.Scopes) > 0:
+		provider, scopes, allowedScopes = em.IdentityProvider.Name, em.Scopes, em.IdentityProvider.Scopes
 	}
-	em := c.cfg.EnterpriseManaged
-	if allowed := em.IdentityProvider.Scopes; len(allowed) > 0 {
-		for _, s := range em.Scopes {
-			if !slices.Contains(allowed, s) {
-				return refuse(ReasonScopeNotAllowed, "scope", s, "scopes")
-			}
+	for _, s := range scopes {
+		if !slices.Contains(allowedScopes, s) {
+			return refuse(ReasonScopeNotAllowed, provider, "scope", s, "scopes")
 		}
 	}
 	return nil

@@ -98,15 +98,10 @@ func (r *MCPServerReconciler) resolvePerCaller(ctx context.Context, obj *mcpv1al
 	case o.EnterpriseManaged != nil && len(tx.AuthorizationServers) == 0:
 		return refuse(mcpv1alpha1.ReasonTokenExchangeNotConfigured,
 			"MCPIdentityProvider %q lists no spec.tokenExchange.authorizationServers: no identity assertion grant may be requested with it, so no enterpriseManaged server may use it", name)
-	case o.TokenExchange != nil && o.TokenExchange.Audience != "" && !slices.Contains(tx.Audiences, o.TokenExchange.Audience):
-		return refuse(mcpv1alpha1.ReasonAudienceNotAllowed,
-			"spec.http.auth.oauth2.tokenExchange.audience %q is not one of MCPIdentityProvider %q's spec.tokenExchange.audiences: its callers' tokens are not exchanged for it",
-			connector.TruncateUTF8(o.TokenExchange.Audience, 256), name)
 	}
-	if scope, ok := scopeNotAllowed(o, tx); !ok {
-		return refuse(mcpv1alpha1.ReasonScopeNotAllowed,
-			"spec.http.auth.oauth2.%s.scopes asks for scope %q, which MCPIdentityProvider %q does not list in spec.tokenExchange.scopes: its callers' tokens are not exchanged with it",
-			mode, scope, name)
+	cfg := perCallerConfig(name, tx, o, spec.AllowInsecureHTTP)
+	if e := cfg.Allowed(); e != nil {
+		return refuse(e.Reason, "%s", e.Message)
 	}
 	var providerSecret string
 	if ref := tx.ClientSecret; ref != nil {
@@ -128,66 +123,51 @@ func (r *MCPServerReconciler) resolvePerCaller(ctx context.Context, obj *mcpv1al
 		providerSecret = strings.TrimSpace(string(data))
 	}
 
-	switch {
-	case o.TokenExchange != nil:
-		te := o.TokenExchange
+	if te := cfg.TokenExchange; te != nil {
+		te.ClientSecret = providerSecret
+		return cfg, nil
+	}
+	em := cfg.EnterpriseManaged
+	em.IdentityProvider.ClientSecret = providerSecret
+	if ref := o.EnterpriseManaged.ClientSecret; ref != nil {
+		data, err := resolver.value(ctx, ref.SecretKeyRef)
+		if err != nil {
+			return nil, err
+		}
+		em.ClientSecret = strings.TrimSpace(string(data))
+	}
+	return cfg, nil
+}
+
+// perCallerConfig is the connector's per-caller config of the mode o, exchanging at the
+// tokenExchange tx of the MCPIdentityProvider name, without its client secrets.
+func perCallerConfig(name string, tx *mcpv1alpha1.IdentityTokenExchange, o *mcpv1alpha1.OAuth2Auth, allowInsecureHTTP bool) *connector.PerCallerAuth {
+	if te := o.TokenExchange; te != nil {
 		return &connector.PerCallerAuth{TokenExchange: &connector.TokenExchange{
 			Provider:           name,
 			TokenURL:           tx.TokenURL,
 			ClientID:           tx.ClientID,
-			ClientSecret:       providerSecret,
 			Audience:           te.Audience,
 			Scopes:             te.Scopes,
 			AllowedAudiences:   slices.Clone(tx.Audiences),
 			AllowedScopes:      slices.Clone(tx.Scopes),
 			RequestedTokenType: te.RequestedTokenType,
-			AllowInsecureHTTP:  spec.AllowInsecureHTTP,
-		}}, nil
-	default:
-		em := o.EnterpriseManaged
-		var clientSecret string
-		if em.ClientSecret != nil {
-			data, err := resolver.value(ctx, em.ClientSecret.SecretKeyRef)
-			if err != nil {
-				return nil, err
-			}
-			clientSecret = strings.TrimSpace(string(data))
-		}
-		return &connector.PerCallerAuth{EnterpriseManaged: &connector.EnterpriseManaged{
-			IdentityProvider: connector.IdentityProvider{
-				Name:                 name,
-				TokenURL:             tx.TokenURL,
-				ClientID:             tx.ClientID,
-				ClientSecret:         providerSecret,
-				AuthorizationServers: slices.Clone(tx.AuthorizationServers),
-				Scopes:               slices.Clone(tx.Scopes),
-			},
-			ClientID:          em.ClientID,
-			ClientSecret:      clientSecret,
-			Scopes:            em.Scopes,
-			AllowInsecureHTTP: spec.AllowInsecureHTTP,
-		}}, nil
+			AllowInsecureHTTP:  allowInsecureHTTP,
+		}}
 	}
-}
-
-// scopeNotAllowed returns the first scope the per-caller mode o asks for that the
-// provider's tokenExchange tx does not allow, and false; or "", true. A tokenExchange
-// server may ask only for scopes the provider lists; an enterpriseManaged one for any
-// while the provider lists none.
-func scopeNotAllowed(o *mcpv1alpha1.OAuth2Auth, tx *mcpv1alpha1.IdentityTokenExchange) (string, bool) {
-	var asked []string
-	switch {
-	case o.TokenExchange != nil:
-		asked = o.TokenExchange.Scopes
-	case len(tx.Scopes) > 0:
-		asked = o.EnterpriseManaged.Scopes
-	}
-	for _, s := range asked {
-		if !slices.Contains(tx.Scopes, s) {
-			return s, false
-		}
-	}
-	return "", true
+	em := o.EnterpriseManaged
+	return &connector.PerCallerAuth{EnterpriseManaged: &connector.EnterpriseManaged{
+		IdentityProvider: connector.IdentityProvider{
+			Name:                 name,
+			TokenURL:             tx.TokenURL,
+			ClientID:             tx.ClientID,
+			AuthorizationServers: slices.Clone(tx.AuthorizationServers),
+			Scopes:               slices.Clone(tx.Scopes),
+		},
+		ClientID:          em.ClientID,
+		Scopes:            em.Scopes,
+		AllowInsecureHTTP: allowInsecureHTTP,
+	}}
 }
 
 // perCallerMode names the per-caller mode of obj, for messages.

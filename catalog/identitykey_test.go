@@ -26,7 +26,7 @@ func (f *userReviews) Create(_ context.Context, tr *authenticationv1.TokenReview
 func TestOneIdentityHasOneKeyHoweverItAuthenticated(t *testing.T) {
 	op := newSmallOP(t)
 	ps := providersFor(t, op)
-	token := op.sign(op.published, "k1")
+	token := op.sign(op.Published, "k1")
 	caller, err := ps.Authenticate(context.Background(), token)
 	if err != nil {
 		t.Fatal(err)

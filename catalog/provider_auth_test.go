@@ -3,90 +3,30 @@ package catalog
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
-
 	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
-// smallOP is an OpenID provider in the test: discovery, a key set with one published key
-// (an unpublished one signs forgeries), and an introspection endpoint that knows the
-// opaque tokens in active. It counts introspections.
-type smallOP struct {
-	t         *testing.T
-	srv       *httptest.Server
-	published *ecdsa.PrivateKey
-	hidden    *ecdsa.PrivateKey
-
-	mu             sync.Mutex
-	active         map[string]map[string]any
-	introspections int
-}
+// smallOP is testutil's OpenID provider, whose introspection endpoint answers only the
+// client providersFor applies, and whose tokens are alice's.
+type smallOP struct{ *testutil.OP }
 
 func newSmallOP(t *testing.T) *smallOP {
 	t.Helper()
-	op := &smallOP{t: t, active: make(map[string]map[string]any)}
-	for _, k := range []**ecdsa.PrivateKey{&op.published, &op.hidden} {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		*k = key
-	}
-	writeJSON := func(w http.ResponseWriter, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(v)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]any{
-			"issuer":                 op.srv.URL,
-			"jwks_uri":               op.srv.URL + "/keys",
-			"introspection_endpoint": op.srv.URL + "/introspect",
-		})
-	})
-	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &op.published.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
-	})
-	mux.HandleFunc("POST /introspect", func(w http.ResponseWriter, r *http.Request) {
-		if id, secret, ok := r.BasicAuth(); !ok || id != "switchboard-gateway" || secret != "client-secret" {
-			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
-			return
-		}
-		op.mu.Lock()
-		defer op.mu.Unlock()
-		op.introspections++
-		answer, ok := op.active[r.PostFormValue("token")]
-		if !ok {
-			answer = map[string]any{"active": false}
-		}
-		writeJSON(w, answer)
-	})
-	op.srv = httptest.NewServer(mux)
-	t.Cleanup(op.srv.Close)
-	return op
+	op := testutil.StartOP(t)
+	op.RequireClient("switchboard-gateway", "client-secret")
+	return &smallOP{op}
 }
 
 // sign returns a JWT for alice of this issuer, signed with key under key id kid.
 func (op *smallOP) sign(key *ecdsa.PrivateKey, kid string) string {
-	op.t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: kid}},
-		(&jose.SignerOptions{}).WithType("JWT"))
-	if err != nil {
-		op.t.Fatal(err)
-	}
-	payload, err := json.Marshal(map[string]any{
-		"iss":    op.srv.URL,
+	return op.Sign(key, kid, map[string]any{
+		"iss":    op.URL(),
 		"sub":    "248289761001",
 		"aud":    "https://mcp.example.com",
 		"exp":    time.Now().Add(time.Hour).Unix(),
@@ -94,24 +34,6 @@ func (op *smallOP) sign(key *ecdsa.PrivateKey, kid string) string {
 		"email":  "alice@example.com",
 		"groups": []string{"mcp-users"},
 	})
-	if err != nil {
-		op.t.Fatal(err)
-	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		op.t.Fatal(err)
-	}
-	token, err := jws.CompactSerialize()
-	if err != nil {
-		op.t.Fatal(err)
-	}
-	return token
-}
-
-func (op *smallOP) introspected() int {
-	op.mu.Lock()
-	defer op.mu.Unlock()
-	return op.introspections
 }
 
 // providersFor applies one provider for op, introspecting opaque tokens.
@@ -121,7 +43,7 @@ func providersFor(t *testing.T, op *smallOP) *identity.Providers {
 	err := ps.Apply(context.Background(), identity.ProviderConfig{
 		Name:              "corp",
 		Generation:        1,
-		IssuerURL:         op.srv.URL,
+		IssuerURL:         op.URL(),
 		Audiences:         []string{"https://mcp.example.com"},
 		AllowInsecureHTTP: true,
 		UsernameClaim:     "email",
@@ -145,7 +67,7 @@ func TestAuthenticatorProviderJWTsNeedNoTokenReview(t *testing.T) {
 	reviews := &fakeReviews{valid: map[string]string{}}
 	a := NewAuthenticator(reviews, nil, AuthenticatorOptions{IdentityProviders: providersFor(t, op)})
 
-	id, err := a.Authenticate(context.Background(), op.sign(op.published, "k1"))
+	id, err := a.Authenticate(context.Background(), op.sign(op.Published, "k1"))
 	if err != nil {
 		t.Fatalf("Authenticate(provider JWT): %v", err)
 	}
@@ -157,7 +79,7 @@ func TestAuthenticatorProviderJWTsNeedNoTokenReview(t *testing.T) {
 	}
 
 	for _, kid := range []string{"k1", "k2"} {
-		_, err := a.Authenticate(context.Background(), op.sign(op.hidden, kid))
+		_, err := a.Authenticate(context.Background(), op.sign(op.Hidden, kid))
 		if !errors.Is(err, ErrUnauthenticated) {
 			t.Errorf("Authenticate(JWT signed by an unpublished key, kid %s) = %v, want ErrUnauthenticated", kid, err)
 		}
@@ -165,7 +87,7 @@ func TestAuthenticatorProviderJWTsNeedNoTokenReview(t *testing.T) {
 	if calls, _ := reviews.counts(); calls != 0 {
 		t.Errorf("TokenReviews = %d, want 0: the provider's issuer decides on its tokens", calls)
 	}
-	if n := op.introspected(); n != 0 {
+	if n := op.Introspections(); n != 0 {
 		t.Errorf("introspections = %d, want 0 for JWTs", n)
 	}
 }
@@ -174,10 +96,11 @@ func TestAuthenticatorProviderJWTsNeedNoTokenReview(t *testing.T) {
 // TokenReview refuses it.
 func TestAuthenticatorOpaqueTokensReviewedBeforeIntrospection(t *testing.T) {
 	op := newSmallOP(t)
-	op.active["opaque-of-the-issuer"] = map[string]any{
+	bob := map[string]any{
 		"active": true, "aud": "https://mcp.example.com", "exp": time.Now().Add(time.Hour).Unix(),
 		"email": "bob@example.com", "groups": []string{"search"},
 	}
+	op.Activate("opaque-of-the-issuer", bob)
 	reviews := &fakeReviews{valid: map[string]string{"opaque-of-the-cluster": "carol"}}
 	a := NewAuthenticator(reviews, nil, AuthenticatorOptions{IdentityProviders: providersFor(t, op)})
 
@@ -185,8 +108,8 @@ func TestAuthenticatorOpaqueTokensReviewedBeforeIntrospection(t *testing.T) {
 	if err != nil || id.User.Username != "carol" {
 		t.Fatalf("Authenticate(cluster's opaque token) = %v, %v; want carol", id, err)
 	}
-	if calls, _ := reviews.counts(); calls != 1 || op.introspected() != 0 {
-		t.Errorf("reviews %d, introspections %d; want 1 and 0: TokenReview accepted it", calls, op.introspected())
+	if calls, _ := reviews.counts(); calls != 1 || op.Introspections() != 0 {
+		t.Errorf("reviews %d, introspections %d; want 1 and 0: TokenReview accepted it", calls, op.Introspections())
 	}
 
 	id, err = a.Authenticate(context.Background(), "opaque-of-the-issuer")
@@ -196,25 +119,25 @@ func TestAuthenticatorOpaqueTokensReviewedBeforeIntrospection(t *testing.T) {
 	if id.User.Username != "oidc:bob@example.com" || !slices.Equal(id.User.Groups, []string{"oidc:search"}) {
 		t.Errorf("caller = %q %q, want oidc:bob@example.com [oidc:search]", id.User.Username, id.User.Groups)
 	}
-	if calls, _ := reviews.counts(); calls != 2 || op.introspected() != 1 {
-		t.Errorf("reviews %d, introspections %d; want 2 and 1: reviewed first, then introspected", calls, op.introspected())
+	if calls, _ := reviews.counts(); calls != 2 || op.Introspections() != 1 {
+		t.Errorf("reviews %d, introspections %d; want 2 and 1: reviewed first, then introspected", calls, op.Introspections())
 	}
 
 	// An issuer's opaque token that looks like a JWE (zitadel's do): malformed for the
 	// API server, so introspected without a review.
 	jweLike := "eyJhbGciOiJkaXIifQ.a.b.c.d"
-	op.active[jweLike] = op.active["opaque-of-the-issuer"]
+	op.Activate(jweLike, bob)
 	if id, err := a.Authenticate(context.Background(), jweLike); err != nil || id.User.Username != "oidc:bob@example.com" {
 		t.Fatalf("Authenticate(five-segment opaque token) = %v, %v", id, err)
 	}
-	if calls, _ := reviews.counts(); calls != 2 || op.introspected() != 2 {
-		t.Errorf("reviews %d, introspections %d; want 2 and 2: a malformed JWT is never reviewed", calls, op.introspected())
+	if calls, _ := reviews.counts(); calls != 2 || op.Introspections() != 2 {
+		t.Errorf("reviews %d, introspections %d; want 2 and 2: a malformed JWT is never reviewed", calls, op.Introspections())
 	}
 
 	if _, err := a.Authenticate(context.Background(), "opaque-of-no-one"); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("Authenticate(unknown opaque token) = %v, want ErrUnauthenticated", err)
 	}
-	if calls, _ := reviews.counts(); calls != 3 || op.introspected() != 3 {
-		t.Errorf("reviews %d, introspections %d; want 3 and 3", calls, op.introspected())
+	if calls, _ := reviews.counts(); calls != 3 || op.Introspections() != 3 {
+		t.Errorf("reviews %d, introspections %d; want 3 and 3", calls, op.Introspections())
 	}
 }

@@ -102,8 +102,8 @@ func TestResourceMetadataDocuments(t *testing.T) {
 	if md.Resource != "https://mcp.example.com/mcp/namespaces/team-a/servers/notes" {
 		t.Errorf("resource = %q", md.Resource)
 	}
-	if !slices.Equal(md.AuthorizationServers, []string{op.srv.URL}) {
-		t.Errorf("authorization_servers = %q; want [%s]", md.AuthorizationServers, op.srv.URL)
+	if !slices.Equal(md.AuthorizationServers, []string{op.URL()}) {
+		t.Errorf("authorization_servers = %q; want [%s]", md.AuthorizationServers, op.URL())
 	}
 	if !slices.Equal(md.BearerMethodsSupported, []string{"header"}) || !slices.Equal(md.ScopesSupported, DefaultResourceScopes) {
 		t.Errorf("bearer_methods_supported = %q, scopes_supported = %q", md.BearerMethodsSupported, md.ScopesSupported)

@@ -2,20 +2,14 @@ package controllers_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -27,91 +21,25 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
-// loopbackOP is an OpenID provider on plain http loopback: discovery, one signing key,
-// and an introspection endpoint that knows the opaque tokens in active and counts the
-// requests it receives.
-type loopbackOP struct {
-	t   *testing.T
-	srv *httptest.Server
-	key *ecdsa.PrivateKey
+// loopbackOP is testutil's OpenID provider, whose tokens are alice's.
+type loopbackOP struct{ *testutil.OP }
 
-	mu             sync.Mutex
-	active         map[string]map[string]any
-	introspections int
-}
-
-func newLoopbackOP(t *testing.T) *loopbackOP {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	op := &loopbackOP{t: t, key: key, active: map[string]map[string]any{}}
-	write := func(w http.ResponseWriter, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(v)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		write(w, map[string]any{"issuer": op.srv.URL, "jwks_uri": op.srv.URL + "/keys", "introspection_endpoint": op.srv.URL + "/introspect"})
-	})
-	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, _ *http.Request) {
-		write(w, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
-	})
-	mux.HandleFunc("POST /introspect", func(w http.ResponseWriter, r *http.Request) {
-		op.mu.Lock()
-		defer op.mu.Unlock()
-		op.introspections++
-		answer, ok := op.active[r.PostFormValue("token")]
-		if !ok {
-			answer = map[string]any{"active": false}
-		}
-		write(w, answer)
-	})
-	op.srv = httptest.NewServer(mux)
-	t.Cleanup(op.srv.Close)
-	return op
-}
+func newLoopbackOP(t *testing.T) *loopbackOP { return &loopbackOP{testutil.StartOP(t)} }
 
 // alice returns a JWT of this issuer for alice@example.com in group mcp-users.
-func (op *loopbackOP) alice() string {
-	op.t.Helper()
-	return op.aliceIn("mcp-users")
-}
+func (op *loopbackOP) alice() string { return op.aliceIn("mcp-users") }
 
 // aliceIn returns a JWT of this issuer for alice@example.com in groups.
 func (op *loopbackOP) aliceIn(groups ...string) string {
-	op.t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: op.key, KeyID: "k1"}}, (&jose.SignerOptions{}).WithType("JWT"))
-	if err != nil {
-		op.t.Fatal(err)
-	}
-	payload, _ := json.Marshal(map[string]any{
-		"iss": op.srv.URL, "sub": "alice", "aud": "https://mcp.example.com", "exp": time.Now().Add(time.Hour).Unix(),
+	return op.Sign(op.Published, "k1", map[string]any{
+		"iss": op.URL(), "sub": "alice", "aud": "https://mcp.example.com", "exp": time.Now().Add(time.Hour).Unix(),
 		"email": "alice@example.com", "groups": groups,
 	})
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		op.t.Fatal(err)
-	}
-	token, err := jws.CompactSerialize()
-	if err != nil {
-		op.t.Fatal(err)
-	}
-	return token
 }
 
 // introspects makes token an active opaque token of alice at this issuer.
 func (op *loopbackOP) introspects(token string) {
-	op.mu.Lock()
-	defer op.mu.Unlock()
-	op.active[token] = map[string]any{"active": true, "iss": op.srv.URL, "aud": "https://mcp.example.com", "exp": time.Now().Add(time.Hour).Unix(), "email": "alice@example.com"}
-}
-
-func (op *loopbackOP) asked() int {
-	op.mu.Lock()
-	defer op.mu.Unlock()
-	return op.introspections
+	op.Activate(token, map[string]any{"active": true, "iss": op.URL(), "aud": "https://mcp.example.com", "exp": time.Now().Add(time.Hour).Unix(), "email": "alice@example.com"})
 }
 
 // whoami serves, on loopback, who the Authenticator the gateway and the catalogue share
@@ -151,7 +79,7 @@ func whoami(t *testing.T, providers *identity.Providers) func(token string) (int
 func loopbackProvider(t *testing.T, namespace, name string, op *loopbackOP, prefix string, mutate func(*mcpv1alpha1.MCPIdentityProviderSpec)) *mcpv1alpha1.MCPIdentityProvider {
 	t.Helper()
 	return newProvider(t, namespace, name, func(spec *mcpv1alpha1.MCPIdentityProviderSpec) {
-		spec.Issuer = mcpv1alpha1.IdentityIssuer{URL: op.srv.URL, Audiences: []string{"https://mcp.example.com"}, AllowInsecureHTTP: true}
+		spec.Issuer = mcpv1alpha1.IdentityIssuer{URL: op.URL(), Audiences: []string{"https://mcp.example.com"}, AllowInsecureHTTP: true}
 		spec.ClaimMappings.Username.Prefix = prefix
 		spec.ClaimMappings.Groups = &mcpv1alpha1.GroupsClaimMapping{Claim: "groups", Prefix: prefix}
 		if mutate != nil {
@@ -274,10 +202,10 @@ func TestOpaqueTokensGoToOneIntrospectionEndpoint(t *testing.T) {
 	expect(t, call, "corp's opaque token", "corp_at_0123456789abcdef", http.StatusOK, "corp:alice@example.com")
 	expect(t, call, "the other opaque token", "rest-0123456789abcdef", http.StatusOK, "rest:alice@example.com")
 	expect(t, call, "an unknown token of corp's form", "corp_at_unknown", http.StatusUnauthorized, "")
-	if n := rest.asked(); n != 1 {
+	if n := rest.Introspections(); n != 1 {
 		t.Errorf("the catch-all issuer's introspection endpoint was asked %d times, want 1: corp's tokens never go there", n)
 	}
-	if n := corp.asked(); n != 2 {
+	if n := corp.Introspections(); n != 2 {
 		t.Errorf("corp's introspection endpoint was asked %d times, want 2: only tokens that begin with corp_at_", n)
 	}
 
@@ -287,7 +215,7 @@ func TestOpaqueTokensGoToOneIntrospectionEndpoint(t *testing.T) {
 	}
 	third.introspects("third-0123456789")
 	expect(t, call, "the third issuer's token", "third-0123456789", http.StatusUnauthorized, "")
-	if n := third.asked(); n != 0 {
+	if n := third.Introspections(); n != 0 {
 		t.Errorf("the provider that is not applied had its endpoint asked %d times", n)
 	}
 }

@@ -14,15 +14,18 @@
 # Progress goes to stderr; stdout carries only the folder, so
 #   export KUBEBUILDER_ASSETS="$(hack/envtest-assets.sh)"
 # works. With --control-plane-only it makes sure of kube-apiserver and etcd alone, which
-# is all `make dev` runs; a first `make dev` is then a few minutes shorter.
+# is all `make dev` runs; a first `make dev` is then a few minutes shorter. With --node it
+# also builds kube-scheduler, kubelet and kube-proxy, the rest of the real node that
+# hack/node.sh starts, into the same folder and from the same release.
 set -euo pipefail
 
 # The Kubernetes binaries wanted besides etcd.
 KUBE_BINARIES=(kube-apiserver kube-controller-manager)
 case "${1:-}" in
   --control-plane-only) KUBE_BINARIES=(kube-apiserver) ;;
+  --node) KUBE_BINARIES+=(kube-scheduler kubelet kube-proxy) ;;
   "") ;;
-  *) printf 'usage: %s [--control-plane-only]\n' "$0" >&2; exit 2 ;;
+  *) printf 'usage: %s [--control-plane-only|--node]\n' "$0" >&2; exit 2 ;;
 esac
 
 KUBERNETES_VERSION="${ENVTEST_KUBERNETES_VERSION:-1.37.2}"
@@ -93,10 +96,42 @@ build_binary() {
   log "built ${name} in $(( $(date +%s) - started ))s"
 }
 
+# kube_main NAME prints the main package of one Kubernetes command: the upstream main, which
+# cannot be imported, restated around the command's own app package.
+kube_main() {
+  local import constructor context_import=""
+  case "$1" in
+    kube-apiserver) import=k8s.io/kubernetes/cmd/kube-apiserver/app constructor='app.NewAPIServerCommand()' ;;
+    kube-controller-manager) import=k8s.io/kubernetes/cmd/kube-controller-manager/app constructor='app.NewControllerManagerCommand()' ;;
+    kube-scheduler) import=k8s.io/kubernetes/cmd/kube-scheduler/app constructor='app.NewSchedulerCommand()' ;;
+    kubelet) import=k8s.io/kubernetes/cmd/kubelet/app constructor='app.NewKubeletCommand(context.Background())' context_import='"context"' ;;
+    kube-proxy) import=k8s.io/kubernetes/cmd/kube-proxy/app constructor='app.NewProxyCommand()' ;;
+  esac
+  cat <<GO
+// Command $1 is the upstream $1, built from the module proxy.
+package main
+
+import (
+	${context_import}
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"${import}"
+)
+
+func main() {
+	os.Exit(cli.Run(${constructor}))
+}
+GO
+}
+
 # build_kubernetes builds the missing Kubernetes binaries from one throwaway module.
 build_kubernetes() {
   local dir="${WORK_DIR}/kubernetes"
-  mkdir -p "${dir}/kube-apiserver" "${dir}/kube-controller-manager"
+  mkdir -p "${dir}"
   log "resolving k8s.io/kubernetes v${KUBERNETES_VERSION} and its staging modules"
   # k8s.io/kubernetes points its staging modules at ./staging; a module that requires it
   # has to replace each of them with the published v0.x.y of the same release. The list
@@ -118,41 +153,12 @@ build_kubernetes() {
       awk -v v="${staging_version}" '{print "\t" $1 " => " $1 " " v}'
     echo ")"
   } > "${dir}/go.mod"
-  cat > "${dir}/kube-apiserver/main.go" <<'GO'
-// Command kube-apiserver is the upstream API server, built for envtest.
-package main
-
-import (
-	"os"
-
-	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"
-	"k8s.io/kubernetes/cmd/kube-apiserver/app"
-)
-
-func main() {
-	os.Exit(cli.Run(app.NewAPIServerCommand()))
-}
-GO
-  cat > "${dir}/kube-controller-manager/main.go" <<'GO'
-// Command kube-controller-manager is the upstream controller manager, built for tests
-// that need its controllers (garbage collection).
-package main
-
-import (
-	"os"
-
-	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"
-	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
-)
-
-func main() {
-	os.Exit(cli.Run(app.NewControllerManagerCommand()))
-}
-GO
-  (cd "${dir}" && go mod tidy >&2)
   local bin
+  for bin in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
+    mkdir -p "${dir}/${bin}"
+    kube_main "${bin}" > "${dir}/${bin}/main.go"
+  done
+  (cd "${dir}" && go mod tidy >&2)
   for bin in "${KUBE_BINARIES[@]}"; do
     [ -x "${ASSETS_DIR}/${bin}" ] || build_binary "${dir}" "${bin}" "./${bin}"
   done

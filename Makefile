@@ -84,6 +84,13 @@ test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary
 	SWITCHBOARD_ZITADEL_OP="$$(hack/zitadel-op.sh)" \
 	$(GO) test -tags e2e -count=1 -v $(GO_TEST_FLAGS) ./test/e2e/
 
+.PHONY: test-node
+test-node: ## Run the node tests: a real single-node cluster (hack/node.sh, needs root) running Switchboard installed with Helm and kustomize, stdio servers as pods.
+	@kubeconfig="$$(hack/node.sh up)" || exit 1; \
+	trap 'hack/node.sh down' EXIT; \
+	SWITCHBOARD_NODE_KUBECONFIG="$$kubeconfig" SWITCHBOARD_NODE_IMAGES="$$(hack/node.sh images)" \
+	$(GO) test -tags node -count=1 -v -timeout 45m $(GO_TEST_FLAGS) ./test/node/
+
 .PHONY: verify
 verify: generate manifests docs ## Fail when generated files are stale, go.mod is untidy, third_party/go-sdk is not go-sdk with its patch, or gofmt, go vet or golangci-lint complain.
 	@changed="$$(git status --porcelain -- $(GENERATED_PATHS))"; \

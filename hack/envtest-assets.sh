@@ -48,6 +48,14 @@ have_assets() {
   [ -x "${ASSETS_DIR}/etcd" ] && have_kube_binaries
 }
 
+# Binaries cached before the release version was stamped in say v0.0.0-master, which
+# kubectl and Helm cannot parse; they are built again.
+if [ -x "${ASSETS_DIR}/kube-apiserver" ] &&
+  ! "${ASSETS_DIR}/kube-apiserver" --version 2>/dev/null | grep -qF "v${KUBERNETES_VERSION}"; then
+  log "cached Kubernetes binaries carry no release version; building them again"
+  rm -f "${ASSETS_DIR}"/kube-* "${ASSETS_DIR}/kubelet"
+fi
+
 if have_assets; then
   printf '%s\n' "${ASSETS_DIR}"
   exit 0
@@ -88,10 +96,10 @@ download_assets() {
 # build_binary MODULE_DIR OUTPUT_NAME: builds the module's main package into the cache,
 # through a temporary name so an interrupted build never leaves a broken binary behind.
 build_binary() {
-  local dir="$1" name="$2" pkg="${3:-.}" started
+  local dir="$1" name="$2" pkg="${3:-.}" ldflags="-s -w ${4:-}" started
   started=$(date +%s)
   log "building ${name} (the first build takes several minutes; Go caches it afterwards)"
-  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "${ASSETS_DIR}/${name}.tmp" "${pkg}")
+  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags="${ldflags}" -o "${ASSETS_DIR}/${name}.tmp" "${pkg}")
   mv -f "${ASSETS_DIR}/${name}.tmp" "${ASSETS_DIR}/${name}"
   log "built ${name} in $(( $(date +%s) - started ))s"
 }
@@ -159,8 +167,16 @@ build_kubernetes() {
     kube_main "${bin}" > "${dir}/${bin}/main.go"
   done
   (cd "${dir}" && go mod tidy >&2)
+  # The version a release build stamps in, which clients read: kubectl and Helm parse the
+  # server's version, and the kubelet reports its own on the Node.
+  local minor="${KUBERNETES_VERSION#1.}" version_flags="" pkg
+  minor="${minor%%.*}"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    version_flags+=" -X ${pkg}.gitVersion=v${KUBERNETES_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
+    version_flags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
+  done
   for bin in "${KUBE_BINARIES[@]}"; do
-    [ -x "${ASSETS_DIR}/${bin}" ] || build_binary "${dir}" "${bin}" "./${bin}"
+    [ -x "${ASSETS_DIR}/${bin}" ] || build_binary "${dir}" "${bin}" "./${bin}" "${version_flags}"
   done
 }
 

@@ -1,0 +1,632 @@
+#!/usr/bin/env bash
+# A real single-node Kubernetes cluster on this machine, for the node tests
+# (`make test-node`) and for trying Switchboard as it runs in production: its own pods,
+# stdio servers as pods of their own images, Services, DNS and enforced NetworkPolicies.
+#
+#   hack/node.sh up      builds what is missing, starts the cluster, loads the images and
+#                        prints the admin kubeconfig's path on stdout (progress on stderr)
+#   hack/node.sh images  prints the loaded image references, one a line; a stdio server
+#                        image's line is followed by a tab and the command that starts it
+#   hack/node.sh down    stops everything `up` started and removes its processes, mounts,
+#                        network interfaces, firewall rules and state
+#
+# Every part is upstream software built from the Go module proxy or taken from Debian:
+#   control plane  etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+#                  (k8s.io/kubernetes v1.37.2, built by hack/envtest-assets.sh --node)
+#   node           kubelet and kube-proxy (same release), containerd v2 with its runc shim,
+#                  Debian's runc and CNI plugins (bridge, host-local, portmap), CoreDNS as
+#                  pods in kube-system, kube-router's network policy controller
+#   images         built without Docker by hack/node-images (go-containerregistry) and
+#                  imported into containerd's k8s.io namespace; nothing is ever pulled
+#
+# NetworkPolicies are enforced by kube-router (github.com/cloudnativelabs/kube-router),
+# not sigs.k8s.io/kube-network-policies: the latter hands packets to user space with the
+# nftables `queue` statement, and this machine's kernel is built without nft_queue
+# (CONFIG_NFT_QUEUE is not set; `nft add rule ... queue num 100` fails), so it could not
+# enforce anything here. kube-router enforces the same API with iptables and ipsets, which
+# this kernel has.
+#
+# The cluster reaches nothing outside the machine: the API server, kubelet and pods live on
+# the bridge network 10.244.0.0/24 (the node is 10.244.0.1), Services on 10.96.0.0/16 and
+# CoreDNS answers only cluster names. Everything runs as root (the kubelet and containerd
+# need it); state lives under SWITCHBOARD_NODE_DIR (default /var/lib/switchboard-node),
+# binaries and images under ~/.cache/switchboard/node.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+STATE="${SWITCHBOARD_NODE_DIR:-/var/lib/switchboard-node}"
+CACHE_ROOT="${SWITCHBOARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchboard}"
+NODE_CACHE="${CACHE_ROOT}/node"
+
+CONTAINERD_VERSION=v2.4.2
+COREDNS_VERSION=v1.15.0
+KUBE_ROUTER_VERSION=v2.1.0
+
+NODE_NAME=switchboard-node
+NODE_IP=10.244.0.1
+POD_CIDR=10.244.0.0/24
+CLUSTER_CIDR=10.244.0.0/16
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SERVICE_IP=10.96.0.1
+DNS_SERVICE_IP=10.96.0.10
+BRIDGE=sbnode0
+SANDBOX_IMAGE=registry.k8s.io/pause:3.10.2 # containerd v2.4's default; ours is built here
+
+CONTAINERD_DIR="${NODE_CACHE}/containerd-${CONTAINERD_VERSION}"
+COREDNS_DIR="${NODE_CACHE}/coredns-${COREDNS_VERSION}"
+KUBE_ROUTER_DIR="${NODE_CACHE}/kube-router-${KUBE_ROUTER_VERSION}"
+IMAGES_DIR="${NODE_CACHE}/images"
+CONTAINERD_SOCK="${STATE}/containerd/containerd.sock"
+KUBECONFIG_ADMIN="${STATE}/pki/admin.kubeconfig"
+
+log() { printf 'node: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# ---------------------------------------------------------------------------------------
+# Building what is missing. Each part lands in a versioned folder of the cache through a
+# temporary name, so an interrupted build is redone, never half used.
+
+# go_install_into DIR PKG@VERSION...: installs Go commands into DIR.
+go_install_into() {
+  local dir="$1" started pkg
+  shift
+  [ -d "${dir}" ] && return 0
+  started=$(date +%s)
+  rm -rf "${dir}.tmp" && mkdir -p "${dir}.tmp"
+  for pkg in "$@"; do
+    log "building ${pkg} (first build only)"
+    CGO_ENABLED=0 GOBIN="${dir}.tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags='-s -w' "${pkg}" >&2
+  done
+  mv "${dir}.tmp" "${dir}"
+  log "built $(basename "${dir}") in $(( $(date +%s) - started ))s"
+}
+
+ensure_packages() {
+  local missing=()
+  command -v runc >/dev/null || missing+=(runc)
+  [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+  command -v iptables >/dev/null || missing+=(iptables)
+  command -v ipset >/dev/null || missing+=(ipset)
+  command -v conntrack >/dev/null || missing+=(conntrack)
+  command -v nft >/dev/null || missing+=(nftables)
+  command -v openssl >/dev/null || missing+=(openssl)
+  command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing Debian packages: ${missing[*]}"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+  fi
+}
+
+ensure_binaries() {
+  ensure_packages
+  KUBE_DIR="$("${ROOT}/hack/envtest-assets.sh" --node)"
+  go_install_into "${CONTAINERD_DIR}" \
+    "github.com/containerd/containerd/v2/cmd/containerd@${CONTAINERD_VERSION}" \
+    "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@${CONTAINERD_VERSION}" \
+    "github.com/containerd/containerd/v2/cmd/ctr@${CONTAINERD_VERSION}"
+  go_install_into "${COREDNS_DIR}" "github.com/coredns/coredns@${COREDNS_VERSION}"
+  go_install_into "${KUBE_ROUTER_DIR}" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@${KUBE_ROUTER_VERSION}"
+}
+
+# ensure_images builds the switchboard binary from this checkout and every image the node
+# runs; hack/node-images skips images whose inputs did not change.
+ensure_images() {
+  local started bin
+  started=$(date +%s)
+  bin="${NODE_CACHE}/switchboard"
+  (cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "${bin}.tmp" ./cmd/switchboard)
+  mv -f "${bin}.tmp" "${bin}"
+  (cd "${ROOT}" && go run ./hack/node-images \
+    -out "${IMAGES_DIR}" \
+    -switchboard "${bin}" \
+    -coredns "${COREDNS_DIR}/coredns" \
+    -server-everything "$("${ROOT}/hack/test-servers.sh")" >/dev/null)
+  log "images ready in $(( $(date +%s) - started ))s"
+}
+
+# ---------------------------------------------------------------------------------------
+# Certificates and kubeconfigs: one CA signs everything; each component has its own
+# identity, the kubelet the Node authorizer's system:node:<name>.
+
+# issue NAME CN ORG EXTENSIONS: a P-256 key and a certificate signed by the node's CA.
+issue() {
+  local name="$1" cn="$2" org="$3" ext="$4" subj="/CN=$2"
+  [ -n "${org}" ] && subj="/O=${org}/CN=${cn}"
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "${name}.key" \
+    -subj "${subj}" -out "${name}.csr" 2>/dev/null
+  printf '%s\n' "${ext}" > "${name}.ext"
+  openssl x509 -req -in "${name}.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+    -extfile "${name}.ext" -out "${name}.crt" 2>/dev/null
+  rm -f "${name}.csr" "${name}.ext"
+}
+
+# kubeconfig NAME: a kubeconfig for the client certificate NAME.crt.
+kubeconfig() {
+  cat > "$1.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: ${NODE_NAME}
+  cluster:
+    server: https://${NODE_IP}:6443
+    certificate-authority-data: $(base64 -w0 ca.crt)
+users:
+- name: $1
+  user:
+    client-certificate-data: $(base64 -w0 "$1.crt")
+    client-key-data: $(base64 -w0 "$1.key")
+contexts:
+- name: ${NODE_NAME}
+  context: {cluster: ${NODE_NAME}, user: $1}
+current-context: ${NODE_NAME}
+EOF
+}
+
+make_pki() {
+  mkdir -p "${STATE}/pki" && cd "${STATE}/pki"
+  local client="extendedKeyUsage=clientAuth"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.crt \
+    -days 30 -subj "/CN=switchboard-node-ca" 2>/dev/null
+  issue apiserver kube-apiserver "" "extendedKeyUsage=serverAuth
+subjectAltName=IP:${NODE_IP},IP:${KUBERNETES_SERVICE_IP},DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  issue apiserver-kubelet-client kube-apiserver-kubelet-client system:masters "${client}"
+  issue kubelet-serving "${NODE_NAME}" "" "extendedKeyUsage=serverAuth
+subjectAltName=IP:${NODE_IP},DNS:${NODE_NAME}"
+  issue admin kubernetes-admin system:masters "${client}"
+  issue kubelet "system:node:${NODE_NAME}" system:nodes "${client}"
+  issue controller-manager system:kube-controller-manager "" "${client}"
+  issue scheduler system:kube-scheduler "" "${client}"
+  issue kube-proxy system:kube-proxy "" "${client}"
+  # kube-router reads pods, namespaces and NetworkPolicies; a ClusterRole binds it below.
+  issue kube-router system:kube-router "" "${client}"
+  local name
+  for name in admin kubelet controller-manager scheduler kube-proxy kube-router; do kubeconfig "${name}"; done
+  # The service-account issuer's key (RS256, which every OpenID client accepts).
+  openssl genrsa -out sa.key 2048 2>/dev/null
+  openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  chmod 600 ./*.key
+  cd - >/dev/null
+}
+
+# ---------------------------------------------------------------------------------------
+# Processes. Each runs in a session of its own (Ctrl-C reaches `up`, whose trap stops them
+# in order), logs to $STATE/logs and records its pid in $STATE/run.
+
+start() {
+  local name="$1"
+  shift
+  setsid "$@" >"${STATE}/logs/${name}.log" 2>&1 </dev/null &
+  echo $! >"${STATE}/run/${name}.pid"
+}
+
+# wait_until WHAT SECONDS LOG COMMAND...: polls COMMAND until it succeeds.
+wait_until() {
+  local what="$1" limit="$2" logfile="$3" i
+  shift 3
+  for ((i = 0; i < limit * 4; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.25
+  done
+  log "${what} did not come up in ${limit}s; the end of ${logfile}:"
+  tail -n 30 "${logfile}" >&2 || true
+  return 1
+}
+
+kubectl_admin() { kubectl --kubeconfig "${KUBECONFIG_ADMIN}" "$@"; }
+
+setup_network() {
+  # Remember the sysctls this changes, so `down` puts them back.
+  {
+    echo "net.ipv4.ip_forward=$(sysctl -n net.ipv4.ip_forward)"
+    echo "net.bridge.bridge-nf-call-iptables=$(sysctl -n net.bridge.bridge-nf-call-iptables)"
+  } >"${STATE}/sysctl.orig"
+  sysctl -qw net.ipv4.ip_forward=1
+  # Bridged pod-to-pod packets go through iptables, where kube-proxy and kube-router act.
+  sysctl -qw net.bridge.bridge-nf-call-iptables=1
+  # The bridge exists before the first pod, so the API server can listen on the node's IP.
+  ip link add "${BRIDGE}" type bridge
+  ip addr add "${NODE_IP}/24" dev "${BRIDGE}"
+  ip link set "${BRIDGE}" up
+  mkdir -p "${STATE}/cni/net.d" "${STATE}/cni/ipam"
+  cat >"${STATE}/cni/net.d/10-switchboard-node.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "switchboard-node",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": "${BRIDGE}", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+      "ipam": {
+        "type": "host-local", "dataDir": "${STATE}/cni/ipam",
+        "ranges": [[{"subnet": "${POD_CIDR}", "gateway": "${NODE_IP}"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+}
+
+start_control_plane() {
+  local pki="${STATE}/pki"
+  start etcd "${KUBE_DIR}/etcd" --data-dir "${STATE}/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster default=http://127.0.0.1:2380 --unsafe-no-fsync
+  start kube-apiserver "${KUBE_DIR}/kube-apiserver" \
+    --etcd-servers http://127.0.0.1:2379 \
+    --bind-address "${NODE_IP}" --advertise-address "${NODE_IP}" --secure-port 6443 \
+    --service-cluster-ip-range "${SERVICE_CIDR}" \
+    --client-ca-file "${pki}/ca.crt" \
+    --tls-cert-file "${pki}/apiserver.crt" --tls-private-key-file "${pki}/apiserver.key" \
+    --kubelet-client-certificate "${pki}/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "${pki}/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority "${pki}/ca.crt" \
+    --kubelet-preferred-address-types InternalIP \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "${pki}/sa.pub" \
+    --service-account-signing-key-file "${pki}/sa.key" \
+    --authorization-mode Node,RBAC \
+    --enable-admission-plugins NodeRestriction
+  wait_until "kube-apiserver" 90 "${STATE}/logs/kube-apiserver.log" \
+    kubectl_admin get --raw /readyz
+  start kube-controller-manager "${KUBE_DIR}/kube-controller-manager" \
+    --kubeconfig "${pki}/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "${pki}/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "${pki}/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false \
+    --use-service-account-credentials \
+    --service-account-private-key-file "${pki}/sa.key" --root-ca-file "${pki}/ca.crt" \
+    --cluster-signing-cert-file "${pki}/ca.crt" --cluster-signing-key-file "${pki}/ca.key" \
+    --allocate-node-cidrs --cluster-cidr "${CLUSTER_CIDR}" --node-cidr-mask-size 24 \
+    --service-cluster-ip-range "${SERVICE_CIDR}"
+  start kube-scheduler "${KUBE_DIR}/kube-scheduler" \
+    --kubeconfig "${pki}/scheduler.kubeconfig" \
+    --authentication-kubeconfig "${pki}/scheduler.kubeconfig" \
+    --authorization-kubeconfig "${pki}/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false
+}
+
+start_containerd() {
+  mkdir -p "${STATE}/containerd"
+  cat >"${STATE}/containerd/config.toml" <<EOF
+version = 3
+root = "${STATE}/containerd/root"
+state = "${STATE}/containerd/state"
+
+[grpc]
+  address = "${CONTAINERD_SOCK}"
+[ttrpc]
+  address = "${CONTAINERD_SOCK}.ttrpc"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "${SANDBOX_IMAGE}"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  # Network namespaces under the state folder, so down finds and unmounts every one.
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "${STATE}/cni/net.d"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "$(command -v runc)"
+        SystemdCgroup = false
+
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+EOF
+  # The shim is found on PATH.
+  PATH="${CONTAINERD_DIR}:${PATH}" start containerd "${CONTAINERD_DIR}/containerd" \
+    --config "${STATE}/containerd/config.toml"
+  wait_until "containerd" 30 "${STATE}/logs/containerd.log" \
+    "${CONTAINERD_DIR}/ctr" --address "${CONTAINERD_SOCK}" version
+}
+
+load_images() {
+  local started ref
+  started=$(date +%s)
+  for tarball in "${IMAGES_DIR}"/*.tar; do
+    "${CONTAINERD_DIR}/ctr" --address "${CONTAINERD_SOCK}" -n k8s.io images import \
+      --platform linux/amd64 "${tarball}" >&2
+  done
+  while IFS=$'\t' read -r ref _; do
+    "${CONTAINERD_DIR}/ctr" --address "${CONTAINERD_SOCK}" -n k8s.io images ls -q | grep -qxF "${ref}" ||
+      die "image ${ref} is not in containerd after the import"
+  done <"${IMAGES_DIR}/images.list"
+  log "images loaded in $(( $(date +%s) - started ))s"
+}
+
+start_kubelet() {
+  mkdir -p "${STATE}/kubelet" "${STATE}/pod-logs"
+  cat >"${STATE}/kubelet/config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This VM mounts cgroup v1 only. The kubelet refuses cgroup v1 from 1.35 on unless told
+# otherwise; v1 still works in 1.37 (cgroupfs driver), and the node is a test harness
+# whose host we cannot move to cgroup v2.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://${CONTAINERD_SOCK}
+address: ${NODE_IP}
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+tlsCertFile: ${STATE}/pki/kubelet-serving.crt
+tlsPrivateKeyFile: ${STATE}/pki/kubelet-serving.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: ${STATE}/pki/ca.crt}
+authorization: {mode: Webhook}
+clusterDomain: cluster.local
+clusterDNS: [${DNS_SERVICE_IP}]
+# Pods resolve cluster names only; nothing is forwarded off the machine.
+resolvConf: ""
+podLogsDir: ${STATE}/pod-logs
+failSwapOn: false
+# A busy CI disk must not evict the test's pods.
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+imageGCHighThresholdPercent: 100
+serializeImagePulls: false
+EOF
+  start kubelet "${KUBE_DIR}/kubelet" \
+    --config "${STATE}/kubelet/config.yaml" \
+    --kubeconfig "${STATE}/pki/kubelet.kubeconfig" \
+    --root-dir "${STATE}/kubelet" \
+    --hostname-override "${NODE_NAME}" --node-ip "${NODE_IP}"
+}
+
+start_node_networking() {
+  local pki="${STATE}/pki"
+  start kube-proxy "${KUBE_DIR}/kube-proxy" \
+    --kubeconfig "${pki}/kube-proxy.kubeconfig" --hostname-override "${NODE_NAME}" \
+    --proxy-mode iptables --cluster-cidr "${CLUSTER_CIDR}" \
+    --bind-address "${NODE_IP}" --healthz-bind-address 127.0.0.1:10256 \
+    --metrics-bind-address 127.0.0.1:10249
+  start kube-router "${KUBE_ROUTER_DIR}/kube-router" \
+    --kubeconfig "${pki}/kube-router.kubeconfig" --hostname-override "${NODE_NAME}" \
+    --run-firewall=true --run-router=false --run-service-proxy=false \
+    --health-port 20244 --metrics-port 0
+}
+
+# apply_cluster_objects gives kube-router and kube-proxy their rights and runs CoreDNS.
+apply_cluster_objects() {
+  local coredns_image
+  coredns_image="$(awk -F'\t' '$1 ~ /\/coredns:/ {print $1}' "${IMAGES_DIR}/images.list")"
+  kubectl_admin apply -f - >&2 <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: switchboard-node:kube-proxy}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:node-proxier}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:kube-proxy}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: switchboard-node:kube-router}
+rules:
+- apiGroups: [""]
+  resources: [namespaces, pods, services, nodes, endpoints]
+  verbs: [get, list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: switchboard-node:kube-router}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: switchboard-node:kube-router}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:kube-router}]
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: coredns, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: system:coredns}
+rules:
+- apiGroups: [""]
+  resources: [endpoints, services, pods, namespaces]
+  verbs: [list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: system:coredns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:coredns}
+subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coredns, namespace: kube-system}
+data:
+  Corefile: |
+    .:53 {
+        errors
+        health :8080
+        ready :8181
+        kubernetes cluster.local in-addr.arpa ip6.arpa {
+            pods insecure
+            fallthrough in-addr.arpa ip6.arpa
+        }
+        cache 30
+        loop
+        loadbalance
+    }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: coredns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {k8s-app: kube-dns}}
+  template:
+    metadata: {labels: {k8s-app: kube-dns}}
+    spec:
+      serviceAccountName: coredns
+      containers:
+      - name: coredns
+        image: ${coredns_image}
+        imagePullPolicy: Never
+        args: [-conf, /etc/coredns/Corefile]
+        ports:
+        - {name: dns, containerPort: 53, protocol: UDP}
+        - {name: dns-tcp, containerPort: 53, protocol: TCP}
+        readinessProbe: {httpGet: {path: /ready, port: 8181}}
+        livenessProbe: {httpGet: {path: /health, port: 8080}}
+        securityContext:
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          capabilities: {drop: [ALL], add: [NET_BIND_SERVICE]}
+        volumeMounts: [{name: config, mountPath: /etc/coredns, readOnly: true}]
+      volumes: [{name: config, configMap: {name: coredns}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  clusterIP: ${DNS_SERVICE_IP}
+  selector: {k8s-app: kube-dns}
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53, protocol: TCP}
+EOF
+}
+
+up() {
+  [ "$(id -u)" = 0 ] || die "the node needs root (kubelet, containerd, network setup)"
+  if [ -e "${STATE}" ]; then
+    log "${STATE} exists: a node is running or was not stopped; run '$0 down' first"
+    exit 1
+  fi
+  local started
+  started=$(date +%s)
+  ensure_binaries
+  ensure_images
+  log "binaries and images ready in $(( $(date +%s) - started ))s; starting the node"
+  started=$(date +%s)
+  mkdir -p "${STATE}/logs" "${STATE}/run"
+  trap 'log "interrupted; stopping the node"; down; exit 130' INT TERM
+  trap 'status=$?; [ ${status} -eq 0 ] || { log "up failed; stopping the node (logs kept in a copy: ${STATE%/}.failed-logs)"; rm -rf "${STATE%/}.failed-logs"; cp -r "${STATE}/logs" "${STATE%/}.failed-logs" 2>/dev/null; down; }' EXIT
+  make_pki
+  setup_network
+  start_control_plane
+  start_containerd
+  load_images
+  start_kubelet
+  apply_cluster_objects
+  start_node_networking
+  wait_until "the node" 120 "${STATE}/logs/kubelet.log" \
+    kubectl_admin wait --for=condition=Ready "node/${NODE_NAME}" --timeout=1s
+  wait_until "CoreDNS" 120 "${STATE}/logs/kubelet.log" \
+    kubectl_admin -n kube-system rollout status deployment/coredns --timeout=1s
+  trap - EXIT INT TERM
+  log "node up in $(( $(date +%s) - started ))s"
+  printf '%s\n' "${KUBECONFIG_ADMIN}"
+}
+
+# ---------------------------------------------------------------------------------------
+# Stopping. Idempotent: it removes whatever of a node it finds, so it also cleans up after
+# a crash or a half-finished up.
+
+stop_pid() {
+  local name="$1" pidfile="${STATE}/run/$1.pid" pid i
+  [ -f "${pidfile}" ] || return 0
+  pid="$(cat "${pidfile}")"
+  if kill -0 "${pid}" 2>/dev/null; then
+    kill -TERM "${pid}" 2>/dev/null || true
+    for ((i = 0; i < 40; i++)); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.25; done
+    kill -KILL "${pid}" 2>/dev/null || true
+  fi
+  rm -f "${pidfile}"
+}
+
+# kill_containers kills every process in the kubelet's pod cgroups and the runc shims of
+# this node's containerd, whose containers outlive containerd itself.
+kill_containers() {
+  local procs
+  procs="$(cat /sys/fs/cgroup/pids/kubepods/cgroup.procs /sys/fs/cgroup/pids/kubepods/*/cgroup.procs \
+    /sys/fs/cgroup/pids/kubepods/*/*/cgroup.procs /sys/fs/cgroup/pids/kubepods/*/*/*/cgroup.procs 2>/dev/null || true)"
+  [ -z "${procs}" ] || kill -KILL ${procs} 2>/dev/null || true
+  pkill -KILL -f "containerd-shim-runc-v2 .*-address ${CONTAINERD_SOCK}" 2>/dev/null || true
+}
+
+remove_cgroups() {
+  local controller
+  for controller in /sys/fs/cgroup/*/; do
+    [ -d "${controller}kubepods" ] || continue
+    find "${controller}kubepods" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+}
+
+unmount_state() {
+  local mountpoint
+  # Deepest first; network namespaces and overlay roots included.
+  awk -v s="${STATE}" '$5 == s || index($5, s "/") == 1 {print $5}' /proc/self/mountinfo | sort -r |
+    while read -r mountpoint; do umount -l "${mountpoint}" 2>/dev/null || true; done
+}
+
+# clean_firewall removes the chains, rules and sets kube-proxy, kube-router and the kubelet
+# added (all named KUBE-*) and leaves everything else on the host as it was.
+clean_firewall() {
+  local save restore
+  for save in iptables-save ip6tables-save; do
+    command -v "${save}" >/dev/null || continue
+    restore="${save%-save}-restore"
+    if "${save}" 2>/dev/null | grep -q 'KUBE-'; then
+      "${save}" | grep -v 'KUBE-' | "${restore}" || log "could not restore ${save%-save} without KUBE- rules"
+    fi
+  done
+  nft list tables 2>/dev/null | awk '$3 == "kube-proxy" || $3 == "kube-router" {print $2, $3}' |
+    while read -r family table; do nft delete table "${family}" "${table}" || true; done
+  if command -v ipset >/dev/null; then
+    ipset list -n 2>/dev/null | { grep -E '^(KUBE-|kube-router)' || true; } |
+      while read -r set; do ipset destroy "${set}" 2>/dev/null || true; done
+  fi
+}
+
+down() {
+  [ "$(id -u)" = 0 ] || die "stopping the node needs root"
+  [ -d "${STATE}" ] || { log "no node at ${STATE}"; return 0; }
+  local name
+  for name in kube-router kube-proxy kubelet; do stop_pid "${name}"; done
+  kill_containers
+  for name in containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_pid "${name}"; done
+  kill_containers
+  unmount_state
+  remove_cgroups
+  ip link show "${BRIDGE}" >/dev/null 2>&1 && ip link delete "${BRIDGE}"
+  clean_firewall
+  if [ -f "${STATE}/sysctl.orig" ]; then sysctl -q -p "${STATE}/sysctl.orig" >/dev/null || true; fi
+  rm -rf "${STATE}"
+  log "node stopped"
+}
+
+images() {
+  [ -f "${IMAGES_DIR}/images.list" ] || die "no images yet; run '$0 up'"
+  cat "${IMAGES_DIR}/images.list"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  images) images ;;
+  *) printf 'usage: %s up|images|down\n' "$0" >&2; exit 2 ;;
+esac

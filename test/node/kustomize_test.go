@@ -1,0 +1,59 @@
+//go:build node && linux
+
+package node
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// kustomizeInstall is what `kubectl apply -k config/default` creates.
+var kustomizeInstall = install{
+	deployment:     "switchboard-manager",
+	selector:       "app.kubernetes.io/name=switchboard,app.kubernetes.io/component=manager",
+	catalogService: "switchboard-catalog",
+}
+
+// TestKustomize installs config/default as docs/getting-started.md says, on a copy of
+// config/ so that the checkout stays as it is: `kustomize edit set image`, then
+// `kubectl apply -k`. It runs after TestHelm, whose uninstall kept the CRDs and the
+// MCPServers: the server it left becomes Ready again under this install.
+func TestKustomize(t *testing.T) {
+	sb := imageNamed(t, "switchboard")
+	config := filepath.Join(t.TempDir(), "config")
+	if err := os.CopyFS(config, os.DirFS(filepath.Join(repoRoot, "config"))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpDiagnostics(t, kustomizeInstall)
+		}
+	})
+
+	step(t, "kubectl apply -k with the image set as getting-started says", func(t *testing.T) {
+		edit := exec.CommandContext(t.Context(), "go", "tool", "kustomize", "edit", "set", "image", "switchboard="+sb.Ref)
+		edit.Dir = filepath.Join(config, "default")
+		// go tool runs in the module the folder belongs to; the copy belongs to none.
+		edit.Env = append(os.Environ(), "GOFLAGS=-modfile="+filepath.Join(repoRoot, "go.mod"))
+		if out, err := edit.CombinedOutput(); err != nil {
+			t.Fatalf("kustomize edit set image: %v\n%s", err, out)
+		}
+		kubectl(t, "apply", "-k", filepath.Join(config, "default"))
+		kubectl(t, "-n", systemNamespace, "rollout", "status", "deployment/"+kustomizeInstall.deployment, "--timeout=3m")
+	})
+	step(t, "two replicas pass their probes and one holds the Lease", func(t *testing.T) {
+		checkReplicas(t, kustomizeInstall, 2)
+	})
+	step(t, "the stdio server is served again and agents call it", func(t *testing.T) {
+		waitServerReady(t, "stdio-restricted", "everything")
+		if err := callOnce(gatewayEndpoint(t, kustomizeInstall, "stdio-restricted", "everything"), agentToken(t), "through kustomize"); err != nil {
+			t.Errorf("a call through the kustomize install's gateway: %v", err)
+		}
+	})
+	step(t, "kubectl delete -k leaves nothing behind", func(t *testing.T) {
+		kubectl(t, "delete", "-k", filepath.Join(config, "default"), "--wait")
+		checkUninstalled(t, kustomizeInstall, false)
+	})
+}

@@ -1,0 +1,277 @@
+//go:build node && linux
+
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
+)
+
+// sessionlessVersion is the protocol revision the load's client speaks: every call is a
+// request of its own, which any replica can serve.
+const sessionlessVersion = "2026-07-28"
+
+// gatewayEndpoint is a server's gateway endpoint on the catalogue Service's cluster IP,
+// which kube-proxy balances over the ready manager pods for this host's connections too.
+func gatewayEndpoint(t testing.TB, in install, namespace, server string) string {
+	t.Helper()
+	ip := strings.TrimSpace(kubectl(t, "get", "service", in.catalogService, "-n", systemNamespace, "-o", "jsonpath={.spec.clusterIP}"))
+	return fmt.Sprintf("http://%s/mcp/namespaces/%s/servers/%s", ip, namespace, server)
+}
+
+// agentToken is a token for the agents' ServiceAccount with the gateway's audience.
+func agentToken(t testing.TB) string {
+	t.Helper()
+	return strings.TrimSpace(kubectl(t, "create", "token", "agent", "-n", "agents", "--audience", "switchboard", "--duration", "1h"))
+}
+
+type bearerTransport struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// callLoad is clients calling a tool through the gateway Service in a loop, each call on
+// a new connection so that kube-proxy picks a pod per call, with what failed.
+type callLoad struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	calls  atomic.Int64
+
+	mu     sync.Mutex
+	failed []string
+}
+
+// startLoad starts clients 2026-07-28 clients calling echo on endpoint until stop.
+func startLoad(t *testing.T, endpoint, token string, clients int) *callLoad {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	load := &callLoad{cancel: cancel}
+	httpClient := &http.Client{Transport: bearerTransport{token: token, base: &http.Transport{DisableKeepAlives: true}}}
+	for i := range clients {
+		client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-node-load", Version: "v0"}, nil)
+		connectCtx, connectCancel := context.WithTimeout(ctx, 30*time.Second)
+		cs, err := client.Connect(connectCtx, &mcp.StreamableClientTransport{
+			Endpoint: endpoint, HTTPClient: httpClient, MaxRetries: -1,
+		}, &mcp.ClientSessionOptions{ProtocolVersion: sessionlessVersion})
+		connectCancel()
+		if err != nil {
+			cancel()
+			t.Fatalf("connecting a %s client to %s: %v", sessionlessVersion, endpoint, err)
+		}
+		load.wg.Add(1)
+		go func() {
+			defer load.wg.Done()
+			defer cs.Close()
+			for n := 0; ctx.Err() == nil; n++ {
+				text := fmt.Sprintf("client %d call %d", i, n)
+				callCtx, callCancel := context.WithTimeout(ctx, 30*time.Second)
+				res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": text}})
+				callCancel()
+				if ctx.Err() != nil {
+					return // stopped mid-call: not a failure of the system under test
+				}
+				load.calls.Add(1)
+				switch {
+				case err != nil:
+					load.fail(fmt.Sprintf("%s at %s: %v", text, time.Now().Format(time.TimeOnly), err))
+				case res.IsError || !strings.Contains(contentText(res.Content), text):
+					load.fail(fmt.Sprintf("%s at %s: answered %q (tool error %v)", text, time.Now().Format(time.TimeOnly), contentText(res.Content), res.IsError))
+				}
+			}
+		}()
+	}
+	return load
+}
+
+func (l *callLoad) fail(what string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failed = append(l.failed, what)
+}
+
+// stop stops the clients and returns the number of calls made and those that failed.
+func (l *callLoad) stop() (int64, []string) {
+	l.cancel()
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls.Load(), l.failed
+}
+
+func contentText(content []mcp.Content) string {
+	var b strings.Builder
+	for _, c := range content {
+		if text, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(text.Text)
+		}
+	}
+	return b.String()
+}
+
+// readyWatch records every Ready condition of a server that is not True while it runs.
+type readyWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	flips   []string
+	initial *mcpv1alpha1.MCPServer
+}
+
+func watchReady(t *testing.T, namespace, name string) *readyWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &readyWatch{cancel: cancel, done: make(chan struct{})}
+	var first mcpv1alpha1.MCPServer
+	getJSON(t, &first, "mcpserver", name, "-n", namespace)
+	w.initial = &first
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			var s mcpv1alpha1.MCPServer
+			text, err := kubectlErr("get", "mcpserver", name, "-n", namespace, "-o", "json")
+			if err == nil && jsonDecode(text, &s) == nil {
+				ready := apimeta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionReady)
+				if ready == nil || ready.Status != "True" {
+					w.mu.Lock()
+					w.flips = append(w.flips, fmt.Sprintf("%+v", ready))
+					w.mu.Unlock()
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+// stop returns the non-True Ready conditions seen, and whether Ready's last transition
+// moved (a flip and back between two polls).
+func (w *readyWatch) stop(t *testing.T, namespace, name string) []string {
+	w.cancel()
+	<-w.done
+	var s mcpv1alpha1.MCPServer
+	getJSON(t, &s, "mcpserver", name, "-n", namespace)
+	before := apimeta.FindStatusCondition(w.initial.Status.Conditions, mcpv1alpha1.ConditionReady)
+	after := apimeta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionReady)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	flips := w.flips
+	if before != nil && after != nil && !before.LastTransitionTime.Equal(&after.LastTransitionTime) {
+		flips = append(flips, fmt.Sprintf("Ready's lastTransitionTime moved from %s to %s", before.LastTransitionTime, after.LastTransitionTime))
+	}
+	return flips
+}
+
+// testFailover deletes the pod that holds the Lease under a client's calls: the other
+// replica takes the Lease within the lease duration plus 5 s, the calls go on, and the
+// server's Ready condition never flips.
+func testFailover(t *testing.T, in install, namespace, server string) {
+	endpoint := gatewayEndpoint(t, in, namespace, server)
+	token := agentToken(t)
+	leader, err := leaseHolder(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := watchReady(t, namespace, server)
+	load := startLoad(t, endpoint, token, 2)
+	time.Sleep(2 * time.Second) // calls before the failover
+
+	deleted := time.Now()
+	kubectl(t, "delete", "pod", leader, "-n", systemNamespace, "--wait=false")
+	const shardLease = 15 * time.Second // the chart's sharding.leaseDuration
+	testutil.Eventually(t, shardLease+5*time.Second, "another replica to hold the Lease", func() error {
+		holder, err := leaseHolder(t)
+		if err != nil {
+			return err
+		}
+		if holder == leader {
+			return fmt.Errorf("still held by the deleted pod %s", leader)
+		}
+		return nil
+	})
+	t.Logf("the Lease moved %s after the leader was deleted", time.Since(deleted).Round(time.Millisecond))
+	// The survivor serves the server: a call started now succeeds.
+	if err := callOnce(endpoint, token, "after the failover"); err != nil {
+		t.Errorf("a call after the failover: %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	calls, failed := load.stop()
+	t.Logf("%d calls during the failover, %d failed", calls, len(failed))
+	for _, f := range failed {
+		t.Errorf("failed call: %s", f)
+	}
+	if flips := watch.stop(t, namespace, server); len(flips) > 0 {
+		t.Errorf("Ready flipped during the failover: %v", flips)
+	}
+	checkReplicas(t, in, 2)
+}
+
+// testUpgrade upgrades the release to a rebuilt image while clients call a tool through
+// the gateway Service: readiness, graceful shutdown and the PodDisruptionBudget must lose
+// no call.
+func testUpgrade(t *testing.T, in install, namespace, server string) {
+	rebuilt := imageNamed(t, "switchboard-rebuilt")
+	repository, tag := splitRef(rebuilt.Ref)
+	endpoint := gatewayEndpoint(t, in, namespace, server)
+	load := startLoad(t, endpoint, agentToken(t), 2)
+	time.Sleep(2 * time.Second)
+	helm(t, "upgrade", "switchboard", "charts/switchboard", "-n", systemNamespace,
+		"--reuse-values", "--set", "image.repository="+repository, "--set", "image.tag="+tag)
+	kubectl(t, "-n", systemNamespace, "rollout", "status", "deployment/"+in.deployment, "--timeout=3m")
+	time.Sleep(3 * time.Second)
+	calls, failed := load.stop()
+	t.Logf("helm upgrade under load: %d calls, %d failed", calls, len(failed))
+	for _, f := range failed {
+		t.Errorf("failed call: %s", f)
+	}
+	running := strings.Fields(kubectl(t, "get", "pods", "-n", systemNamespace, "-l", in.selector,
+		"-o", "jsonpath={.items[*].spec.containers[0].image}"))
+	for _, img := range running {
+		if img != rebuilt.Ref {
+			t.Errorf("after the upgrade a manager pod runs %s, want %s", img, rebuilt.Ref)
+		}
+	}
+	checkReplicas(t, in, 2)
+}
+
+// callOnce connects a fresh 2026-07-28 client, calls echo once and closes.
+func callOnce(endpoint, token, text string) error {
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-node-test", Version: "v0"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   endpoint,
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token, base: http.DefaultTransport}},
+		MaxRetries: -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionlessVersion})
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": text}})
+	if err != nil {
+		return err
+	}
+	if res.IsError || !strings.Contains(contentText(res.Content), text) {
+		return fmt.Errorf("echo answered %q", contentText(res.Content))
+	}
+	return nil
+}

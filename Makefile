@@ -91,6 +91,13 @@ test-node: ## Run the node tests: a real single-node cluster (hack/node.sh, need
 	SWITCHBOARD_NODE_KUBECONFIG="$$kubeconfig" SWITCHBOARD_NODE_IMAGES="$$(hack/node.sh images)" \
 	$(GO) test -tags node -count=1 -v -timeout 45m $(GO_TEST_FLAGS) ./test/node/
 
+.PHONY: bench-node
+bench-node: ## Measure on the node (hack/node.sh, needs root): apply of a stdio MCPServer to Ready against the bare pod's floor, the manager's memory at 100 servers.
+	@kubeconfig="$$(hack/node.sh up)" || exit 1; \
+	trap 'hack/node.sh down' EXIT; \
+	SWITCHBOARD_NODE_KUBECONFIG="$$kubeconfig" SWITCHBOARD_NODE_IMAGES="$$(hack/node.sh images)" \
+	$(GO) test -tags node -count=1 -run '^$$' -bench . -benchtime 5x -timeout 45m $(GO_TEST_FLAGS) ./test/node/
+
 .PHONY: verify
 verify: generate manifests docs ## Fail when generated files are stale, go.mod is untidy, third_party/go-sdk is not go-sdk with its patch, or gofmt, go vet or golangci-lint complain.
 	@changed="$$(git status --porcelain -- $(GENERATED_PATHS))"; \

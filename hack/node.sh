@@ -14,8 +14,12 @@
 #   control plane  etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 #                  (k8s.io/kubernetes v1.37.2, built by hack/envtest-assets.sh --node)
 #   node           kubelet and kube-proxy (same release), containerd v2 with its runc shim,
-#                  Debian's runc and CNI plugins (bridge, host-local, portmap), CoreDNS as
-#                  pods in kube-system, kube-router's network policy controller
+#                  runc (github.com/opencontainers/runc, with seccomp), Debian's CNI plugins
+#                  (bridge, host-local, portmap), CoreDNS as pods in kube-system,
+#                  kube-router's network policy controller
+#
+# runc is built rather than taken from Debian: bookworm's runc 1.1.5 cannot start the
+# sandboxes containerd v2.4 asks for ("can't get final child's PID from pipe: EOF").
 #   images         built without Docker by hack/node-images (go-containerregistry) and
 #                  imported into containerd's k8s.io namespace; nothing is ever pulled
 #
@@ -41,6 +45,7 @@ NODE_CACHE="${CACHE_ROOT}/node"
 CONTAINERD_VERSION=v2.4.2
 COREDNS_VERSION=v1.15.0
 KUBE_ROUTER_VERSION=v2.1.0
+RUNC_VERSION=v1.5.3
 
 NODE_NAME=switchboard-node
 NODE_IP=10.244.0.1
@@ -55,6 +60,7 @@ SANDBOX_IMAGE=registry.k8s.io/pause:3.10.2 # containerd v2.4's default; ours is 
 CONTAINERD_DIR="${NODE_CACHE}/containerd-${CONTAINERD_VERSION}"
 COREDNS_DIR="${NODE_CACHE}/coredns-${COREDNS_VERSION}"
 KUBE_ROUTER_DIR="${NODE_CACHE}/kube-router-${KUBE_ROUTER_VERSION}"
+RUNC_DIR="${NODE_CACHE}/runc-${RUNC_VERSION}"
 IMAGES_DIR="${NODE_CACHE}/images"
 CONTAINERD_SOCK="${STATE}/containerd/containerd.sock"
 KUBECONFIG_ADMIN="${STATE}/pki/admin.kubeconfig"
@@ -66,7 +72,8 @@ die() { log "$*"; exit 1; }
 # Building what is missing. Each part lands in a versioned folder of the cache through a
 # temporary name, so an interrupted build is redone, never half used.
 
-# go_install_into DIR PKG@VERSION...: installs Go commands into DIR.
+# go_install_into DIR PKG@VERSION...: installs Go commands into DIR, static unless
+# CGO_ENABLED=1 and GO_TAGS say otherwise.
 go_install_into() {
   local dir="$1" started pkg
   shift
@@ -75,7 +82,8 @@ go_install_into() {
   rm -rf "${dir}.tmp" && mkdir -p "${dir}.tmp"
   for pkg in "$@"; do
     log "building ${pkg} (first build only)"
-    CGO_ENABLED=0 GOBIN="${dir}.tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags='-s -w' "${pkg}" >&2
+    CGO_ENABLED="${CGO_ENABLED:-0}" GOBIN="${dir}.tmp" GOFLAGS=-mod=mod \
+      go install -trimpath -tags "${GO_TAGS:-}" -ldflags='-s -w' "${pkg}" >&2
   done
   mv "${dir}.tmp" "${dir}"
   log "built $(basename "${dir}") in $(( $(date +%s) - started ))s"
@@ -83,7 +91,8 @@ go_install_into() {
 
 ensure_packages() {
   local missing=()
-  command -v runc >/dev/null || missing+=(runc)
+  [ -f /usr/include/seccomp.h ] || missing+=(libseccomp-dev)
+  command -v pkg-config >/dev/null || missing+=(pkg-config)
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   command -v iptables >/dev/null || missing+=(iptables)
   command -v ipset >/dev/null || missing+=(ipset)
@@ -105,6 +114,8 @@ ensure_binaries() {
     "github.com/containerd/containerd/v2/cmd/containerd@${CONTAINERD_VERSION}" \
     "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@${CONTAINERD_VERSION}" \
     "github.com/containerd/containerd/v2/cmd/ctr@${CONTAINERD_VERSION}"
+  # runc's nsexec is C, and the RuntimeDefault seccomp profile needs libseccomp.
+  CGO_ENABLED=1 GO_TAGS=seccomp go_install_into "${RUNC_DIR}" "github.com/opencontainers/runc@${RUNC_VERSION}"
   go_install_into "${COREDNS_DIR}" "github.com/coredns/coredns@${COREDNS_VERSION}"
   go_install_into "${KUBE_ROUTER_DIR}" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@${KUBE_ROUTER_VERSION}"
 }
@@ -202,9 +213,10 @@ start() {
 
 # wait_until WHAT SECONDS LOG COMMAND...: polls COMMAND until it succeeds.
 wait_until() {
-  local what="$1" limit="$2" logfile="$3" i
+  local what="$1" limit="$2" logfile="$3" deadline
   shift 3
-  for ((i = 0; i < limit * 4; i++)); do
+  deadline=$(($(date +%s) + limit))
+  while [ "$(date +%s)" -lt "${deadline}" ]; do
     if "$@" >/dev/null 2>&1; then return 0; fi
     sleep 0.25
   done
@@ -306,6 +318,9 @@ state = "${STATE}/containerd/state"
     sandbox = "${SANDBOX_IMAGE}"
 
 [plugins."io.containerd.cri.v1.runtime"]
+  # Root here lacks CAP_SYS_RESOURCE, so no process may lower its oom_score_adj below
+  # containerd's own (the kubelet asks -998 for sandboxes): keep them at or above it.
+  restrict_oom_score_adj = true
   # Network namespaces under the state folder, so down finds and unmounts every one.
   netns_mounts_under_state_dir = true
   [plugins."io.containerd.cri.v1.runtime".cni]
@@ -316,7 +331,7 @@ state = "${STATE}/containerd/state"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
-        BinaryName = "$(command -v runc)"
+        BinaryName = "${RUNC_DIR}/runc"
         SystemdCgroup = false
 
 [plugins."io.containerd.nri.v1.nri"]
@@ -334,12 +349,13 @@ load_images() {
   started=$(date +%s)
   for tarball in "${IMAGES_DIR}"/*.tar; do
     "${CONTAINERD_DIR}/ctr" --address "${CONTAINERD_SOCK}" -n k8s.io images import \
-      --platform linux/amd64 "${tarball}" >&2
+      --platform linux/amd64 "${tarball}" 2>&1 | grep -v 'DEPRECATION: The support for cgroup v1' >&2 || true
   done
-  while IFS=$'\t' read -r ref _; do
-    "${CONTAINERD_DIR}/ctr" --address "${CONTAINERD_SOCK}" -n k8s.io images ls -q | grep -qxF "${ref}" ||
-      die "image ${ref} is not in containerd after the import"
-  done <"${IMAGES_DIR}/images.list"
+  local loaded
+  loaded="$("${CONTAINERD_DIR}/ctr" --address "${CONTAINERD_SOCK}" -n k8s.io images ls -q)"
+  for ref in $(grep -v '^#' "${IMAGES_DIR}/images.txt" | cut -f1); do
+    grep -qxF "${ref}" <<<"${loaded}" || die "image ${ref} is not in containerd after the import"
+  done
   log "images loaded in $(( $(date +%s) - started ))s"
 }
 
@@ -398,7 +414,7 @@ start_node_networking() {
 # apply_cluster_objects gives kube-router and kube-proxy their rights and runs CoreDNS.
 apply_cluster_objects() {
   local coredns_image
-  coredns_image="$(awk -F'\t' '$1 ~ /\/coredns:/ {print $1}' "${IMAGES_DIR}/images.list")"
+  coredns_image="$(awk -F'\t' '$1 ~ /\/coredns:/ {print $1}' "${IMAGES_DIR}/images.txt")"
   kubectl_admin apply -f - >&2 <<EOF
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -481,6 +497,9 @@ spec:
     metadata: {labels: {k8s-app: kube-dns}}
     spec:
       serviceAccountName: coredns
+      # Port 53 without root or capabilities (a sysctl the kubelet allows every pod).
+      securityContext:
+        sysctls: [{name: net.ipv4.ip_unprivileged_port_start, value: "0"}]
       containers:
       - name: coredns
         image: ${coredns_image}
@@ -494,7 +513,8 @@ spec:
         securityContext:
           allowPrivilegeEscalation: false
           readOnlyRootFilesystem: true
-          capabilities: {drop: [ALL], add: [NET_BIND_SERVICE]}
+          runAsNonRoot: true
+          capabilities: {drop: [ALL]}
         volumeMounts: [{name: config, mountPath: /etc/coredns, readOnly: true}]
       volumes: [{name: config, configMap: {name: coredns}}]
 ---
@@ -505,8 +525,8 @@ spec:
   clusterIP: ${DNS_SERVICE_IP}
   selector: {k8s-app: kube-dns}
   ports:
-  - {name: dns, port: 53, protocol: UDP}
-  - {name: dns-tcp, port: 53, protocol: TCP}
+  - {name: dns, port: 53, targetPort: dns, protocol: UDP}
+  - {name: dns-tcp, port: 53, targetPort: dns-tcp, protocol: TCP}
 EOF
 }
 
@@ -620,8 +640,8 @@ down() {
 }
 
 images() {
-  [ -f "${IMAGES_DIR}/images.list" ] || die "no images yet; run '$0 up'"
-  cat "${IMAGES_DIR}/images.list"
+  [ -f "${IMAGES_DIR}/images.txt" ] || die "no images yet; run '$0 up'"
+  grep -v '^#' "${IMAGES_DIR}/images.txt"
 }
 
 case "${1:-}" in

@@ -86,10 +86,12 @@ var env = []string{
 // listHeader opens the list file: which line is which.
 const listHeader = `# Images for the node, built by hack/node-images; import each with
 # ctr -n k8s.io images import DIR/NAME.tar (NAME: the repository's last element).
-# One reference a line, in this order: switchboard, pause (containerd's sandbox image),
-# server-everything, go-sdk-hello (go-sdk's example server), fetchserver (the egress
-# fixture), go-sdk-hello-root (image 4 as root). A server's line has a tab and then the
-# command that starts its stdio server, space-separated.
+# One reference a line, in this order: switchboard, switchboard-rebuilt (the same binary
+# in an image of another digest, what an upgrade rolls to), pause (containerd's sandbox
+# image), server-everything, go-sdk-hello (go-sdk's example server), fetchserver (the
+# egress fixture), go-sdk-hello-root (image 4 as root), coredns (when -coredns is given).
+# A server's line has a tab and then the command that starts its stdio server,
+# space-separated.
 `
 
 // options are the command's flags.
@@ -102,6 +104,7 @@ type options struct {
 	kubernetesVersion string
 	caBundle          string
 	registry          string
+	coredns           string
 }
 
 func main() {
@@ -114,6 +117,7 @@ func main() {
 	flag.StringVar(&o.kubernetesVersion, "kubernetes-version", "1.37.2", "the Kubernetes release whose pause.c to build, without the v")
 	flag.StringVar(&o.caBundle, "ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "CA bundle to put at /etc/ssl/certs/ca-certificates.crt")
 	flag.StringVar(&o.registry, "registry", "switchboard.local", "registry part of the references of the images built here")
+	flag.StringVar(&o.coredns, "coredns", "", "static CoreDNS binary for the node's cluster DNS image (default: no such image)")
 	flag.Parse()
 	if o.out == "" || o.serverEverything == "" || flag.NArg() > 0 {
 		flag.Usage()
@@ -208,6 +212,18 @@ func run(ctx context.Context, o options) error {
 	}, nil); err != nil {
 		return err
 	}
+	// What an upgrade rolls to: the same binary in an image of its own digest, as a
+	// rebuild from the same commit gives.
+	if err := add(o.registry+"/switchboard-rebuilt", "", []layer{base, binaryLayer(o.switchboard, "/switchboard")}, config{
+		user: nonroot, entrypoint: []string{"/switchboard"}, cmd: []string{"manager"}, env: env,
+		labels: map[string]string{
+			"org.opencontainers.image.title":       "switchboard",
+			"org.opencontainers.image.description": "Kubernetes operator for MCP server connections (rebuilt)",
+			"org.opencontainers.image.source":      "https://github.com/switchboard-mcp/switchboard",
+		},
+	}, nil); err != nil {
+		return err
+	}
 
 	pauseRepo, pauseTag, _ := strings.Cut(pauseRef, ":")
 	if err := add(pauseRepo, pauseTag, []layer{binaryLayer(pauseBin, "/pause")},
@@ -239,6 +255,13 @@ func run(ctx context.Context, o options) error {
 	if err := add(o.registry+"/go-sdk-hello-root", "", []layer{base, helloLayer},
 		config{entrypoint: helloCmd, env: env}, helloCmd); err != nil {
 		return err
+	}
+	if o.coredns != "" {
+		// Unprivileged: its pod lowers net.ipv4.ip_unprivileged_port_start to bind 53.
+		if err := add(o.registry+"/coredns", "", []layer{base, binaryLayer(o.coredns, "/coredns")},
+			config{user: nonroot, entrypoint: []string{"/coredns"}, env: env}, nil); err != nil {
+			return err
+		}
 	}
 
 	var list strings.Builder

@@ -1,0 +1,148 @@
+//go:build node && linux
+
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
+)
+
+// The node's figures: `make bench-node` starts the node, installs the chart and runs
+//
+//	go test -tags node -run '^$' -bench . ./test/node/
+//
+// Each benchmark installs Switchboard with Helm when it is not installed and leaves it
+// installed for the next.
+
+// ensureInstalled installs the chart as TestHelm does unless a release is there.
+func ensureInstalled(b *testing.B) {
+	b.Helper()
+	if _, err := kubectlErr("get", "deployment", helmInstall.deployment, "-n", systemNamespace); err == nil {
+		return
+	}
+	repository, tag := splitRef(imageNamed(b, "switchboard").Ref)
+	helm(b, "install", "switchboard", "charts/switchboard", "-n", systemNamespace, "--create-namespace",
+		"--set", "image.repository="+repository, "--set", "image.tag="+tag)
+	kubectl(b, "-n", systemNamespace, "rollout", "status", "deployment/"+helmInstall.deployment, "--timeout=3m")
+}
+
+// BenchmarkApplyToReady measures `kubectl apply` of a stdio MCPServer of server-everything
+// to Ready=True with its tools in status, and its floor: the same image run as a bare pod
+// serving Streamable HTTP, from `kubectl apply` to its first answer to initialize and
+// tools/list. It reports both as ms/op and their ratio.
+func BenchmarkApplyToReady(b *testing.B) {
+	ensureInstalled(b)
+	const namespace = "bench-apply"
+	everything := imageNamed(b, "server-everything")
+	kubectlApply(b, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s, labels: {pod-security.kubernetes.io/enforce: restricted}}\n", namespace))
+	// Warm the node: the image's files in the page cache, the bridge image's too.
+	applyStdioServer(b, namespace, "warm", everything)
+	floorPod(b, namespace, "warm-floor", everything)
+
+	var ours, floor time.Duration
+	for i := 0; b.Loop(); i++ {
+		ours += applyStdioServer(b, namespace, fmt.Sprintf("s%d", i), everything)
+		floor += floorPod(b, namespace, fmt.Sprintf("floor%d", i), everything)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(ours.Milliseconds())/n, "apply-to-ready-ms")
+	b.ReportMetric(float64(floor.Milliseconds())/n, "floor-ms")
+	b.ReportMetric(float64(ours)/float64(floor), "x-floor")
+	b.ReportMetric(0, "ns/op")
+	kubectl(b, "delete", "namespace", namespace, "--wait=false")
+}
+
+// applyStdioServer applies a stdio MCPServer and returns the time to Ready=True with its
+// tools in status, then deletes it.
+func applyStdioServer(b *testing.B, namespace, name string, img image) time.Duration {
+	b.Helper()
+	start := time.Now()
+	kubectlApply(b, fmt.Sprintf(`apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPServer
+metadata: {name: %s, namespace: %s}
+spec:
+  stdio: {image: %s, command: %s}
+`, name, namespace, img.Ref, yamlList(img.Command)))
+	testutil.Eventually(b, waitTimeout, name+" to be Ready with tools", func() error {
+		var s mcpv1alpha1.MCPServer
+		text, err := kubectlErr("get", "mcpserver", name, "-n", namespace, "-o", "json")
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(text), &s); err != nil {
+			return err
+		}
+		if !apimeta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) || s.Status.ToolCount == 0 {
+			return fmt.Errorf("not Ready with tools yet")
+		}
+		return nil
+	})
+	took := time.Since(start)
+	kubectl(b, "delete", "mcpserver", name, "-n", namespace, "--wait=false")
+	return took
+}
+
+// floorPod runs the same image as a bare pod serving Streamable HTTP and returns the time
+// from apply to its first answer to initialize and tools/list on the pod's IP.
+func floorPod(b *testing.B, namespace, name string, img image) time.Duration {
+	b.Helper()
+	command := append(img.Command[:len(img.Command)-1:len(img.Command)-1], "streamableHttp")
+	start := time.Now()
+	kubectlApply(b, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: server
+      image: %[3]s
+      command: %[4]s
+      env: [{name: PORT, value: "%[5]d"}]
+      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+`, name, namespace, img.Ref, yamlList(command), targetPort))
+	var ip string
+	testutil.Eventually(b, waitTimeout, name+" to answer", func() error {
+		if ip == "" {
+			ip = strings.TrimSpace(kubectl(b, "get", "pod", name, "-n", namespace, "-o", "jsonpath={.status.podIP}"))
+			if ip == "" {
+				return fmt.Errorf("no pod IP yet")
+			}
+		}
+		return listTools(fmt.Sprintf("http://%s:%d/mcp", ip, targetPort))
+	})
+	took := time.Since(start)
+	kubectl(b, "delete", "pod", name, "-n", namespace, "--wait=false", "--grace-period=1")
+	return took
+}
+
+// listTools initializes a session with a server and lists its tools.
+func listTools(endpoint string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-node-floor", Version: "v0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: http.DefaultClient, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if len(res.Tools) == 0 {
+		return fmt.Errorf("no tools")
+	}
+	return nil
+}

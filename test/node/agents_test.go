@@ -35,6 +35,13 @@ const detail = found.ok ? await found.json() : {};
 say({ step: "catalog", status: found.status, gatewayPath: detail.gatewayPath || "" });
 
 const path = detail.gatewayPath || "/mcp/namespaces/" + process.env.SERVER_NAMESPACE + "/servers/" + process.env.SERVER_NAME;
+// What the gateway answers a bare initialize, status code and all.
+const init = await fetch(base + path, {
+  method: "POST",
+  headers: { ...headers, "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+  body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "node-test-agent", version: "0" } } }),
+});
+say({ step: "initialize", status: init.status });
 const client = new Client({ name: "node-test-agent", version: "0" });
 try {
   await client.connect(new StreamableHTTPClientTransport(new URL(base + path), { requestInit: { headers } }));
@@ -80,10 +87,14 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: use-%[3]s, namespace: %[2]s}
 rules:
+  # As docs/guides/calling-tools.md says: use of the one server, list to find it.
   - apiGroups: [mcp.switchboard.dev]
     resources: [mcpservers]
     resourceNames: [%[3]s]
-    verbs: [get, use]
+    verbs: [use]
+  - apiGroups: [mcp.switchboard.dev]
+    resources: [mcpservers]
+    verbs: [list]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -141,9 +152,16 @@ spec:
 		t.Errorf("the agent's tool call: %+v, want the echo", call)
 	}
 
+	if status := agent["initialize"].Status; status != 200 {
+		t.Errorf("the gateway answered the agent's initialize %d, want 200", status)
+	}
+
 	stranger := agentSteps(t, namespace, "stranger")
-	if call := stranger["call"]; call.Error == "" || !strings.Contains(call.Error, "403") {
-		t.Errorf("a ServiceAccount without use called the tool: %+v, want 403", call)
+	if status := stranger["initialize"].Status; status != 403 {
+		t.Errorf("the gateway answered a ServiceAccount without use %d, want 403", status)
+	}
+	if call := stranger["call"]; call.Error == "" {
+		t.Errorf("a ServiceAccount without use called the tool: %+v", call)
 	}
 	if strings.Contains(stranger["call"].Text, "from a pod") {
 		t.Errorf("the stranger's call reached the server: %+v", stranger["call"])

@@ -72,7 +72,7 @@ func applyStdioServer(b *testing.B, namespace, name string, img image) time.Dura
 kind: MCPServer
 metadata: {name: %s, namespace: %s}
 spec:
-  stdio: {image: %s, command: %s}
+  stdio: {image: %s, command: %s, securityContext: {runAsNonRoot: true}}
 `, name, namespace, img.Ref, yamlList(img.Command)))
 	testutil.Eventually(b, waitTimeout, name+" to be Ready with tools", func() error {
 		var s mcpv1alpha1.MCPServer

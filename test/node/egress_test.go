@@ -76,6 +76,7 @@ spec:
   stdio:
     image: %[4]s
     command: %[5]s
+    securityContext: {runAsNonRoot: true}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role

@@ -194,6 +194,8 @@ spec:
   stdio:
     image: %[2]s
     command: %[3]s
+    # What the restricted Pod Security Standard asks of every pod.
+    securityContext: {runAsNonRoot: true}
 `, namespace, everything.Ref, yamlList(everything.Command)))
 
 	server := waitServerReady(t, namespace, "everything")

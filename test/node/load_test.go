@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
@@ -242,11 +243,11 @@ func testUpgrade(t *testing.T, in install, namespace, server string) {
 	for _, f := range failed {
 		t.Errorf("failed call: %s", f)
 	}
-	running := strings.Fields(kubectl(t, "get", "pods", "-n", systemNamespace, "-l", in.selector,
-		"-o", "jsonpath={.items[*].spec.containers[0].image}"))
-	for _, img := range running {
-		if img != rebuilt.Ref {
-			t.Errorf("after the upgrade a manager pod runs %s, want %s", img, rebuilt.Ref)
+	var pods corev1.PodList
+	getJSON(t, &pods, "pods", "-n", systemNamespace, "-l", in.selector)
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp == nil && pod.Spec.Containers[0].Image != rebuilt.Ref {
+			t.Errorf("after the upgrade pod %s runs %s, want %s", pod.Name, pod.Spec.Containers[0].Image, rebuilt.Ref)
 		}
 	}
 	checkReplicas(t, in, 2)

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // kustomizeInstall is what `kubectl apply -k config/default` creates.
@@ -33,10 +35,14 @@ func TestKustomize(t *testing.T) {
 	})
 
 	step(t, "kubectl apply -k with the image set as getting-started says", func(t *testing.T) {
-		edit := exec.CommandContext(t.Context(), "go", "tool", "kustomize", "edit", "set", "image", "switchboard="+sb.Ref)
+		// The kustomize go.mod's tool directive pins, built here: `go tool` runs only
+		// inside the module, and the copy of config/ is outside it.
+		kustomize := filepath.Join(t.TempDir(), "kustomize")
+		if _, err := run(nil, "go", "build", "-o", kustomize, "sigs.k8s.io/kustomize/kustomize/v5"); err != nil {
+			t.Fatalf("building kustomize: %v", err)
+		}
+		edit := exec.CommandContext(t.Context(), kustomize, "edit", "set", "image", "switchboard="+sb.Ref)
 		edit.Dir = filepath.Join(config, "default")
-		// go tool runs in the module the folder belongs to; the copy belongs to none.
-		edit.Env = append(os.Environ(), "GOFLAGS=-modfile="+filepath.Join(repoRoot, "go.mod"))
 		if out, err := edit.CombinedOutput(); err != nil {
 			t.Fatalf("kustomize edit set image: %v\n%s", err, out)
 		}
@@ -48,9 +54,12 @@ func TestKustomize(t *testing.T) {
 	})
 	step(t, "the stdio server is served again and agents call it", func(t *testing.T) {
 		waitServerReady(t, "stdio-restricted", "everything")
-		if err := callOnce(gatewayEndpoint(t, kustomizeInstall, "stdio-restricted", "everything"), agentToken(t), "through kustomize"); err != nil {
-			t.Errorf("a call through the kustomize install's gateway: %v", err)
-		}
+		// The status is the old install's until the new one has connected: the call says
+		// when it serves.
+		endpoint, token := gatewayEndpoint(t, kustomizeInstall, "stdio-restricted", "everything"), agentToken(t)
+		testutil.Eventually(t, waitTimeout, "a call through the kustomize install's gateway", func() error {
+			return callOnce(endpoint, token, "through kustomize")
+		})
 	})
 	step(t, "kubectl delete -k leaves nothing behind", func(t *testing.T) {
 		kubectl(t, "delete", "-k", filepath.Join(config, "default"), "--wait")

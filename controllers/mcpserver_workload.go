@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
@@ -61,6 +64,9 @@ type WorkloadStatus struct {
 	Endpoint string
 	// Available is true when the bridge can take sessions.
 	Available bool
+	// Reason is why it is not available, an mcpv1alpha1 Reason (ImagePullFailed,
+	// ServerExited, ...); empty means ReasonWorkloadUnavailable.
+	Reason string
 	// Message says why it is not available, or what runs it when it is.
 	Message string
 	// HostPeersNotEnforced is true when the pod's NetworkPolicy had to leave out host
@@ -101,6 +107,13 @@ type PodRuntime struct {
 	OperatorNamespace string
 	// DNS is where the cluster DNS runs, for the pod's NetworkPolicy.
 	DNS egress.ClusterDNS
+	// Logs reads the last log lines of a server container that exited, for the status;
+	// nil leaves them out.
+	Logs PodLogReader
+
+	// tails holds, per server, the log tail last read (connector.Key -> *cachedTail), so
+	// that a container instance's log is read once.
+	tails sync.Map
 }
 
 // workloadName returns the name of the Deployment, Service and NetworkPolicy of the
@@ -202,6 +215,22 @@ func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rul
 		return WorkloadStatus{}, err
 	}
 	status.Available, status.Message = deploymentAvailable(deploy)
+	key := connector.Key{Namespace: obj.Namespace, Name: obj.Name}
+	if status.Available || deploy.Status.ObservedGeneration < deploy.Generation {
+		// Available, or rolling out: the pods the Deployment controller has not yet
+		// replaced are not the ones to explain.
+		if status.Available {
+			p.tails.Delete(key)
+		}
+		return status, nil
+	}
+	found, err := p.explainUnavailable(ctx, key, deploy)
+	if err != nil {
+		return WorkloadStatus{}, err
+	}
+	if found != nil {
+		status.Reason, status.Message = found.reason, found.message
+	}
 	return status, nil
 }
 
@@ -210,6 +239,7 @@ func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rul
 // only objects the server controls. (Owner references would garbage-collect them once
 // the MCPServer is deleted, but a server switched to http or suspended keeps existing.)
 func (p *PodRuntime) Remove(ctx context.Context, key connector.Key) error {
+	p.tails.Delete(key)
 	name := workloadName(key.Name)
 	for _, w := range []struct {
 		kind string
@@ -236,9 +266,31 @@ func (p *PodRuntime) Remove(ctx context.Context, key connector.Key) error {
 }
 
 // Watch makes a change to a server's Deployment (a pod becoming available, someone
-// editing it), Service or NetworkPolicy reconcile the server like a spec change.
+// editing it), Service or NetworkPolicy reconcile the server like a spec change, and so
+// does a change to its pods (what the kubelet and the scheduler report) and ReplicaSets
+// (a pod the API server refused), which WorkloadStatus explains.
 func (p *PodRuntime) Watch(b *builder.Builder) *builder.Builder {
-	return b.Owns(&appsv1.Deployment{}).Owns(&corev1.Service{}).Owns(&networkingv1.NetworkPolicy{})
+	return b.Owns(&appsv1.Deployment{}).Owns(&corev1.Service{}).Owns(&networkingv1.NetworkPolicy{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(p.serverOfWorkload)).
+		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(p.serverOfWorkload))
+}
+
+// serverOfWorkload maps a pod or ReplicaSet of a server's Deployment to the server: the
+// controller of the Deployment its serverLabel names.
+func (p *PodRuntime) serverOfWorkload(ctx context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[serverLabel]
+	if name == "" {
+		return nil
+	}
+	deploy := &appsv1.Deployment{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, deploy); err != nil {
+		return nil // gone, or not in the cache yet: its own event reconciles the server
+	}
+	owner := metav1.GetControllerOf(deploy)
+	if owner == nil || owner.Kind != "MCPServer" || owner.APIVersion != mcpv1alpha1.GroupVersion.String() {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}}}
 }
 
 // deploymentAvailable reports whether the Deployment's current generation has an

@@ -570,17 +570,20 @@ func (r *MCPServerReconciler) recordTransitions(before, after *mcpv1alpha1.MCPSe
 }
 
 // recordWorkloadTransitions announces what the WorkloadAvailable condition of a stdio
-// server says when it changes: a Warning with the condition's reason when a new reason
-// keeps the workload from running (a pod being created or replaced keeps none), and,
-// once it is available again, what kept it from being so and for how long, so that an
-// outage (a pod deleted and replaced, a manifest fixed) stays on record.
+// server says when it changes, so that an outage (a pod deleted and replaced, a
+// manifest that cannot run until it is fixed) stays on record after it is over: a
+// Warning with the condition's reason when a new reason keeps the workload from running
+// or when an available workload stops being so (a pod being created for a new server
+// is neither), and, once it is available again, for how long it was not and what it
+// last waited for.
 func (r *MCPServerReconciler) recordWorkloadTransitions(before, after *mcpv1alpha1.MCPServer) {
 	was := meta.FindStatusCondition(before.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
 	now := meta.FindStatusCondition(after.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
+	wasAvailable := was != nil && was.Status == metav1.ConditionTrue
 	switch {
 	case now == nil:
-	case now.Status == metav1.ConditionFalse && workloadReasons[now.Reason] && now.Reason != mcpv1alpha1.ReasonWorkloadUnavailable &&
-		(was == nil || was.Reason != now.Reason):
+	case now.Status == metav1.ConditionFalse && workloadReasons[now.Reason] &&
+		(wasAvailable || now.Reason != mcpv1alpha1.ReasonWorkloadUnavailable && (was == nil || was.Reason != now.Reason)):
 		r.event(after, corev1.EventTypeWarning, now.Reason, "RunWorkload", "%s", now.Message)
 	case now.Status == metav1.ConditionTrue && was != nil && was.Status == metav1.ConditionFalse && workloadReasons[was.Reason]:
 		r.event(after, corev1.EventTypeNormal, eventWorkloadAvailable, "RunWorkload", "%s; it had none for %s: %s: %s",

@@ -341,8 +341,9 @@ func TestQuoteLog(t *testing.T) {
 }
 
 // TestWorkloadEvents: a new reason the workload cannot run for is announced once, with
-// the reason and the kubelet's message; the same reason again, or a pod merely being
-// started, is not; the workload available again says what kept it from running.
+// the reason and the kubelet's message, and so is the start of an outage; the same reason
+// again, or the pod of a new server being started, is not; the workload available again
+// says for how long it was not, and what it waited for.
 func TestWorkloadEvents(t *testing.T) {
 	at := func(minute int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC)) }
 	workload := func(st metav1.ConditionStatus, reason, message string, since int) *mcpv1alpha1.MCPServer {
@@ -364,7 +365,11 @@ func TestWorkloadEvents(t *testing.T) {
 		{name: "first failure", before: stdioObject(), after: pulling, want: []string{`Warning ImagePullFailed Pod a: container server cannot pull image "x": ErrImagePull: not found`}},
 		{name: "same failure again", before: pulling, after: pulling},
 		{name: "another failure", before: pulling, after: exiting, want: []string{"Warning ServerExited Pod a: container server exited with code 1 (Error)"}},
-		{name: "a pod starting", before: stdioObject(), after: starting},
+		{name: "a new server's pod starting", before: stdioObject(), after: starting},
+		{name: "an available server's pod replaced", before: available, after: starting, want: []string{
+			"Warning WorkloadUnavailable Pod b: container server is waiting: ContainerCreating; it replaces pod a, which is being deleted",
+		}},
+		{name: "still replaced", before: starting, after: starting},
 		{name: "available again", before: starting, after: available, want: []string{
 			"Normal WorkloadAvailable Deployment mcp-srv has 1 available replica(s); it had none for 2m0s: WorkloadUnavailable: Pod b: container server is waiting: ContainerCreating; it replaces pod a, which is being deleted",
 		}},

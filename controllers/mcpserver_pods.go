@@ -213,15 +213,28 @@ func diagnosePods(d *appsv1.Deployment, replicaSets []appsv1.ReplicaSet, pods []
 		}
 		if len(replaced) > 0 {
 			return &podFinding{reason: mcpv1alpha1.ReasonWorkloadUnavailable,
-				message: "Pod " + strings.Join(replaced, ", ") + " is being deleted; its replacement is not created yet"}
+				message: capitalize(podsBeingDeleted(replaced, false)) + "; no replacement is created yet"}
 		}
 		return nil
 	}
 	f := diagnosePod(newest)
 	if f.reason == mcpv1alpha1.ReasonWorkloadUnavailable && len(replaced) > 0 {
-		f.message += "; it replaces pod " + strings.Join(replaced, ", ") + ", which is being deleted"
+		f.message += "; it replaces " + podsBeingDeleted(replaced, true)
 	}
 	return f
+}
+
+// podsBeingDeleted says that the named pods are being deleted, as a clause of its own
+// or (relative) after the pods they are replaced by.
+func podsBeingDeleted(names []string, relative bool) string {
+	subject, verb := "pod "+names[0], "is"
+	if len(names) > 1 {
+		subject, verb = "pods "+strings.Join(names, ", "), "are"
+	}
+	if relative {
+		return subject + ", which " + verb + " being deleted"
+	}
+	return subject + " " + verb + " being deleted"
 }
 
 // currentReplicaSet returns the ReplicaSet of d's current pod template: the one whose

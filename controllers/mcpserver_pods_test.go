@@ -231,7 +231,7 @@ func TestDiagnosePods(t *testing.T) {
 			replicaSets: []appsv1.ReplicaSet{current},
 			pods:        []corev1.Pod{deleting(testPod("mcp-srv-2-a", "mcp-srv-2", 5, crashLooping(2, 1, "containerd://x")))},
 			reason:      mcpv1alpha1.ReasonWorkloadUnavailable,
-			message:     []string{"Pod mcp-srv-2-a is being deleted; its replacement is not created yet"},
+			message:     []string{"Pod mcp-srv-2-a is being deleted; no replacement is created yet"},
 		},
 		{
 			name:        "the newest pod is the one that counts",

@@ -22,7 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
@@ -272,7 +274,35 @@ func (p *PodRuntime) Remove(ctx context.Context, key connector.Key) error {
 func (p *PodRuntime) Watch(b *builder.Builder) *builder.Builder {
 	return b.Owns(&appsv1.Deployment{}).Owns(&corev1.Service{}).Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(p.serverOfWorkload)).
-		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(p.serverOfWorkload))
+		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(p.serverOfWorkload),
+			builder.WithPredicates(replicaFailureChanged{}))
+}
+
+// replicaFailureChanged passes the ReplicaSet events a server's status depends on: one
+// created or deleted (a rollout's new template), and one whose ReplicaFailure condition
+// changed (the API server refused, or admitted again, its pods). Its replica counts
+// change with every pod, and the Deployment's status carries them already.
+type replicaFailureChanged struct {
+	predicate.Funcs
+}
+
+// Update reports whether the ReplicaFailure condition changed.
+func (replicaFailureChanged) Update(e event.UpdateEvent) bool {
+	old, oldOK := e.ObjectOld.(*appsv1.ReplicaSet)
+	updated, newOK := e.ObjectNew.(*appsv1.ReplicaSet)
+	if !oldOK || !newOK {
+		return true
+	}
+	failure := func(rs *appsv1.ReplicaSet) appsv1.ReplicaSetCondition {
+		for _, c := range rs.Status.Conditions {
+			if c.Type == appsv1.ReplicaSetReplicaFailure {
+				return c
+			}
+		}
+		return appsv1.ReplicaSetCondition{}
+	}
+	was, now := failure(old), failure(updated)
+	return was.Status != now.Status || was.Reason != now.Reason || was.Message != now.Message
 }
 
 // serverOfWorkload maps a pod or ReplicaSet of a server's Deployment to the server: the

@@ -314,14 +314,14 @@ func diagnosePod(pod *corev1.Pod) *podFinding {
 		return &podFinding{reason: mcpv1alpha1.ReasonWorkloadUnavailable, message: subject + message}
 	}
 	if pod.Status.Phase == corev1.PodFailed {
-		return progress(" failed: " + oneLine(joinNonEmpty(": ", pod.Status.Reason, pod.Status.Message), maxReported))
+		return progress(" failed: " + oneLine(reasonAndMessage(pod.Status.Reason, pod.Status.Message), maxReported))
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
 			if c.Reason == corev1.PodReasonUnschedulable {
 				return &podFinding{reason: mcpv1alpha1.ReasonUnschedulable, message: subject + " cannot be scheduled: " + oneLine(c.Message, maxReported)}
 			}
-			return progress(" is not scheduled yet: " + oneLine(joinNonEmpty(": ", c.Reason, c.Message), maxReported))
+			return progress(" is not scheduled yet: " + oneLine(reasonAndMessage(c.Reason, c.Message), maxReported))
 		}
 	}
 	for _, spec := range pod.Spec.InitContainers {
@@ -370,7 +370,7 @@ func diagnoseContainer(pod *corev1.Pod, spec *corev1.Container, st *corev1.Conta
 		name, exitReason = "Pod "+pod.Name+": init container "+st.Name, mcpv1alpha1.ReasonBridgeInstallFailed
 	}
 	if w := st.State.Waiting; w != nil {
-		reported := oneLine(joinNonEmpty(": ", w.Reason, w.Message), maxReported)
+		reported := oneLine(reasonAndMessage(w.Reason, w.Message), maxReported)
 		switch {
 		case slices.Contains(pullFailures, w.Reason):
 			return &podFinding{reason: mcpv1alpha1.ReasonImagePullFailed,
@@ -393,7 +393,7 @@ func diagnoseContainer(pod *corev1.Pod, spec *corev1.Container, st *corev1.Conta
 	}
 	if slices.Contains(startFailures, exited.Reason) {
 		return &podFinding{reason: mcpv1alpha1.ReasonContainerStartFailed,
-			message: name + " cannot be started: " + oneLine(joinNonEmpty(": ", exited.Reason, exited.Message), maxReported)}
+			message: name + " cannot be started: " + oneLine(reasonAndMessage(exited.Reason, exited.Message), maxReported)}
 	}
 	message := fmt.Sprintf("%s exited with code %d", name, exited.ExitCode)
 	if exited.Reason != "" {
@@ -415,7 +415,7 @@ func diagnoseContainer(pod *corev1.Pod, spec *corev1.Container, st *corev1.Conta
 func containerProgress(st *corev1.ContainerStatus) string {
 	switch {
 	case st.State.Waiting != nil:
-		return "is waiting: " + oneLine(joinNonEmpty(": ", st.State.Waiting.Reason, st.State.Waiting.Message), maxReported)
+		return "is waiting: " + oneLine(reasonAndMessage(st.State.Waiting.Reason, st.State.Waiting.Message), maxReported)
 	case st.State.Running != nil && st.Started != nil && !*st.Started:
 		return "is starting"
 	case st.State.Running != nil:
@@ -425,9 +425,9 @@ func containerProgress(st *corev1.ContainerStatus) string {
 	}
 }
 
-// joinNonEmpty joins the parts that are not empty with sep.
-func joinNonEmpty(sep string, parts ...string) string {
-	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), sep)
+// reasonAndMessage joins the parts that are not empty with ": ", as in "ErrImagePull: not found".
+func reasonAndMessage(parts ...string) string {
+	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ": ")
 }
 
 // ansiEscape matches terminal escape sequences (colours, cursor movement), which servers
@@ -499,7 +499,7 @@ func logLineText(line []byte) string {
 	if json.Unmarshal(line, &entry) != nil || entry.Msg == nil {
 		return string(line)
 	}
-	return joinNonEmpty(": ", *entry.Msg, entry.Line, entry.Error)
+	return reasonAndMessage(*entry.Msg, entry.Line, entry.Error)
 }
 
 // tailUTF8 returns the last max bytes of s at most, starting on a rune boundary.

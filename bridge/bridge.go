@@ -58,8 +58,10 @@ type Bridge struct {
 	// busyWaiters counts new sessions waiting for a request to end (see busyWait).
 	busyWaiters atomic.Int32
 
-	spares *spares        // nil without Options.WarmProcesses, and in Shared mode
-	shared *sharedProcess // the one process of Shared mode; nil in PerSession mode
+	spares *spares // nil without Options.WarmProcesses, and in Shared mode
+	// startup watches the first process for Options.StartupWindow; nil without one.
+	startup *startupWatch
+	shared  *sharedProcess // the one process of Shared mode; nil in PerSession mode
 	// stateless serves the sessionless era's requests, from a process of its own.
 	stateless *statelessFront
 	metrics   *metrics
@@ -91,12 +93,14 @@ func New(opts Options) (*Bridge, error) {
 		sessions: make(map[string]*session),
 		ended:    make(map[string]string),
 		changed:  make(chan struct{}),
+		startup:  newStartupWatch(opts.Command[0], opts.StartupWindow),
 	}
 	b.metrics = newMetrics(b)
 	b.stateless = newStatelessFront(b)
 	switch {
 	case opts.SessionMode == Shared:
 		b.shared = newSharedProcess(opts, b.log)
+		b.shared.startup = b.startup
 	case opts.WarmProcesses > 0:
 		b.spares = newSpares(b, opts.WarmProcesses)
 	}
@@ -109,9 +113,11 @@ func (b *Bridge) startProcess() (*process, error) {
 		return startProcess(b.opts.Command, b.opts.Env, b.opts.Dir)
 	})
 	if err != nil {
+		b.startup.observe(nil, err)
 		return nil, err
 	}
 	proc.logStderrTo(b.log.WithValues("pid", proc.pid))
+	b.startup.observe(proc, nil)
 	return proc, nil
 }
 
@@ -354,7 +360,8 @@ func (b *Bridge) ready() bool {
 
 // Serve serves Handler on ln until ctx is done, then shuts down: it ends every session
 // (see Close) and stops the HTTP server. It returns nil after a shutdown that ctx asked
-// for.
+// for, and a *CommandError after one that a first process failing within
+// Options.StartupWindow asked for.
 func (b *Bridge) Serve(ctx context.Context, ln net.Listener) error {
 	srv := b.newHTTPServer(ctx)
 	served := make(chan error, 1)
@@ -362,10 +369,11 @@ func (b *Bridge) Serve(ctx context.Context, ln net.Listener) error {
 	b.log.Info("Serving MCP over Streamable HTTP", "address", ln.Addr().String(), "path", "/mcp",
 		"command", b.opts.Command[0], "sessionMode", b.opts.SessionMode, "maxSessions", b.opts.MaxSessions, "idleTimeout", b.opts.IdleTimeout.String(), "warmProcesses", b.opts.WarmProcesses)
 
-	var serveErr error
+	var serveErr, startupErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-served:
+	case startupErr = <-b.startup.failures():
 	}
 	b.log.Info("Shutting down")
 	_ = b.Close()
@@ -377,7 +385,7 @@ func (b *Bridge) Serve(ctx context.Context, ln net.Listener) error {
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("serving http: %w", serveErr)
 	}
-	return nil
+	return startupErr
 }
 
 // ListenAndServe listens on the TCP address addr and calls Serve.

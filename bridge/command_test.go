@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os/exec"
@@ -130,4 +131,69 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestCommandExitsWhenItsServerCannotRun runs `switchboard bridge` as the pod's container
+// does, in front of a command the image lacks and of one that dies as it starts: the
+// bridge exits with status 1, and its last log line names the command and what went wrong
+// (the kubelet then reports the exit code, and the log's tail says why), after the
+// server's own stderr. The command's arguments are not logged.
+func TestCommandExitsWhenItsServerCannotRun(t *testing.T) {
+	bin := testenv.BuildGoBinary(t, "./cmd/switchboard")
+	tests := []struct {
+		name    string
+		command []string
+		want    []string // in the last line's error
+		stderr  string   // a line of the server's stderr logged before it
+	}{
+		{
+			name:    "not in the image",
+			command: []string{"no-such-mcp-server", "--token", "s3cr3t"},
+			want:    []string{`mcp server command "no-such-mcp-server"`, "executable file not found"},
+		},
+		{
+			name:    "exits at once",
+			command: []string{"sh", "-c", "echo 'Error: Cannot find module dist/index.js' >&2; exit 3", "s3cr3t"},
+			want:    []string{`mcp server command "sh"`, "exited", "exit status 3"},
+			stderr:  "Error: Cannot find module dist/index.js",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			args := append([]string{"bridge", "--listen", "127.0.0.1:0", "--"}, tt.command...)
+			cmd := exec.CommandContext(ctx, bin, args...)
+			var stderr lockedBuffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var exitErr *exec.ExitError
+			if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+				t.Fatalf("bridge exited with %v, want exit status 1; log:\n%s", err, stderr.String())
+			}
+			log := strings.TrimSpace(stderr.String())
+			if strings.Contains(log, "s3cr3t") {
+				t.Errorf("the command's arguments were logged:\n%s", log)
+			}
+			lines := strings.Split(log, "\n")
+			var last map[string]any
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+				t.Fatalf("last log line is not JSON: %q", lines[len(lines)-1])
+			}
+			if last["msg"] != "Cannot run the MCP server" || last["command"] != tt.command[0] {
+				t.Errorf("last log line = %v, want the command that cannot run", last)
+			}
+			if _, ok := last["stacktrace"]; ok {
+				t.Error("last log line carries a Go stack trace")
+			}
+			for _, w := range tt.want {
+				if msg, _ := last["error"].(string); !strings.Contains(msg, w) {
+					t.Errorf("last log line's error %q does not say %q", msg, w)
+				}
+			}
+			if tt.stderr != "" && !strings.Contains(strings.Join(lines[:len(lines)-1], "\n"), tt.stderr) {
+				t.Errorf("the server's stderr %q was not logged before; log:\n%s", tt.stderr, log)
+			}
+		})
+	}
 }

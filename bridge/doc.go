@@ -16,6 +16,9 @@
 //     a warm spare) or once for Shared mode (restarted with backoff when it dies),
 //     stopped by closing stdin, then a grace period, then SIGTERM and a second later
 //     SIGKILL to the whole group, and always reaped, so that no zombie is left;
+//   - the startup watch (Options.StartupWindow): a first process that cannot be started
+//     or exits on its own at once ends Serve with a CommandError naming the command, so
+//     that a pod whose command fails shows it (exit status, log) instead of looking ready;
 //   - bounds: message size in both directions, stderr line length and log rate;
 //   - its traces (tracing.go): a span per relayed client call, continuing the call's
 //     trace and handing it to the subprocess in params._meta, and one per process start.

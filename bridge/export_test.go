@@ -38,3 +38,13 @@ func ShortenSharedWriteTimeout(t testing.TB, d time.Duration) {
 // OpenListens returns how many subscriptions/listen streams of sessionless clients the
 // bridge holds open.
 func (b *Bridge) OpenListens() int { return len(b.stateless.listens) }
+
+// StartupSettled is closed once the verdict on the first process is in (it outlived
+// Options.StartupWindow, exited after the bridge stopped it, or failed); nil without a
+// window.
+func (b *Bridge) StartupSettled() <-chan struct{} {
+	if b.startup == nil {
+		return nil
+	}
+	return b.startup.done
+}

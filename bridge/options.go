@@ -3,7 +3,6 @@ package bridge
 import (
 	"errors"
 	"fmt"
-	"os/exec"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -72,6 +71,17 @@ type Options struct {
 	// Zero means DefaultMaxMessageBytes.
 	MaxMessageBytes int
 
+	// StartupWindow, when positive, makes Serve stop the bridge and return a
+	// *CommandError when the first server process the bridge starts (a warm spare, or the
+	// process of the first session, of Shared mode or of the sessionless front) cannot be
+	// started, or exits on its own within StartupWindow of its start. A command that
+	// fails at once (a missing module, a bad flag, a missing library) then ends the
+	// bridge, where whoever runs it sees an exit status and the process's stderr in the
+	// log, instead of leaving a bridge that looks ready while every session fails. A
+	// process the bridge stopped itself (its session ended) does not count. Zero watches
+	// nothing.
+	StartupWindow time.Duration
+
 	// Logger receives the bridge's structured logs, including each subprocess's stderr.
 	// The zero Logger discards them.
 	Logger logr.Logger
@@ -82,11 +92,11 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Command) == 0 || o.Command[0] == "" {
 		return o, errors.New("no mcp server command given")
 	}
-	if _, err := exec.LookPath(o.Command[0]); err != nil {
-		return o, fmt.Errorf("mcp server command: %w", err)
+	if err := lookPath(o.Command[0]); err != nil {
+		return o, err
 	}
-	if o.MaxSessions < 0 || o.WarmProcesses < 0 || o.IdleTimeout < 0 || o.GracePeriod < 0 || o.MaxMessageBytes < 0 {
-		return o, errors.New("max sessions, warm processes, idle timeout, grace period and max message bytes must not be negative")
+	if o.MaxSessions < 0 || o.WarmProcesses < 0 || o.IdleTimeout < 0 || o.GracePeriod < 0 || o.MaxMessageBytes < 0 || o.StartupWindow < 0 {
+		return o, errors.New("max sessions, warm processes, idle timeout, grace period, max message bytes and startup window must not be negative")
 	}
 	switch o.SessionMode {
 	case "":

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,13 +31,21 @@ const outputDrain = time.Second
 // stdout and stderr reach EOF exactly when every process of the group is gone or has
 // closed them.
 type process struct {
-	pid    int
-	stdin  *os.File // write end of the child's stdin
-	stdout *os.File // read end of the child's stdout
-	stderr *os.File // read end of the child's stderr
+	pid     int
+	started time.Time
+	stdin   *os.File // write end of the child's stdin
+	stdout  *os.File // read end of the child's stdout
+	stderr  *os.File // read end of the child's stderr
+
+	// released is set once the bridge closes the child's stdin, the MCP stdio shutdown
+	// signal: an exit after it was asked for, not one of the process's own.
+	released atomic.Bool
 
 	exited  chan struct{} // closed once the leader has been reaped
 	waitErr error         // the leader's exit, readable once exited is closed
+	// onItsOwn says, once exited is closed, that the leader was reaped before the
+	// bridge released it.
+	onItsOwn bool
 
 	stderrDone chan struct{} // closed once stderr reached EOF (see logStderrTo)
 }
@@ -89,17 +98,19 @@ func startProcess(argv, env []string, dir string) (*process, error) {
 	_ = stderrW.Close()
 
 	p := &process{
-		pid:    cmd.Process.Pid,
-		stdin:  stdinW,
-		stdout: stdoutR,
-		stderr: stderrR,
-		exited: make(chan struct{}),
+		pid:     cmd.Process.Pid,
+		started: time.Now(),
+		stdin:   stdinW,
+		stdout:  stdoutR,
+		stderr:  stderrR,
+		exited:  make(chan struct{}),
 
 		stderrDone: make(chan struct{}),
 	}
 	go func() {
 		// Always reap the leader, whatever ended it, so that no zombie is left behind.
 		p.waitErr = cmd.Wait()
+		p.onItsOwn = !p.released.Load()
 		// Whatever the leader left running in its group goes with it.
 		_ = signalProcessGroup(p.pid, syscall.SIGKILL)
 		close(p.exited)
@@ -112,11 +123,32 @@ func startProcess(argv, env []string, dir string) (*process, error) {
 func (p *process) connection(maxMessageBytes int) (mcp.Connection, error) {
 	transport := &mcp.IOTransport{
 		Reader: io.NopCloser(&lineLimitReader{r: p.stdout, limit: maxMessageBytes}),
-		Writer: p.stdin,
+		Writer: processStdin{p},
 		// lineLimitReader enforces the limit with a clear error; this is a backstop.
 		MaxLineLength: 2 * maxMessageBytes,
 	}
 	return transport.Connect(context.Background())
+}
+
+// processStdin is a process's stdin as its connection writes and closes it: closing it
+// releases the process (see process.released).
+type processStdin struct{ p *process }
+
+func (w processStdin) Write(b []byte) (int, error) { return w.p.stdin.Write(b) }
+
+func (w processStdin) Close() error { return w.p.closeStdin() }
+
+// closeStdin closes the child's stdin, and marks the process released first, so that
+// whoever sees it exit knows that the bridge asked it to.
+func (p *process) closeStdin() error {
+	p.released.Store(true)
+	return p.stdin.Close()
+}
+
+// exitedOnItsOwn reports whether the leader has been reaped, and was before the bridge
+// closed its stdin or signalled it.
+func (p *process) exitedOnItsOwn() bool {
+	return p.hasExited() && p.onItsOwn
 }
 
 // logStderrTo logs what the process writes to stderr to log until EOF, then closes
@@ -152,7 +184,7 @@ func (p *process) exitError() error {
 // leader is still there termWait later, SIGKILL. It returns once the leader has been
 // reaped, or killWait after SIGKILL at most.
 func (p *process) stop(grace time.Duration) error {
-	_ = p.stdin.Close()
+	_ = p.closeStdin()
 	if p.waitExit(grace) {
 		return nil
 	}

@@ -149,6 +149,9 @@ var errProcessReplaced = errors.New("shared mcp server process was replaced")
 type sharedProcess struct {
 	opts Options
 	log  logr.Logger
+	// startup is told of every process start (see Options.StartupWindow); nil watches
+	// nothing.
+	startup *startupWatch
 
 	mu         sync.Mutex
 	conns      map[*sharedConn]struct{}
@@ -374,6 +377,7 @@ func restartDelay(failures int) time.Duration {
 func (p *sharedProcess) launch() (*incarnation, json.RawMessage, error) {
 	proc, err := startProcess(p.opts.Command, p.opts.Env, p.opts.Dir)
 	if err != nil {
+		p.startup.observe(nil, err)
 		return nil, nil, err
 	}
 	inc := &incarnation{
@@ -390,6 +394,7 @@ func (p *sharedProcess) launch() (*incarnation, json.RawMessage, error) {
 		return nil, nil, fmt.Errorf("connecting to the shared mcp server: %w", err)
 	}
 	proc.logStderrTo(inc.log)
+	p.startup.observe(proc, nil)
 	p.mu.Lock()
 	p.current = inc
 	p.mu.Unlock()

@@ -42,6 +42,11 @@ const (
 	eventEgressDenied   = "EgressDenied"
 	// eventAuthenticationFailed announces that no usable OAuth token could be had.
 	eventAuthenticationFailed = "AuthenticationFailed"
+	// eventWorkloadAvailable announces that a stdio server's bridge is available, and
+	// what kept it from being so, for how long. A stdio workload that cannot run is
+	// announced with the WorkloadAvailable condition's own reason (ImagePullFailed,
+	// ServerExited, ...).
+	eventWorkloadAvailable = "WorkloadAvailable"
 )
 
 // defaultFirstConnectWait is how long, by default, the status waits for a new session's
@@ -495,16 +500,22 @@ func eventStatus(obj *mcpv1alpha1.MCPServer) *mcpv1alpha1.MCPServerStatus {
 
 // notAttempted are the reasons Connected is False without a connection having been
 // tried (or lost): connecting after them is a first connect, not a recovery.
-var notAttempted = map[string]bool{
-	mcpv1alpha1.ReasonSuspended:           true,
-	mcpv1alpha1.ReasonSecretNotFound:      true,
-	mcpv1alpha1.ReasonWorkloadUnavailable: true,
-	mcpv1alpha1.ReasonInvalidSpec:         true,
-	// The MCPIdentityProvider a per-caller mode names cannot be used.
-	mcpv1alpha1.ReasonIdentityProviderNotFound:   true,
-	mcpv1alpha1.ReasonTokenExchangeNotConfigured: true,
-	mcpv1alpha1.ReasonNamespaceNotAllowed:        true,
-}
+var notAttempted = func() map[string]bool {
+	m := map[string]bool{
+		mcpv1alpha1.ReasonSuspended:      true,
+		mcpv1alpha1.ReasonSecretNotFound: true,
+		mcpv1alpha1.ReasonInvalidSpec:    true,
+		// The MCPIdentityProvider a per-caller mode names cannot be used.
+		mcpv1alpha1.ReasonIdentityProviderNotFound:   true,
+		mcpv1alpha1.ReasonTokenExchangeNotConfigured: true,
+		mcpv1alpha1.ReasonNamespaceNotAllowed:        true,
+	}
+	// A stdio workload that is not available, whatever keeps it from running.
+	for reason := range workloadReasons {
+		m[reason] = true
+	}
+	return m
+}()
 
 // recordTransitions emits an Event for every transition between before and after that a
 // user would want to hear about.
@@ -537,6 +548,8 @@ func (r *MCPServerReconciler) recordTransitions(before, after *mcpv1alpha1.MCPSe
 		}
 	}
 
+	r.recordWorkloadTransitions(before, after)
+
 	// Tools that leave their pin stop every tools/call through the gateway: a Warning,
 	// with the same reason as the condition.
 	wasPinned := meta.FindStatusCondition(before.Status.Conditions, mcpv1alpha1.ConditionToolsPinned)
@@ -556,9 +569,34 @@ func (r *MCPServerReconciler) recordTransitions(before, after *mcpv1alpha1.MCPSe
 	}
 }
 
+// recordWorkloadTransitions announces what the WorkloadAvailable condition of a stdio
+// server says when it changes, so that an outage (a pod deleted and replaced, a
+// manifest that cannot run until it is fixed) stays on record after it is over: a
+// Warning with the condition's reason when a new reason keeps the workload from running
+// or when an available workload stops being so (a pod being created for a new server
+// is neither), and, once it is available again, for how long it was not and what it
+// last waited for.
+func (r *MCPServerReconciler) recordWorkloadTransitions(before, after *mcpv1alpha1.MCPServer) {
+	was := meta.FindStatusCondition(before.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
+	now := meta.FindStatusCondition(after.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
+	wasAvailable := was != nil && was.Status == metav1.ConditionTrue
+	switch {
+	case now == nil:
+	case now.Status == metav1.ConditionFalse && workloadReasons[now.Reason] &&
+		(wasAvailable || now.Reason != mcpv1alpha1.ReasonWorkloadUnavailable && (was == nil || was.Reason != now.Reason)):
+		r.event(after, corev1.EventTypeWarning, now.Reason, "RunWorkload", "%s", now.Message)
+	case now.Status == metav1.ConditionTrue && was != nil && was.Status == metav1.ConditionFalse && workloadReasons[was.Reason]:
+		r.event(after, corev1.EventTypeNormal, eventWorkloadAvailable, "RunWorkload", "%s; it had none for %s: %s: %s",
+			now.Message, now.LastTransitionTime.Sub(was.LastTransitionTime.Time).Round(time.Second), was.Reason, was.Message)
+	}
+}
+
+// maxEventNote is the longest note the API server accepts in an Event (events.k8s.io/v1).
+const maxEventNote = 1024
+
 func (r *MCPServerReconciler) event(obj *mcpv1alpha1.MCPServer, eventType, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(obj, nil, eventType, reason, action, note, args...)
+		r.Recorder.Eventf(obj, nil, eventType, reason, action, "%s", connector.TruncateUTF8(fmt.Sprintf(note, args...), maxEventNote))
 	}
 }
 

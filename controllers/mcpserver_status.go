@@ -121,10 +121,36 @@ func (o *observation) blocker(obj *mcpv1alpha1.MCPServer) *blocker {
 	case o.workload != nil && o.workload.err != nil:
 		return &blocker{mcpv1alpha1.ReasonWorkloadUnavailable, "Cannot run the server: " + o.workload.err.Error()}
 	case o.workload != nil && !o.workload.status.Available:
-		return &blocker{mcpv1alpha1.ReasonWorkloadUnavailable, "Waiting for the bridge: " + o.workload.status.Message}
+		reason := o.workload.reason()
+		if reason == mcpv1alpha1.ReasonWorkloadUnavailable {
+			return &blocker{reason, "Waiting for the bridge: " + o.workload.status.Message}
+		}
+		return &blocker{reason, o.workload.status.Message}
 	default:
 		return nil
 	}
+}
+
+// workloadReasons are the reasons of a stdio workload that is not available: the
+// blocker (and WorkloadAvailable) reasons the workload itself gives.
+var workloadReasons = map[string]bool{
+	mcpv1alpha1.ReasonWorkloadUnavailable:    true,
+	mcpv1alpha1.ReasonImagePullFailed:        true,
+	mcpv1alpha1.ReasonContainerConfigInvalid: true,
+	mcpv1alpha1.ReasonContainerStartFailed:   true,
+	mcpv1alpha1.ReasonServerExited:           true,
+	mcpv1alpha1.ReasonBridgeInstallFailed:    true,
+	mcpv1alpha1.ReasonPodRejected:            true,
+	mcpv1alpha1.ReasonUnschedulable:          true,
+}
+
+// reason is why the workload is not available: the runtime's reason, or
+// ReasonWorkloadUnavailable when it gave none.
+func (w *workloadObservation) reason() string {
+	if w.err == nil && w.status.Reason != "" {
+		return w.status.Reason
+	}
+	return mcpv1alpha1.ReasonWorkloadUnavailable
 }
 
 // sessionError is the connector's last error, or nil.
@@ -271,7 +297,7 @@ func workloadCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *conditionS
 	if obj.Spec.Stdio == nil {
 		return nil
 	}
-	if b := obs.blocker(obj); b != nil && b.reason != mcpv1alpha1.ReasonWorkloadUnavailable {
+	if b := obs.blocker(obj); b != nil && !workloadReasons[b.reason] {
 		return &conditionState{metav1.ConditionFalse, b.reason, b.message}
 	}
 	w := obs.workload
@@ -281,7 +307,7 @@ func workloadCondition(obj *mcpv1alpha1.MCPServer, obs *observation) *conditionS
 	case w.err != nil:
 		return &conditionState{metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable, "Cannot run the server: " + w.err.Error()}
 	case !w.status.Available:
-		return &conditionState{metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable, w.status.Message}
+		return &conditionState{metav1.ConditionFalse, w.reason(), w.status.Message}
 	default:
 		return &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, w.status.Message}
 	}

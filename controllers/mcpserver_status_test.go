@@ -252,6 +252,30 @@ func TestComputeStatus(t *testing.T) {
 			},
 		},
 		{
+			name: "stdio server whose container keeps exiting",
+			obj:  stdioObject(),
+			obs: observation{
+				egressAllowedBy: "The server pod's egress is governed by the default egress posture",
+				workload: &workloadObservation{status: WorkloadStatus{Endpoint: bridge, Reason: mcpv1alpha1.ReasonServerExited,
+					Message: "Pod mcp-srv-1-a: container server exited with code 1 (Error), restarted 3 times; last log lines: boom"}},
+			},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:             "False/ServerExited",
+				mcpv1alpha1.ConditionWorkloadAvailable: "False/ServerExited",
+				mcpv1alpha1.ConditionConnected:         "False/ServerExited",
+				mcpv1alpha1.ConditionToolsDiscovered:   "False/ServerExited",
+				mcpv1alpha1.ConditionReconciling:       "True/ServerExited",
+				mcpv1alpha1.ConditionStalled:           absent,
+			},
+			kstatus: status.InProgressStatus,
+			check: func(t *testing.T, obj *mcpv1alpha1.MCPServer) {
+				ready := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionReady)
+				if want := "Pod mcp-srv-1-a: container server exited with code 1 (Error), restarted 3 times; last log lines: boom"; ready.Message != want {
+					t.Errorf("Ready message %q, want the pod's own %q", ready.Message, want)
+				}
+			},
+		},
+		{
 			name: "stdio workload cannot be applied",
 			obj:  stdioObject(),
 			obs:  observation{workload: &workloadObservation{err: errors.New("applying Deployment mcp-srv: conflict")}},

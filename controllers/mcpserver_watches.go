@@ -126,15 +126,19 @@ func enqueueKey() handler.TypedEventHandler[connector.Key, reconcile.Request] {
 	})
 }
 
-// CacheByObject limits the manager's cache of the kinds the stdio pod runtime owns to the
-// objects the operator created, so it never holds every Deployment, Service or
-// NetworkPolicy of the cluster. Pass it as cache.Options.ByObject.
+// CacheByObject limits the manager's cache of the kinds the stdio pod runtime owns or
+// watches to the objects the operator created, so it never holds every Deployment,
+// Service, NetworkPolicy, ReplicaSet or Pod of the cluster (the ReplicaSets and Pods of
+// a server's Deployment carry its pod template's labels, ManagedByLabel among them).
+// Pass it as cache.Options.ByObject.
 func CacheByObject() map[client.Object]cache.ByObject {
 	ours := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
 	return map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:          {Label: ours},
 		&corev1.Service{}:             {Label: ours},
 		&networkingv1.NetworkPolicy{}: {Label: ours},
+		&appsv1.ReplicaSet{}:          {Label: ours},
+		&corev1.Pod{}:                 {Label: ours},
 	}
 }
 

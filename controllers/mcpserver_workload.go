@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,6 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
@@ -61,6 +66,9 @@ type WorkloadStatus struct {
 	Endpoint string
 	// Available is true when the bridge can take sessions.
 	Available bool
+	// Reason is why it is not available, an mcpv1alpha1 Reason (ImagePullFailed,
+	// ServerExited, ...); empty means ReasonWorkloadUnavailable.
+	Reason string
 	// Message says why it is not available, or what runs it when it is.
 	Message string
 	// HostPeersNotEnforced is true when the pod's NetworkPolicy had to leave out host
@@ -101,6 +109,13 @@ type PodRuntime struct {
 	OperatorNamespace string
 	// DNS is where the cluster DNS runs, for the pod's NetworkPolicy.
 	DNS egress.ClusterDNS
+	// Logs reads the last log lines of a server container that exited, for the status;
+	// nil leaves them out.
+	Logs PodLogReader
+
+	// tails holds, per server, the log tail last read (connector.Key -> *cachedTail), so
+	// that a container instance's log is read once.
+	tails sync.Map
 }
 
 // workloadName returns the name of the Deployment, Service and NetworkPolicy of the
@@ -202,6 +217,22 @@ func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rul
 		return WorkloadStatus{}, err
 	}
 	status.Available, status.Message = deploymentAvailable(deploy)
+	key := connector.Key{Namespace: obj.Namespace, Name: obj.Name}
+	if status.Available || deploy.Status.ObservedGeneration < deploy.Generation {
+		// Available, or rolling out: the pods the Deployment controller has not yet
+		// replaced are not the ones to explain.
+		if status.Available {
+			p.tails.Delete(key)
+		}
+		return status, nil
+	}
+	found, err := p.explainUnavailable(ctx, key, deploy)
+	if err != nil {
+		return WorkloadStatus{}, err
+	}
+	if found != nil {
+		status.Reason, status.Message = found.reason, found.message
+	}
 	return status, nil
 }
 
@@ -210,6 +241,7 @@ func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rul
 // only objects the server controls. (Owner references would garbage-collect them once
 // the MCPServer is deleted, but a server switched to http or suspended keeps existing.)
 func (p *PodRuntime) Remove(ctx context.Context, key connector.Key) error {
+	p.tails.Delete(key)
 	name := workloadName(key.Name)
 	for _, w := range []struct {
 		kind string
@@ -236,9 +268,59 @@ func (p *PodRuntime) Remove(ctx context.Context, key connector.Key) error {
 }
 
 // Watch makes a change to a server's Deployment (a pod becoming available, someone
-// editing it), Service or NetworkPolicy reconcile the server like a spec change.
+// editing it), Service or NetworkPolicy reconcile the server like a spec change, and so
+// does a change to its pods (what the kubelet and the scheduler report) and ReplicaSets
+// (a pod the API server refused), which WorkloadStatus explains.
 func (p *PodRuntime) Watch(b *builder.Builder) *builder.Builder {
-	return b.Owns(&appsv1.Deployment{}).Owns(&corev1.Service{}).Owns(&networkingv1.NetworkPolicy{})
+	return b.Owns(&appsv1.Deployment{}).Owns(&corev1.Service{}).Owns(&networkingv1.NetworkPolicy{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(p.serverOfWorkload)).
+		Watches(&appsv1.ReplicaSet{}, handler.EnqueueRequestsFromMapFunc(p.serverOfWorkload),
+			builder.WithPredicates(replicaFailureChanged{}))
+}
+
+// replicaFailureChanged passes the ReplicaSet events a server's status depends on: one
+// created or deleted (a rollout's new template), and one whose ReplicaFailure condition
+// changed (the API server refused, or admitted again, its pods). Its replica counts
+// change with every pod, and the Deployment's status carries them already.
+type replicaFailureChanged struct {
+	predicate.Funcs
+}
+
+// Update reports whether the ReplicaFailure condition changed.
+func (replicaFailureChanged) Update(e event.UpdateEvent) bool {
+	old, oldOK := e.ObjectOld.(*appsv1.ReplicaSet)
+	updated, newOK := e.ObjectNew.(*appsv1.ReplicaSet)
+	if !oldOK || !newOK {
+		return true
+	}
+	failure := func(rs *appsv1.ReplicaSet) appsv1.ReplicaSetCondition {
+		for _, c := range rs.Status.Conditions {
+			if c.Type == appsv1.ReplicaSetReplicaFailure {
+				return c
+			}
+		}
+		return appsv1.ReplicaSetCondition{}
+	}
+	was, now := failure(old), failure(updated)
+	return was.Status != now.Status || was.Reason != now.Reason || was.Message != now.Message
+}
+
+// serverOfWorkload maps a pod or ReplicaSet of a server's Deployment to the server: the
+// controller of the Deployment its serverLabel names.
+func (p *PodRuntime) serverOfWorkload(ctx context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[serverLabel]
+	if name == "" {
+		return nil
+	}
+	deploy := &appsv1.Deployment{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, deploy); err != nil {
+		return nil // gone, or not in the cache yet: its own event reconciles the server
+	}
+	owner := metav1.GetControllerOf(deploy)
+	if owner == nil || owner.Kind != "MCPServer" || owner.APIVersion != mcpv1alpha1.GroupVersion.String() {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}}}
 }
 
 // deploymentAvailable reports whether the Deployment's current generation has an

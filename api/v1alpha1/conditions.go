@@ -22,7 +22,12 @@ const (
 	ConditionEgressAllowed = "EgressAllowed"
 
 	// ConditionWorkloadAvailable is True when the Deployment that runs a stdio server
-	// has an available replica. Only stdio servers carry it.
+	// has an available replica. While it has none, False says why, from what the kubelet,
+	// the scheduler and admission reported about the newest pod of its current
+	// ReplicaSet: reason ImagePullFailed, ContainerConfigInvalid, ContainerStartFailed,
+	// ServerExited, BridgeInstallFailed, PodRejected or Unschedulable, and
+	// WorkloadUnavailable while a pod is being created, started or replaced. Only stdio
+	// servers carry it.
 	ConditionWorkloadAvailable = "WorkloadAvailable"
 
 	// ConditionToolsPinned is True while the published tools match
@@ -112,8 +117,52 @@ const (
 	// size, item count, page count).
 	ReasonLimitExceeded = "LimitExceeded"
 
-	// ReasonWorkloadUnavailable means the stdio server's Deployment has no available replica.
+	// ReasonWorkloadUnavailable means the stdio server's Deployment has no available
+	// replica and nothing has failed: its pod is being created, scheduled, started or
+	// replaced (the message names the pod, and the one it replaces), or its bridge has
+	// not yet passed its readiness probe.
 	ReasonWorkloadUnavailable = "WorkloadUnavailable"
+
+	// ReasonImagePullFailed means the kubelet cannot pull an image of the stdio server's
+	// pod (ErrImagePull, ImagePullBackOff, InvalidImageName): the message names the
+	// container, the image and what the kubelet reported. The kubelet keeps retrying, so
+	// a pushed image, or a fixed spec.stdio.image, heals it.
+	ReasonImagePullFailed = "ImagePullFailed"
+
+	// ReasonContainerConfigInvalid means the kubelet cannot create a container of the
+	// stdio server's pod from its configuration (CreateContainerConfigError), such as
+	// "container has runAsNonRoot and image will run as root", or a missing Secret or
+	// ConfigMap an env entry references. The message is the kubelet's.
+	ReasonContainerConfigInvalid = "ContainerConfigInvalid"
+
+	// ReasonContainerStartFailed means the container runtime could not create or start a
+	// container of the stdio server's pod (CreateContainerError, RunContainerError,
+	// StartError), such as an executable that is not in the image. The message is the
+	// kubelet's.
+	ReasonContainerStartFailed = "ContainerStartFailed"
+
+	// ReasonServerExited means the stdio server's container exited (or keeps exiting:
+	// CrashLoopBackOff). The message gives its exit code and reason, how often it was
+	// restarted and the last lines of its log: the bridge exits, with a line that names
+	// the command and how it failed, when the command is not in the image or its server
+	// exits at once. Log lines are the server's output, cut short and stripped of
+	// control characters.
+	ReasonServerExited = "ServerExited"
+
+	// ReasonBridgeInstallFailed means the init container that copies the switchboard
+	// bridge into the stdio server's pod exited with an error; the message gives its exit
+	// code and the last lines of its log.
+	ReasonBridgeInstallFailed = "BridgeInstallFailed"
+
+	// ReasonPodRejected means the stdio server's ReplicaSet cannot create its pod: the
+	// API server refused it (FailedCreate), for example Pod Security admission in a
+	// namespace that enforces "restricted" refusing an image that runs as root, or a
+	// ResourceQuota. The message is the refusal.
+	ReasonPodRejected = "PodRejected"
+
+	// ReasonUnschedulable means the scheduler found no node for the stdio server's pod;
+	// the message is the scheduler's (insufficient resources, taints, node selectors).
+	ReasonUnschedulable = "Unschedulable"
 
 	// ReasonToolsChanged means the published tools no longer match
 	// spec.tools.pinnedDigest: a person has to review them and pin the new

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -26,6 +28,7 @@ type bridgeOptions struct {
 	idleTimeout     time.Duration
 	gracePeriod     time.Duration
 	maxMessageBytes int
+	startupWindow   time.Duration
 	zap             zap.Options
 }
 
@@ -44,8 +47,25 @@ func (o *bridgeOptions) bind(fs *flag.FlagSet) {
 		"How long a server process has to exit after its stdin is closed before its process group gets SIGTERM (and SIGKILL a second later).")
 	fs.IntVar(&o.maxMessageBytes, "max-message-bytes", bridge.DefaultMaxMessageBytes,
 		"Largest JSON-RPC message in either direction; a server writing a longer line loses its session.")
-	// Structured JSON logs unless --zap-devel asks for human-readable ones.
+	fs.DurationVar(&o.startupWindow, "startup-window", 10*time.Second,
+		"Exit with status 1 when the first server process cannot be started or exits on its own within this long of its start (a missing module, a bad flag), after logging its stderr and one line naming the command and how it ended, so that the pod shows the failure instead of a bridge whose every session fails; 0 never does.")
+	// Structured JSON logs unless --zap-devel asks for human-readable ones, and no Go
+	// stack traces unless --zap-stacktrace-level asks for them: the bridge's log is the
+	// server pod's, read by the server's users (and its last lines by the operator, to
+	// say why the pod failed), to whom the bridge's own call stack says nothing.
+	o.zap.StacktraceLevel = zapcore.PanicLevel
 	o.zap.BindFlags(fs)
+}
+
+// cannotRun logs, in one line, that the MCP server command cannot run and why, and
+// returns the bridge's exit status: 1. It reports false for any other error.
+func cannotRun(log logr.Logger, err error) (int, bool) {
+	var commandErr *bridge.CommandError
+	if !errors.As(err, &commandErr) {
+		return 0, false
+	}
+	log.Error(err, "Cannot run the MCP server", "command", commandErr.Command)
+	return 1, true
 }
 
 func runBridge(args []string) int {
@@ -87,8 +107,12 @@ Flags:
 		IdleTimeout:     opts.idleTimeout,
 		GracePeriod:     opts.gracePeriod,
 		MaxMessageBytes: opts.maxMessageBytes,
+		StartupWindow:   opts.startupWindow,
 		Logger:          log,
 	})
+	if code, ok := cannotRun(log, err); ok {
+		return code
+	}
 	if err != nil {
 		log.Error(err, "Invalid bridge configuration")
 		return 2
@@ -103,6 +127,9 @@ Flags:
 	}
 	defer shutdownTracing(log, provider)
 	if err := b.ListenAndServe(ctx, opts.listen); err != nil {
+		if code, ok := cannotRun(log, err); ok {
+			return code
+		}
 		log.Error(err, "Bridge stopped with an error")
 		return 1
 	}

@@ -334,11 +334,17 @@ func (o *managerOptions) newStdioRuntime(mgr ctrl.Manager) (controllers.StdioRun
 			ctrl.Log.WithName("manager").Info("No --bridge-image: stdio servers will not run")
 			return nil, nil
 		}
+		clients, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return nil, fmt.Errorf("creating the pods/log client: %w", err)
+		}
 		return &controllers.PodRuntime{
 			Client:            mgr.GetClient(),
 			Scheme:            mgr.GetScheme(),
 			BridgeImage:       o.bridgeImage,
 			OperatorNamespace: o.operatorNamespace,
+			// The log tail of a server container that exited, for its status.
+			Logs: controllers.PodLogs{Client: clients.CoreV1()},
 		}, nil
 	case "local":
 		self, err := os.Executable()

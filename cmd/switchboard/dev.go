@@ -29,13 +29,13 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/devcluster"
 	"github.com/switchboard-mcp/switchboard/internal/kustomize"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
@@ -201,30 +201,28 @@ func dev(ctx context.Context, out io.Writer, opts devOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	etcdPath, apiServerPath, err := guardedControlPlane(filepath.Join(opts.stateDir, "bin"), assets)
-	if err != nil {
-		return err
-	}
 	step(out, "Starting etcd and kube-apiserver")
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{opts.crdDir},
-		ErrorIfCRDPathMissing: true,
-	}
-	env.ControlPlane.Etcd = &envtest.Etcd{Path: etcdPath}
-	env.ControlPlane.GetAPIServer().Path = apiServerPath
-	cfg, err := env.Start()
+	// Started to the end even when dev is asked to stop meanwhile (it then stops at
+	// once): the start takes seconds and bounds its own waits.
+	cluster, err := devcluster.Start(context.WithoutCancel(ctx), devcluster.Options{
+		EtcdPath:      filepath.Join(assets, "etcd"),
+		APIServerPath: filepath.Join(assets, "kube-apiserver"),
+		Dir:           filepath.Join(opts.stateDir, "control-plane"),
+		LogDir:        opts.stateDir,
+		CRDDirs:       []string{opts.crdDir},
+	})
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
 	defer func() {
 		step(out, "Stopping the control plane")
-		err = errors.Join(err, env.Stop())
+		err = errors.Join(err, cluster.Stop())
 	}()
 	if ctx.Err() != nil { // stopped while the control plane started
 		return nil
 	}
-	kubeconfig, err := writeDevKubeconfig(env, opts.stateDir)
+	cfg := cluster.Config
+	kubeconfig, err := writeDevKubeconfig(cluster, opts.stateDir)
 	if err != nil {
 		return err
 	}
@@ -360,22 +358,18 @@ func controlPlaneAssets(ctx context.Context, out io.Writer, dir string) (string,
 	return strings.TrimSpace(printed.String()), nil
 }
 
-// writeDevKubeconfig writes an administrator's kubeconfig for the control plane.
-func writeDevKubeconfig(env *envtest.Environment, dir string) (string, error) {
-	user, err := env.AddUser(envtest.User{Name: "dev-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return "", fmt.Errorf("creating the kubeconfig user: %w", err)
-	}
-	data, err := user.KubeConfig()
+// writeDevKubeconfig writes an administrator's kubeconfig for the control plane and
+// returns its absolute path.
+func writeDevKubeconfig(cluster *devcluster.ControlPlane, dir string) (string, error) {
+	path, err := filepath.Abs(filepath.Join(dir, "kubeconfig"))
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "kubeconfig")
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
+	user := devcluster.User{Name: "dev-admin", Groups: []string{"system:masters"}}
+	if err := cluster.WriteKubeconfig(path, user); err != nil {
+		return "", fmt.Errorf("writing the kubeconfig: %w", err)
 	}
-	return abs, os.WriteFile(abs, data, 0o600)
+	return path, nil
 }
 
 // startDevManager runs the manager in this process, as `switchboard manager` would with

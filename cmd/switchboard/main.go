@@ -22,8 +22,6 @@ var subcommands = map[string]func(args []string) int{
 	"install":     runInstall,
 	"dev":         runDev,
 	"demo-server": runDemoServer,
-	// dev-child is how dev starts its control plane on Linux; usage does not list it.
-	"dev-child": runDevChild,
 }
 
 func main() {

@@ -362,6 +362,11 @@ func (p *PodRuntime) apply(ctx context.Context, owner *mcpv1alpha1.MCPServer, de
 	return nil
 }
 
+// bridgeShutdownDelaySeconds is how long a stopping stdio server pod keeps serving before
+// its bridge is told to stop: long enough for the endpoints controller and kube-proxy to
+// take it out of its Service.
+const bridgeShutdownDelaySeconds = 5
+
 // deployment renders the server's Deployment: an init container from the operator's
 // image copies the switchboard binary into an emptyDir, and the server container runs the
 // user's image with the bridge in front of the user's command.
@@ -380,6 +385,12 @@ func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels,
 		Env:             stdio.Env,
 		Ports:           []corev1.ContainerPort{{Name: "mcp", ContainerPort: bridgePort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe:  probe("/readyz"),
+		// The bridge serves on while the pod leaves the Service's endpoints (a rollout,
+		// an operator upgrade that brings a new bridge): SIGTERM, which ends its
+		// sessions, comes after the sleep, and no new session is sent to a pod going away.
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+			Sleep: &corev1.SleepAction{Seconds: bridgeShutdownDelaySeconds},
+		}},
 		LivenessProbe:   probe("/healthz"),
 		SecurityContext: containerSecurityContext(stdio.SecurityContext),
 		VolumeMounts:    []corev1.VolumeMount{{Name: bridgeVolume, MountPath: bridgeMountPath, ReadOnly: true}},

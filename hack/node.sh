@@ -314,6 +314,10 @@ state = "${STATE}/containerd/state"
 
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"
+  # Every registry is a closed loopback port: a pull of an image that was not loaded
+  # fails at once, and nothing leaves the machine.
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "${STATE}/containerd/certs.d"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "${SANDBOX_IMAGE}"
 
@@ -336,6 +340,12 @@ state = "${STATE}/containerd/state"
 
 [plugins."io.containerd.nri.v1.nri"]
   disable = true
+EOF
+  mkdir -p "${STATE}/containerd/certs.d/_default"
+  cat >"${STATE}/containerd/certs.d/_default/hosts.toml" <<EOF
+server = "http://127.0.0.1:9"
+[host."http://127.0.0.1:9"]
+  capabilities = ["pull", "resolve"]
 EOF
   # The shim is found on PATH.
   PATH="${CONTAINERD_DIR}:${PATH}" start containerd "${CONTAINERD_DIR}/containerd" \

@@ -71,6 +71,9 @@ func TestHelm(t *testing.T) {
 	step(t, "a stdio server runs from its image", func(t *testing.T) {
 		testStdioFromImage(t)
 	})
+	step(t, "a pod that cannot run says why", func(t *testing.T) {
+		testPodsThatCannotRun(t)
+	})
 	step(t, "agents in pods call it with their projected tokens", func(t *testing.T) {
 		testAgentsInPods(t, helmInstall, "stdio-restricted", "everything")
 	})

@@ -3,8 +3,10 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -49,12 +51,36 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// refusalRecorder keeps the bodies of the gateway's error answers, which the client's
+// errors reduce to a status text, so that a failed call says why it was refused.
+type refusalRecorder struct {
+	base http.RoundTripper
+
+	mu     sync.Mutex
+	bodies map[string]int
+}
+
+func (rr *refusalRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := rr.base.RoundTrip(r)
+	if err != nil || resp.StatusCode < 400 {
+		return resp, err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	rr.bodies[fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))]++
+	return resp, nil
+}
+
 // callLoad is clients calling a tool through the gateway Service in a loop, each call on
 // a new connection so that kube-proxy picks a pod per call, with what failed.
 type callLoad struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	calls  atomic.Int64
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	calls    atomic.Int64
+	refusals *refusalRecorder
 
 	mu     sync.Mutex
 	failed []string
@@ -64,8 +90,8 @@ type callLoad struct {
 func startLoad(t *testing.T, endpoint, token string, clients int) *callLoad {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	load := &callLoad{cancel: cancel}
-	httpClient := &http.Client{Transport: bearerTransport{token: token, base: &http.Transport{DisableKeepAlives: true}}}
+	load := &callLoad{cancel: cancel, refusals: &refusalRecorder{base: &http.Transport{DisableKeepAlives: true}, bodies: map[string]int{}}}
+	httpClient := &http.Client{Transport: bearerTransport{token: token, base: load.refusals}}
 	for i := range clients {
 		client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-node-load", Version: "v0"}, nil)
 		connectCtx, connectCancel := context.WithTimeout(ctx, 30*time.Second)
@@ -108,13 +134,33 @@ func (l *callLoad) fail(what string) {
 	l.failed = append(l.failed, what)
 }
 
-// stop stops the clients and returns the number of calls made and those that failed.
+// stop stops the clients and returns the number of calls made and those that failed,
+// the gateway's refusals (status and body, with their counts) first.
 func (l *callLoad) stop() (int64, []string) {
 	l.cancel()
 	l.wg.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.calls.Load(), l.failed
+	l.refusals.mu.Lock()
+	defer l.refusals.mu.Unlock()
+	var failed []string
+	for body, n := range l.refusals.bodies {
+		failed = append(failed, fmt.Sprintf("%d refusals: %s", n, body))
+	}
+	return l.calls.Load(), append(failed, l.failed...)
+}
+
+// reportFailed fails the test with the first failed calls and how many more there were.
+func reportFailed(t *testing.T, failed []string) {
+	t.Helper()
+	const shown = 20
+	for i, f := range failed {
+		if i == shown {
+			t.Errorf("... and %d more", len(failed)-shown)
+			break
+		}
+		t.Errorf("failed: %s", f)
+	}
 }
 
 func contentText(content []mcp.Content) string {
@@ -216,9 +262,7 @@ func testFailover(t *testing.T, in install, namespace, server string) {
 	time.Sleep(3 * time.Second)
 	calls, failed := load.stop()
 	t.Logf("%d calls during the failover, %d failed", calls, len(failed))
-	for _, f := range failed {
-		t.Errorf("failed call: %s", f)
-	}
+	reportFailed(t, failed)
 	if flips := watch.stop(t, namespace, server); len(flips) > 0 {
 		t.Errorf("Ready flipped during the failover: %v", flips)
 	}
@@ -240,9 +284,7 @@ func testUpgrade(t *testing.T, in install, namespace, server string) {
 	time.Sleep(3 * time.Second)
 	calls, failed := load.stop()
 	t.Logf("helm upgrade under load: %d calls, %d failed", calls, len(failed))
-	for _, f := range failed {
-		t.Errorf("failed call: %s", f)
-	}
+	reportFailed(t, failed)
 	var pods corev1.PodList
 	getJSON(t, &pods, "pods", "-n", systemNamespace, "-l", in.selector)
 	for _, pod := range pods.Items {

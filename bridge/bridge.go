@@ -376,6 +376,10 @@ func (b *Bridge) Serve(ctx context.Context, ln net.Listener) error {
 	case startupErr = <-b.startup.failures():
 	}
 	b.log.Info("Shutting down")
+	// Close kept-alive connections first: a client's next request then opens a new
+	// connection, which its Service sends to another pod, instead of reaching this
+	// bridge after its sessions have ended.
+	srv.SetKeepAlivesEnabled(false)
 	_ = b.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()

@@ -146,3 +146,141 @@ func listTools(endpoint string) error {
 	}
 	return nil
 }
+
+// BenchmarkManagerMemory100Servers measures the manager pods' memory with 100 MCPServers
+// Ready: 80 remote Streamable HTTP servers (one server-everything pod behind a Service)
+// and 20 stdio servers (go-sdk's hello example, each a pod of its own). It reports each
+// replica's and both replicas' resident memory and working set as the kubelet measures
+// them (its stats summary), before the servers and with them.
+func BenchmarkManagerMemory100Servers(b *testing.B) {
+	ensureInstalled(b)
+	const (
+		namespace = "bench-fleet"
+		remote    = 80
+		stdio     = 20
+	)
+	web, hello := imageNamed(b, "server-everything"), imageNamed(b, "go-sdk-hello")
+	before := managerMemory(b)
+	var manifest strings.Builder
+	fmt.Fprintf(&manifest, `apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: %[1]s, labels: {app: web}}
+spec:
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: web
+      image: %[2]s
+      command: %[3]s
+      env: [{name: PORT, value: "%[4]d"}]
+      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: %[1]s}
+spec:
+  selector: {app: web}
+  ports: [{port: %[4]d}]
+---
+apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPEgressPolicy
+metadata: {name: cluster-web, namespace: %[1]s}
+spec:
+  serverSelector: {}
+  egress:
+    - to: [{host: web.%[1]s.svc}, {ipBlock: {cidr: 10.96.0.0/16}}]
+      ports: [{port: %[4]d}]
+`, namespace, web.Ref, yamlList(append(web.Command[:len(web.Command)-1:len(web.Command)-1], "streamableHttp")), targetPort)
+	for i := range remote {
+		fmt.Fprintf(&manifest, "---\napiVersion: mcp.switchboard.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: remote-%d, namespace: %s}\nspec:\n  http: {url: \"http://web.%s.svc:%d/mcp\"}\n", i, namespace, namespace, targetPort)
+	}
+	for i := range stdio {
+		fmt.Fprintf(&manifest, "---\napiVersion: mcp.switchboard.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: stdio-%d, namespace: %s}\nspec:\n  stdio: {image: %s, command: %s, securityContext: {runAsNonRoot: true}}\n", i, namespace, hello.Ref, yamlList(hello.Command))
+	}
+	kubectlApply(b, manifest.String())
+	defer kubectl(b, "delete", "namespace", namespace, "--wait=false")
+	start := time.Now()
+	testutil.Eventually(b, 10*time.Minute, "100 servers Ready", func() error {
+		var list mcpv1alpha1.MCPServerList
+		text, err := kubectlErr("get", "mcpservers", "-n", namespace, "-o", "json")
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(text), &list); err != nil {
+			return err
+		}
+		ready := 0
+		for _, s := range list.Items {
+			if apimeta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
+				ready++
+			}
+		}
+		if ready < remote+stdio {
+			return fmt.Errorf("%d of %d Ready", ready, len(list.Items))
+		}
+		return nil
+	})
+	b.Logf("100 servers Ready %s after the apply", time.Since(start).Round(time.Second))
+	time.Sleep(30 * time.Second) // a few probe rounds, so the figures are the steady state
+	after := managerMemory(b)
+	for pod, m := range after {
+		b.Logf("%s: RSS %.1f MiB (%.1f before), working set %.1f MiB (%.1f before)",
+			pod, mib(m.rss), mib(before[pod].rss), mib(m.workingSet), mib(before[pod].workingSet))
+	}
+	var rss, ws uint64
+	for _, m := range after {
+		rss, ws = rss+m.rss, ws+m.workingSet
+	}
+	for b.Loop() {
+	}
+	b.ReportMetric(mib(rss), "rss-MiB-all-replicas")
+	b.ReportMetric(mib(ws), "working-set-MiB-all-replicas")
+	b.ReportMetric(0, "ns/op")
+}
+
+// podMemory is what the kubelet measures of a container.
+type podMemory struct{ rss, workingSet uint64 }
+
+// managerMemory reads the manager containers' memory from the kubelet's stats summary.
+func managerMemory(b *testing.B) map[string]podMemory {
+	b.Helper()
+	var summary struct {
+		Pods []struct {
+			PodRef struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"podRef"`
+			Containers []struct {
+				Name   string `json:"name"`
+				Memory struct {
+					RSSBytes        uint64 `json:"rssBytes"`
+					WorkingSetBytes uint64 `json:"workingSetBytes"`
+				} `json:"memory"`
+			} `json:"containers"`
+		} `json:"pods"`
+	}
+	text := kubectl(b, "get", "--raw", "/api/v1/nodes/switchboard-node/proxy/stats/summary")
+	if err := json.Unmarshal([]byte(text), &summary); err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]podMemory{}
+	for _, p := range summary.Pods {
+		if p.PodRef.Namespace != systemNamespace {
+			continue
+		}
+		for _, c := range p.Containers {
+			if c.Name == "manager" {
+				out[p.PodRef.Name] = podMemory{rss: c.Memory.RSSBytes, workingSet: c.Memory.WorkingSetBytes}
+			}
+		}
+	}
+	if len(out) == 0 {
+		b.Fatalf("the kubelet's stats name no manager container")
+	}
+	return out
+}
+
+func mib(n uint64) float64 { return float64(n) / (1 << 20) }

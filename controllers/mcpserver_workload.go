@@ -323,16 +323,23 @@ func (p *PodRuntime) serverOfWorkload(ctx context.Context, obj client.Object) []
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}}}
 }
 
-// deploymentAvailable reports whether the Deployment's current generation has an
-// available replica, and says why not.
+// deploymentAvailable reports whether the Deployment has an available replica to serve
+// the server, and says why not. A rollout (a changed spec, an operator upgrade bringing a
+// new bridge) keeps the server available while a replica of either version is: the
+// rolling update starts the new pod before it stops the old one, and the server must not
+// turn unready, and its callers be refused, in between.
 func deploymentAvailable(d *appsv1.Deployment) (bool, string) {
-	if d.Status.ObservedGeneration < d.Generation {
-		return false, "Deployment " + d.Name + " is rolling out"
-	}
+	rollingOut := d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < ptr.Deref(d.Spec.Replicas, 1)
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue && d.Status.AvailableReplicas > 0 {
+			if rollingOut {
+				return true, fmt.Sprintf("Deployment %s is rolling out; %d available replica(s) serve meanwhile", d.Name, d.Status.AvailableReplicas)
+			}
 			return true, fmt.Sprintf("Deployment %s has %d available replica(s)", d.Name, d.Status.AvailableReplicas)
 		}
+	}
+	if rollingOut {
+		return false, "Deployment " + d.Name + " is rolling out"
 	}
 	return false, "Deployment " + d.Name + " has no available replica"
 }

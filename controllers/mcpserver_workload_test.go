@@ -109,9 +109,16 @@ func TestStdioServerRunsAsDeploymentBehindTheBridge(t *testing.T) {
 		g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
 		g.Expect(deploy.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"--quiet"}))
 	}, eventually, poll).Should(Succeed())
+	// The old replica serves on while the new one starts: the workload stays available
+	// (and the server's callers are not refused), and says it is rolling out.
 	g.Eventually(func(g Gomega) {
-		readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable)
-	}, eventually, poll).Should(Succeed(), "a rollout of a new generation is not yet available")
+		got := get(g, obj)
+		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.ObservedGeneration).To(Equal(got.Generation))
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Message).To(ContainSubstring("is rolling out; 1 available replica(s) serve meanwhile"))
+	}, eventually, poll).Should(Succeed(), "a rollout keeps the old replica's availability")
 }
 
 func TestStdioPodEgressFollowsPolicies(t *testing.T) {

@@ -62,6 +62,8 @@ func TestKustomize(t *testing.T) {
 		})
 	})
 	step(t, "kubectl delete -k leaves nothing behind", func(t *testing.T) {
+		// The servers first, while the operator that removes their finalizers runs.
+		kubectl(t, "delete", "mcpservers", "--all", "--all-namespaces", "--wait")
 		kubectl(t, "delete", "-k", filepath.Join(config, "default"), "--wait")
 		checkUninstalled(t, kustomizeInstall, false)
 	})

@@ -110,8 +110,14 @@ func TestStdioServerRunsAsDeploymentBehindTheBridge(t *testing.T) {
 		g.Expect(deploy.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"--quiet"}))
 	}, eventually, poll).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable)
-	}, eventually, poll).Should(Succeed(), "a rollout of a new generation is not yet available")
+		got := get(g, obj)
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "the previous pod keeps serving")
+		g.Expect(c.Message).To(ContainSubstring("its current pod template has not rolled out"))
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus))
+	}, eventually, poll).Should(Succeed(), "a rollout of a new generation is not done")
 }
 
 func TestStdioPodEgressFollowsPolicies(t *testing.T) {

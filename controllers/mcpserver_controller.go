@@ -575,8 +575,10 @@ func (r *MCPServerReconciler) recordTransitions(before, after *mcpv1alpha1.MCPSe
 // Warning with the condition's reason when a new reason keeps the workload from running
 // or when an available workload stops being so (a pod being created for a new server
 // is neither), and, once it is available again, for how long it was not and what it
-// last waited for.
+// last waited for. A new version that cannot run while the previous one serves is
+// announced the same way, once per reason (see recordRolloutTransitions).
 func (r *MCPServerReconciler) recordWorkloadTransitions(before, after *mcpv1alpha1.MCPServer) {
+	r.recordRolloutTransitions(before, after)
 	was := meta.FindStatusCondition(before.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
 	now := meta.FindStatusCondition(after.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
 	wasAvailable := was != nil && was.Status == metav1.ConditionTrue
@@ -589,6 +591,35 @@ func (r *MCPServerReconciler) recordWorkloadTransitions(before, after *mcpv1alph
 		r.event(after, corev1.EventTypeNormal, eventWorkloadAvailable, "RunWorkload", "%s; it had none for %s: %s: %s",
 			now.Message, now.LastTransitionTime.Sub(was.LastTransitionTime.Time).Round(time.Second), was.Reason, was.Message)
 	}
+}
+
+// recordRolloutTransitions announces, with a Warning of its reason, each new reason the
+// current version of a Ready stdio server cannot run for while the previous version
+// keeps serving, and its Deployment exceeding its progress deadline; a new pod on its
+// way (RollingOut) is not announced.
+func (r *MCPServerReconciler) recordRolloutTransitions(before, after *mcpv1alpha1.MCPServer) {
+	was, now := pendingRollout(before), pendingRollout(after)
+	if now == nil || now.Reason == mcpv1alpha1.ReasonRollingOut {
+		return
+	}
+	if was == nil || was.Type != now.Type || was.Reason != now.Reason {
+		r.event(after, corev1.EventTypeWarning, now.Reason, "RollOut", "%s", now.Message)
+	}
+}
+
+// pendingRollout returns the condition that says why a Ready stdio server's current
+// version has not rolled out (Stalled, else Reconciling: on a Ready server they carry
+// nothing else, see rolloutPending), or nil.
+func pendingRollout(obj *mcpv1alpha1.MCPServer) *metav1.Condition {
+	if obj.Spec.Stdio == nil || !meta.IsStatusConditionTrue(obj.Status.Conditions, mcpv1alpha1.ConditionReady) {
+		return nil
+	}
+	for _, t := range []string{mcpv1alpha1.ConditionStalled, mcpv1alpha1.ConditionReconciling} {
+		if c := meta.FindStatusCondition(obj.Status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
 }
 
 // maxEventNote is the longest note the API server accepts in an Event (events.k8s.io/v1).
@@ -606,4 +637,12 @@ func capitalize(s string) string {
 		return s
 	}
 	return string(s[0]-'a'+'A') + s[1:]
+}
+
+// uncapitalize lower-cases the first letter of a message continued after a semicolon.
+func uncapitalize(s string) string {
+	if s == "" || s[0] < 'A' || s[0] > 'Z' {
+		return s
+	}
+	return string(s[0]-'A'+'a') + s[1:]
 }

@@ -122,17 +122,46 @@ type cachedTail struct {
 // current ReplicaSet and that ReplicaSet's newest pod, with the log tail of a container
 // that exited; nil when the pods say nothing more than d does.
 func (p *PodRuntime) explainUnavailable(ctx context.Context, key connector.Key, d *appsv1.Deployment) (*podFinding, error) {
+	replicaSets, pods, err := p.workloadOf(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return p.withLogTail(ctx, key, diagnosePods(d, replicaSets, pods)), nil
+}
+
+// explainRollout says why the current pod template of the Deployment d, which has an
+// available replica, has not rolled out, as explainUnavailable says it for a Deployment
+// without one; nil when it has rolled out.
+func (p *PodRuntime) explainRollout(ctx context.Context, key connector.Key, d *appsv1.Deployment) (*podFinding, error) {
+	if d.Status.ObservedGeneration < d.Generation {
+		// The Deployment controller has not yet seen the new template: nothing to list.
+		return diagnoseRollout(d, nil, nil), nil
+	}
+	replicaSets, pods, err := p.workloadOf(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return p.withLogTail(ctx, key, diagnoseRollout(d, replicaSets, pods)), nil
+}
+
+// workloadOf lists the ReplicaSets and pods of the Deployment d from the cache.
+func (p *PodRuntime) workloadOf(ctx context.Context, d *appsv1.Deployment) ([]appsv1.ReplicaSet, []corev1.Pod, error) {
 	var replicaSets appsv1.ReplicaSetList
 	if err := p.Client.List(ctx, &replicaSets, client.InNamespace(d.Namespace), client.MatchingLabels{serverLabel: d.Name}); err != nil {
-		return nil, fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", d.Name, err)
+		return nil, nil, fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", d.Name, err)
 	}
 	var pods corev1.PodList
 	if err := p.Client.List(ctx, &pods, client.InNamespace(d.Namespace), client.MatchingLabels{serverLabel: d.Name}); err != nil {
-		return nil, fmt.Errorf("listing the pods of Deployment %s: %w", d.Name, err)
+		return nil, nil, fmt.Errorf("listing the pods of Deployment %s: %w", d.Name, err)
 	}
-	f := diagnosePods(d, replicaSets.Items, pods.Items)
+	return replicaSets.Items, pods.Items, nil
+}
+
+// withLogTail adds to the finding f the log tail of the container it names, and bounds
+// its message; nil stays nil.
+func (p *PodRuntime) withLogTail(ctx context.Context, key connector.Key, f *podFinding) *podFinding {
 	if f == nil {
-		return nil, nil
+		return nil
 	}
 	if f.logs != nil {
 		if tail := p.logTail(ctx, key, *f.logs); tail != "" {
@@ -140,7 +169,38 @@ func (p *PodRuntime) explainUnavailable(ctx context.Context, key connector.Key, 
 		}
 	}
 	f.message = connector.TruncateUTF8(f.message, maxPodMessage)
-	return f, nil
+	return f
+}
+
+// diagnoseRollout is the pure part of explainRollout: nil when the Deployment d has
+// rolled out its current pod template (the Deployment controller has seen it, every
+// desired replica runs it, and its ReplicaSet has an available replica); else what the
+// newest pod of that ReplicaSet says, as diagnosePods says it, with reason RollingOut
+// while nothing has failed.
+func diagnoseRollout(d *appsv1.Deployment, replicaSets []appsv1.ReplicaSet, pods []corev1.Pod) *podFinding {
+	rollingOut := func(message string) *podFinding {
+		return &podFinding{reason: mcpv1alpha1.ReasonRollingOut, message: message}
+	}
+	if d.Status.ObservedGeneration < d.Generation {
+		return rollingOut("Deployment " + d.Name + " has not yet started rolling out its new pod template")
+	}
+	desired := int32(1)
+	if d.Spec.Replicas != nil {
+		desired = *d.Spec.Replicas
+	}
+	rs := currentReplicaSet(d, replicaSets)
+	if d.Status.UpdatedReplicas >= desired && rs != nil && rs.Status.AvailableReplicas > 0 {
+		return nil
+	}
+	f := diagnosePods(d, replicaSets, pods)
+	switch {
+	case f == nil:
+		return rollingOut("Deployment " + d.Name + " is rolling out its new pod template")
+	case f.reason == mcpv1alpha1.ReasonWorkloadUnavailable:
+		// The workload is available: its new pod is on its way, not missing.
+		f.reason = mcpv1alpha1.ReasonRollingOut
+	}
+	return f
 }
 
 // logTail returns the last log lines of the container instance src, made one bounded

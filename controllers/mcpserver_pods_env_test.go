@@ -14,11 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/controllers"
+	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // The tests here run the Deployment and ReplicaSet controllers of kube-controller-manager,
@@ -367,4 +370,107 @@ func TestStdioPodDeletedComesBack(t *testing.T) {
 			ContainSubstring("it had none for"), ContainSubstring("Pod "+second.Name))))
 	}, eventually, poll).Should(Succeed())
 	g.Expect(strings.Join(eventReasons(t, ns, obj.Name), ",")).NotTo(ContainSubstring(mcpv1alpha1.ReasonServerExited))
+}
+
+// bridgeAt is the pod runtime with its bridge's endpoint replaced by url: no kubelet runs
+// here to serve the Service, so an MCP server on loopback stands for the bridge of
+// whichever pod the Service sends the session to.
+type bridgeAt struct {
+	*controllers.PodRuntime
+	url string
+}
+
+func (b bridgeAt) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rules *egress.ServerRules) (controllers.WorkloadStatus, error) {
+	st, err := b.PodRuntime.Ensure(ctx, obj, rules)
+	st.Endpoint = b.url
+	return st, err
+}
+
+// withBridgeAt makes the pod runtime (withPodRuntime, before it) reach its bridge at url.
+func withBridgeAt(url string) operatorOption {
+	return func(r *controllers.MCPServerReconciler, _ ctrl.Manager) {
+		r.Stdio = bridgeAt{PodRuntime: r.Stdio.(*controllers.PodRuntime), url: url}
+	}
+}
+
+// TestStdioRolloutThatCannotRunIsNotDone edits a Ready stdio server to an image whose
+// pod cannot be pulled: the Deployment keeps the previous pod serving, and the server
+// keeps serving through it (Ready, for the gateway), but does not claim that the new
+// generation runs: a GitOps tool waiting with kstatus sees it in progress, with the
+// kubelet's reason, and a Warning Event says it once. Fixed, it is Current again.
+func TestStdioRolloutThatCannotRunIsNotDone(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bridge := newMCPServer(t, 2)
+	startOperator(t, ns, withPodRuntime(), withPodLogs(&fakeLogs{}), withBridgeAt(bridge.url()))
+	env.StartControllerManager(t, "deployment", "replicaset")
+
+	obj := stdioServer(ns, "rolling")
+	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	serving := newPodOf(g, ns, "rolling", obj.Spec.Stdio.Image)
+	kubeletReports(g, serving, serverReady)
+	current := func(g Gomega) {
+		got := get(g, obj)
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.CurrentStatus), "conditions %+v", got.Status.Conditions)
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		st, _ := condition(got, mcpv1alpha1.ConditionReady)
+		g.Expect(st).To(Equal(metav1.ConditionTrue))
+		g.Expect(got.Status.ToolCount).To(BeEquivalentTo(2))
+	}
+	g.Eventually(current, eventually, poll).Should(Succeed())
+	since := meta.FindStatusCondition(get(g, obj).Status.Conditions, mcpv1alpha1.ConditionReady).LastTransitionTime
+
+	// An image that cannot be pulled: the new ReplicaSet's pod waits for it, and the
+	// Deployment keeps the previous pod, which stays ready.
+	const broken = "ghcr.io/acme/server:broken"
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.Image = broken })
+	pod := newPodOf(g, ns, "rolling", broken)
+	kubeletReports(g, pod, serverWaiting("ErrImagePull",
+		`failed to pull and unpack image "`+broken+`": failed to resolve reference "`+broken+`": not found`))
+	g.Eventually(func(g Gomega) {
+		got := get(g, obj)
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus), "conditions %+v", got.Status.Conditions)
+		rec := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReconciling)
+		g.Expect(rec).NotTo(BeNil())
+		g.Expect(rec.Reason).To(Equal(mcpv1alpha1.ReasonImagePullFailed))
+		g.Expect(rec.Message).To(ContainSubstring("previous version keeps serving"))
+		g.Expect(rec.Message).To(ContainSubstring("Pod " + pod.Name + `: container server cannot pull image "` + broken + `": ErrImagePull:`))
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionStalled)).To(BeNil())
+
+		// The previous version still serves: the gateway takes calls for a server that is
+		// Ready at its current generation.
+		ready := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady)
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(ready.ObservedGeneration).To(Equal(got.Generation))
+		g.Expect(ready.LastTransitionTime).To(Equal(since), "Ready never went False: the session was never dropped")
+		g.Expect(ready.Message).To(ContainSubstring("previous version keeps serving"))
+		g.Expect(ready.Message).To(ContainSubstring("cannot pull image"))
+		st, _ := condition(got, mcpv1alpha1.ConditionWorkloadAvailable)
+		g.Expect(st).To(Equal(metav1.ConditionTrue))
+		st, _ = condition(got, mcpv1alpha1.ConditionConnected)
+		g.Expect(st).To(Equal(metav1.ConditionTrue))
+	}, eventually, poll).Should(Succeed())
+	g.Expect(podsOf(g, ns, "rolling")).To(ContainElement(HaveField("Name", serving.Name)), "the previous pod keeps running")
+	announced(t, g, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonImagePullFailed, broken, "not found")
+	// The kubelet backs off: the same failure, not a new one to announce.
+	kubeletReports(g, pod, serverWaiting("ImagePullBackOff", `Back-off pulling image "`+broken+`"`))
+	g.Eventually(func(g Gomega) {
+		c := meta.FindStatusCondition(get(g, obj).Status.Conditions, mcpv1alpha1.ConditionReconciling)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(ContainSubstring("ImagePullBackOff"))
+	}, eventually, poll).Should(Succeed())
+	g.Expect(eventsWith(t, obj, mcpv1alpha1.ReasonImagePullFailed)).To(HaveLen(1))
+
+	// Fixed: the new pod runs, replaces the previous one, and the server is Current.
+	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.Image = "ghcr.io/acme/server:2" })
+	fixed := newPodOf(g, ns, "rolling", "ghcr.io/acme/server:2")
+	kubeletReports(g, fixed, serverReady)
+	g.Eventually(func(g Gomega) {
+		current(g)
+		got := get(g, obj)
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReconciling)).To(BeNil())
+		g.Expect(podsOf(g, ns, "rolling")).To(ConsistOf(HaveField("Name", fixed.Name)))
+	}, eventually, poll).Should(Succeed())
 }

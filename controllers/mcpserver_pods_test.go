@@ -289,6 +289,145 @@ func TestDiagnosePods(t *testing.T) {
 	}
 }
 
+// TestDiagnoseRollout: a Deployment with an available replica has rolled out only once
+// the Deployment controller has seen its pod template, every desired replica runs it and
+// its ReplicaSet has an available replica; until then the new ReplicaSet's newest pod
+// says why not, and a pod merely on its way is RollingOut, not WorkloadUnavailable.
+func TestDiagnoseRollout(t *testing.T) {
+	old := testReplicaSet("mcp-srv-1", "1")
+	old.Status.AvailableReplicas = 1
+	current := testReplicaSet("mcp-srv-2", "2")
+	currentAvailable := testReplicaSet("mcp-srv-2", "2")
+	currentAvailable.Status.AvailableReplicas = 1
+	serving := testPod("mcp-srv-1-a", "mcp-srv-1", 1, corev1.ContainerStatus{Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+	deployment := func(generation, observed int64, updated int32) *appsv1.Deployment {
+		d := testDeployment()
+		d.Generation = generation
+		d.Spec.Replicas = ptr.To[int32](1)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: 1 + updated, UpdatedReplicas: updated, AvailableReplicas: 1}
+		return d
+	}
+	cases := []struct {
+		name        string
+		deployment  *appsv1.Deployment
+		replicaSets []appsv1.ReplicaSet
+		pods        []corev1.Pod
+		reason      string // "" means rolled out
+		message     []string
+	}{
+		{
+			name:        "rolled out",
+			deployment:  deployment(2, 2, 1),
+			replicaSets: []appsv1.ReplicaSet{old, currentAvailable},
+			pods:        []corev1.Pod{testPod("mcp-srv-2-a", "mcp-srv-2", 5, corev1.ContainerStatus{Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})},
+		},
+		{
+			name:        "new template not yet seen by the Deployment controller",
+			deployment:  deployment(3, 2, 1),
+			replicaSets: []appsv1.ReplicaSet{old, currentAvailable},
+			reason:      mcpv1alpha1.ReasonRollingOut,
+			message:     []string{"Deployment mcp-srv has not yet started rolling out its new pod template"},
+		},
+		{
+			name:        "new image cannot be pulled",
+			deployment:  deployment(2, 2, 1),
+			replicaSets: []appsv1.ReplicaSet{old, current},
+			pods: []corev1.Pod{serving, testPod("mcp-srv-2-a", "mcp-srv-2", 5, waiting("ErrImagePull",
+				`failed to pull and unpack image "ghcr.io/acme/server:1": not found`))},
+			reason:  mcpv1alpha1.ReasonImagePullFailed,
+			message: []string{`Pod mcp-srv-2-a: container server cannot pull image "ghcr.io/acme/server:1": ErrImagePull:`},
+		},
+		{
+			name:        "new server exits at once",
+			deployment:  deployment(2, 2, 1),
+			replicaSets: []appsv1.ReplicaSet{old, current},
+			pods:        []corev1.Pod{serving, testPod("mcp-srv-2-a", "mcp-srv-2", 5, crashLooping(2, 1, "containerd://n2"))},
+			reason:      mcpv1alpha1.ReasonServerExited,
+			message:     []string{"Pod mcp-srv-2-a: container server exited with code 1 (Error), restarted 2 times"},
+		},
+		{
+			name:        "new pod on its way",
+			deployment:  deployment(2, 2, 1),
+			replicaSets: []appsv1.ReplicaSet{old, current},
+			pods:        []corev1.Pod{serving, testPod("mcp-srv-2-a", "mcp-srv-2", 5, waiting("ContainerCreating", ""))},
+			reason:      mcpv1alpha1.ReasonRollingOut,
+			message:     []string{"Pod mcp-srv-2-a: container server is waiting: ContainerCreating"},
+		},
+		{
+			name:        "new pod refused by admission",
+			deployment:  deployment(2, 2, 0),
+			replicaSets: []appsv1.ReplicaSet{old, testReplicaSet("mcp-srv-2", "2", appsv1.ReplicaSetCondition{Type: appsv1.ReplicaSetReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: "exceeded quota"})},
+			pods:        []corev1.Pod{serving},
+			reason:      mcpv1alpha1.ReasonPodRejected,
+			message:     []string{"ReplicaSet mcp-srv-2 cannot create a pod: exceeded quota"},
+		},
+		{
+			name:        "new ReplicaSet not in the cache yet",
+			deployment:  deployment(2, 2, 0),
+			replicaSets: []appsv1.ReplicaSet{old},
+			pods:        []corev1.Pod{serving},
+			reason:      mcpv1alpha1.ReasonRollingOut,
+			message:     []string{"Deployment mcp-srv is rolling out its new pod template"},
+		},
+		{
+			name:        "new ReplicaSet available, not every replica updated",
+			deployment:  deployment(2, 2, 0),
+			replicaSets: []appsv1.ReplicaSet{old, currentAvailable},
+			pods:        []corev1.Pod{serving, testPod("mcp-srv-2-a", "mcp-srv-2", 5, corev1.ContainerStatus{Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})},
+			reason:      mcpv1alpha1.ReasonRollingOut,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := diagnoseRollout(tc.deployment, tc.replicaSets, tc.pods)
+			if tc.reason == "" {
+				if f != nil {
+					t.Fatalf("finding %+v, want the rollout done", f)
+				}
+				return
+			}
+			if f == nil {
+				t.Fatal("rollout done, want it pending")
+			}
+			if f.reason != tc.reason {
+				t.Errorf("reason %s, want %s (message %q)", f.reason, tc.reason, f.message)
+			}
+			for _, m := range tc.message {
+				if !strings.Contains(f.message, m) {
+					t.Errorf("message %q does not say %q", f.message, m)
+				}
+			}
+		})
+	}
+}
+
+// TestProgressDeadlineExceeded: only the Deployment controller's verdict on the current
+// pod template counts.
+func TestProgressDeadlineExceeded(t *testing.T) {
+	exceeded := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}
+	progressing := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"}
+	cases := []struct {
+		name                 string
+		generation, observed int64
+		conds                []appsv1.DeploymentCondition
+		want                 bool
+	}{
+		{"exceeded", 2, 2, []appsv1.DeploymentCondition{exceeded}, true},
+		{"progressing", 2, 2, []appsv1.DeploymentCondition{progressing}, false},
+		{"an earlier template's verdict", 3, 2, []appsv1.DeploymentCondition{exceeded}, false},
+		{"no condition yet", 1, 0, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := testDeployment()
+			d.Generation, d.Status.ObservedGeneration, d.Status.Conditions = tc.generation, tc.observed, tc.conds
+			if got := progressDeadlineExceeded(d); got != tc.want {
+				t.Errorf("progressDeadlineExceeded = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestQuoteLog: the end of a container's log becomes one bounded line, the bridge's JSON
 // lines read as what they say, and nothing a server writes can break the line or hide
 // text from whoever reads the condition.
@@ -378,6 +517,40 @@ func TestWorkloadEvents(t *testing.T) {
 		}},
 		{name: "still available", before: available, after: available},
 	}
+	// A Ready server whose new version does not run while the previous one serves.
+	rollout := func(condType, reason, message string) *mcpv1alpha1.MCPServer {
+		obj := workload(metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, "Deployment mcp-srv has 1 available replica(s); its current pod template has not rolled out", 5)
+		obj.Status.Conditions = append(obj.Status.Conditions,
+			metav1.Condition{Type: mcpv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: mcpv1alpha1.ReasonSucceeded},
+			metav1.Condition{Type: condType, Status: metav1.ConditionTrue, Reason: reason, Message: message})
+		return obj
+	}
+	readyServing := func() *mcpv1alpha1.MCPServer {
+		obj := workload(metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, "Deployment mcp-srv has 1 available replica(s)", 5)
+		obj.Status.Conditions = append(obj.Status.Conditions,
+			metav1.Condition{Type: mcpv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: mcpv1alpha1.ReasonSucceeded})
+		return obj
+	}()
+	rolling := rollout(mcpv1alpha1.ConditionReconciling, mcpv1alpha1.ReasonRollingOut, "The previous version keeps serving while the new one rolls out: Pod b is pending")
+	newPulling := rollout(mcpv1alpha1.ConditionReconciling, mcpv1alpha1.ReasonImagePullFailed, `The previous version keeps serving; the new one cannot run: Pod b: container server cannot pull image "x": ErrImagePull: not found`)
+	newBackingOff := rollout(mcpv1alpha1.ConditionReconciling, mcpv1alpha1.ReasonImagePullFailed, `The previous version keeps serving; the new one cannot run: Pod b: container server cannot pull image "x": ImagePullBackOff`)
+	newStalled := rollout(mcpv1alpha1.ConditionStalled, mcpv1alpha1.ReasonImagePullFailed, `The previous version keeps serving; the new one cannot run: Pod b: container server cannot pull image "x": ImagePullBackOff; Deployment mcp-srv made no progress for 600s (ProgressDeadlineExceeded)`)
+	cases = append(cases, []struct {
+		name          string
+		before, after *mcpv1alpha1.MCPServer
+		want          []string
+	}{
+		{name: "new version rolling out", before: readyServing, after: rolling},
+		{name: "new version cannot be pulled", before: rolling, after: newPulling, want: []string{
+			`Warning ImagePullFailed The previous version keeps serving; the new one cannot run: Pod b: container server cannot pull image "x": ErrImagePull: not found`,
+		}},
+		{name: "new version still cannot be pulled", before: newPulling, after: newBackingOff},
+		{name: "new version past its progress deadline", before: newBackingOff, after: newStalled, want: []string{
+			`Warning ImagePullFailed The previous version keeps serving; the new one cannot run: Pod b: container server cannot pull image "x": ImagePullBackOff; Deployment mcp-srv made no progress for 600s (ProgressDeadlineExceeded)`,
+		}},
+		{name: "fixed, the new version rolling out", before: newStalled, after: rolling},
+		{name: "rolled out", before: rolling, after: readyServing},
+	}...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := events.NewFakeRecorder(10)

@@ -193,8 +193,15 @@ func computeStatus(obj *mcpv1alpha1.MCPServer, obs *observation) {
 		}
 	}
 	if failed == nil {
-		setCondition(obj, mcpv1alpha1.ConditionReady, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, "Connected and tools discovered")
-		failed = &notReady{progress: progressIdle}
+		// Ready: the server serves. Whether the current generation is what serves is
+		// kstatus's to say, through Reconciling and Stalled.
+		message := "Connected and tools discovered"
+		if failed = rolloutPending(obj, obs); failed != nil {
+			message += "; " + uncapitalize(failed.message)
+		} else {
+			failed = &notReady{progress: progressIdle}
+		}
+		setCondition(obj, mcpv1alpha1.ConditionReady, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, message)
 	} else {
 		setCondition(obj, mcpv1alpha1.ConditionReady, metav1.ConditionFalse, failed.reason, failed.message)
 	}
@@ -539,12 +546,40 @@ func checkAuthenticated(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady 
 }
 
 // checkWorkloadAvailable: a stdio server's bridge starting or rolling out heals by
-// itself.
-func checkWorkloadAvailable(obj *mcpv1alpha1.MCPServer, _ *observation) *notReady {
+// itself, until its Deployment gives up waiting (its progress deadline passed).
+func checkWorkloadAvailable(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady {
 	if obj.Spec.Stdio == nil {
 		return nil
 	}
-	return conditionCheck(obj, mcpv1alpha1.ConditionWorkloadAvailable, progressReconciling)
+	return conditionCheck(obj, mcpv1alpha1.ConditionWorkloadAvailable, obs.workloadProgress())
+}
+
+// workloadProgress is what a stdio workload that does not run its current version
+// means for kstatus: in progress, or stalled once its Deployment exceeded its progress
+// deadline, as kstatus judges the Deployment itself.
+func (o *observation) workloadProgress() progress {
+	if o.workload != nil && o.workload.err == nil && o.workload.status.ProgressDeadlineExceeded {
+		return progressStalled
+	}
+	return progressReconciling
+}
+
+// rolloutPending is what is still to be done for a Ready stdio server: nil when its
+// current version runs; else, while the previous version's pod keeps serving, why the
+// current one does not run yet (the runtime's reason: RollingOut, ImagePullFailed,
+// ServerExited, ...), in progress or, past the Deployment's progress deadline, stalled.
+// Ready stays True meanwhile: the server serves, and the gateway, which takes calls
+// only for Ready servers, keeps taking them.
+func rolloutPending(obj *mcpv1alpha1.MCPServer, obs *observation) *notReady {
+	w := obs.workload
+	if obj.Spec.Stdio == nil || w == nil || w.err != nil || !w.status.Available || w.status.Rollout == nil {
+		return nil
+	}
+	r := w.status.Rollout
+	if r.Reason == mcpv1alpha1.ReasonRollingOut {
+		return &notReady{r.Reason, "The previous version keeps serving while the new one rolls out: " + r.Message, obs.workloadProgress()}
+	}
+	return &notReady{r.Reason, "The previous version keeps serving; the new one cannot run: " + r.Message, obs.workloadProgress()}
 }
 
 // checkConnected: whether a failed session heals by itself is the connector's call.

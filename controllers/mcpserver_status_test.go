@@ -307,6 +307,95 @@ func TestComputeStatus(t *testing.T) {
 			},
 		},
 		{
+			name: "stdio server whose new version cannot run keeps serving the previous one",
+			obj:  stdioObject(),
+			obs: observation{
+				egressAllowedBy: "The server pod's egress is governed by the default egress posture",
+				workload: &workloadObservation{status: WorkloadStatus{Endpoint: bridge, Available: true,
+					Message: "Deployment mcp-srv has 1 available replica(s); its current pod template has not rolled out",
+					Rollout: &Rollout{Reason: mcpv1alpha1.ReasonImagePullFailed,
+						Message: `Pod mcp-srv-2-a: container server cannot pull image "example/server:2": ErrImagePull: not found`}}},
+				session: readySession(bridge),
+			},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:             "True/Succeeded",
+				mcpv1alpha1.ConditionWorkloadAvailable: "True/Succeeded",
+				mcpv1alpha1.ConditionConnected:         "True/Succeeded",
+				mcpv1alpha1.ConditionReconciling:       "True/ImagePullFailed",
+				mcpv1alpha1.ConditionStalled:           absent,
+			},
+			kstatus: status.InProgressStatus,
+			check: func(t *testing.T, obj *mcpv1alpha1.MCPServer) {
+				want := `previous version keeps serving; the new one cannot run: Pod mcp-srv-2-a: container server cannot pull image "example/server:2": ErrImagePull: not found`
+				ready := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionReady)
+				if ready.Message != "Connected and tools discovered; the "+want {
+					t.Errorf("Ready message %q", ready.Message)
+				}
+				rec := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionReconciling)
+				if rec.Message != "The "+want {
+					t.Errorf("Reconciling message %q", rec.Message)
+				}
+			},
+		},
+		{
+			name: "stdio server whose new version is on its way",
+			obj:  stdioObject(),
+			obs: observation{
+				egressAllowedBy: "The server pod's egress is governed by the default egress posture",
+				workload: &workloadObservation{status: WorkloadStatus{Endpoint: bridge, Available: true,
+					Message: "Deployment mcp-srv has 1 available replica(s); its current pod template has not rolled out",
+					Rollout: &Rollout{Reason: mcpv1alpha1.ReasonRollingOut, Message: "Pod mcp-srv-2-a is pending"}}},
+				session: readySession(bridge),
+			},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:       "True/Succeeded",
+				mcpv1alpha1.ConditionReconciling: "True/RollingOut",
+				mcpv1alpha1.ConditionStalled:     absent,
+			},
+			kstatus: status.InProgressStatus,
+			check: func(t *testing.T, obj *mcpv1alpha1.MCPServer) {
+				rec := meta.FindStatusCondition(obj.Status.Conditions, mcpv1alpha1.ConditionReconciling)
+				if want := "The previous version keeps serving while the new one rolls out: Pod mcp-srv-2-a is pending"; rec.Message != want {
+					t.Errorf("Reconciling message %q, want %q", rec.Message, want)
+				}
+			},
+		},
+		{
+			name: "stdio server whose new version is past its progress deadline",
+			obj:  stdioObject(),
+			obs: observation{
+				egressAllowedBy: "The server pod's egress is governed by the default egress posture",
+				workload: &workloadObservation{status: WorkloadStatus{Endpoint: bridge, Available: true, ProgressDeadlineExceeded: true,
+					Message: "Deployment mcp-srv has 1 available replica(s); its current pod template has not rolled out",
+					Rollout: &Rollout{Reason: mcpv1alpha1.ReasonServerExited,
+						Message: "Pod mcp-srv-2-a: container server exited with code 1 (Error), restarted 9 times; Deployment mcp-srv made no progress for 600s (ProgressDeadlineExceeded)"}}},
+				session: readySession(bridge),
+			},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:             "True/Succeeded",
+				mcpv1alpha1.ConditionWorkloadAvailable: "True/Succeeded",
+				mcpv1alpha1.ConditionStalled:           "True/ServerExited",
+				mcpv1alpha1.ConditionReconciling:       absent,
+			},
+			kstatus: status.FailedStatus,
+		},
+		{
+			name: "stdio server that never ran, past its progress deadline",
+			obj:  stdioObject(),
+			obs: observation{
+				egressAllowedBy: "The server pod's egress is governed by the default egress posture",
+				workload: &workloadObservation{status: WorkloadStatus{Endpoint: bridge, Reason: mcpv1alpha1.ReasonImagePullFailed, ProgressDeadlineExceeded: true,
+					Message: `Pod mcp-srv-1-a: container server cannot pull image "example/server:1": ImagePullBackOff; Deployment mcp-srv made no progress for 600s (ProgressDeadlineExceeded)`}},
+			},
+			want: map[string]string{
+				mcpv1alpha1.ConditionReady:             "False/ImagePullFailed",
+				mcpv1alpha1.ConditionWorkloadAvailable: "False/ImagePullFailed",
+				mcpv1alpha1.ConditionStalled:           "True/ImagePullFailed",
+				mcpv1alpha1.ConditionReconciling:       absent,
+			},
+			kstatus: status.FailedStatus,
+		},
+		{
 			name: "first connect under way",
 			obj:  httpObject(),
 			obs:  observation{egressAllowedBy: allowed, session: connectingSession()},

@@ -71,12 +71,30 @@ type WorkloadStatus struct {
 	Reason string
 	// Message says why it is not available, or what runs it when it is.
 	Message string
+	// Rollout is set while the workload is Available but its current pod template has
+	// not rolled out: pods of the previous version keep serving while the new version
+	// does not run yet. Nil once the new version runs, and while nothing is available.
+	Rollout *Rollout
+	// ProgressDeadlineExceeded is true when the Deployment made no progress on its
+	// current pod template within its progress deadline (its Progressing condition is
+	// False with reason ProgressDeadlineExceeded): what keeps it from running does not
+	// go away by waiting.
+	ProgressDeadlineExceeded bool
 	// HostPeersNotEnforced is true when the pod's NetworkPolicy had to leave out host
 	// peers of the selecting egress policies.
 	HostPeersNotEnforced bool
 	// RequeueAfter is how soon to look at a server that is not Available again. Zero
 	// means the runtime's watches bring the server back when its workload changes.
 	RequeueAfter time.Duration
+}
+
+// Rollout is why a new version of an available workload does not run yet.
+type Rollout struct {
+	// Reason is an mcpv1alpha1 Reason: RollingOut while the new pod is being created
+	// or started, or what keeps it from running (ImagePullFailed, ServerExited, ...).
+	Reason string
+	// Message names the new pod and what it waits for or failed with.
+	Message string
 }
 
 // StdioRuntime runs stdio servers behind the Switchboard bridge: as a Deployment in the
@@ -217,13 +235,29 @@ func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rul
 		return WorkloadStatus{}, err
 	}
 	status.Available, status.Message = deploymentAvailable(deploy)
+	status.ProgressDeadlineExceeded = progressDeadlineExceeded(deploy)
 	key := connector.Key{Namespace: obj.Namespace, Name: obj.Name}
-	if status.Available || deploy.Status.ObservedGeneration < deploy.Generation {
-		// Available, or rolling out: the pods the Deployment controller has not yet
-		// replaced are not the ones to explain.
-		if status.Available {
-			p.tails.Delete(key)
+	if status.Available {
+		// The pods that serve may be the previous version's: say what keeps the
+		// current one from running, if anything does.
+		rollout, err := p.explainRollout(ctx, key, deploy)
+		if err != nil {
+			return WorkloadStatus{}, err
 		}
+		if rollout == nil {
+			p.tails.Delete(key)
+			return status, nil
+		}
+		if status.ProgressDeadlineExceeded {
+			rollout.message = connector.TruncateUTF8(rollout.message+"; "+progressDeadlineNote(deploy), maxPodMessage)
+		}
+		status.Rollout = &Rollout{Reason: rollout.reason, Message: rollout.message}
+		status.Message += "; its current pod template has not rolled out"
+		return status, nil
+	}
+	if deploy.Status.ObservedGeneration < deploy.Generation {
+		// Rolling out: the pods the Deployment controller has not yet replaced are not
+		// the ones to explain.
 		return status, nil
 	}
 	found, err := p.explainUnavailable(ctx, key, deploy)
@@ -232,6 +266,9 @@ func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rul
 	}
 	if found != nil {
 		status.Reason, status.Message = found.reason, found.message
+	}
+	if status.ProgressDeadlineExceeded {
+		status.Message = connector.TruncateUTF8(status.Message+"; "+progressDeadlineNote(deploy), maxPodMessage)
 	}
 	return status, nil
 }
@@ -279,14 +316,15 @@ func (p *PodRuntime) Watch(b *builder.Builder) *builder.Builder {
 }
 
 // replicaFailureChanged passes the ReplicaSet events a server's status depends on: one
-// created or deleted (a rollout's new template), and one whose ReplicaFailure condition
-// changed (the API server refused, or admitted again, its pods). Its replica counts
-// change with every pod, and the Deployment's status carries them already.
+// created or deleted (a rollout's new template), one whose ReplicaFailure condition
+// changed (the API server refused, or admitted again, its pods), and one whose available
+// replicas changed (a rollout's new pod became available: see explainRollout). Its other
+// replica counts change with every pod, and the Deployment's status carries them.
 type replicaFailureChanged struct {
 	predicate.Funcs
 }
 
-// Update reports whether the ReplicaFailure condition changed.
+// Update reports whether the ReplicaFailure condition or the available replicas changed.
 func (replicaFailureChanged) Update(e event.UpdateEvent) bool {
 	old, oldOK := e.ObjectOld.(*appsv1.ReplicaSet)
 	updated, newOK := e.ObjectNew.(*appsv1.ReplicaSet)
@@ -302,7 +340,8 @@ func (replicaFailureChanged) Update(e event.UpdateEvent) bool {
 		return appsv1.ReplicaSetCondition{}
 	}
 	was, now := failure(old), failure(updated)
-	return was.Status != now.Status || was.Reason != now.Reason || was.Message != now.Message
+	return was.Status != now.Status || was.Reason != now.Reason || was.Message != now.Message ||
+		old.Status.AvailableReplicas != updated.Status.AvailableReplicas
 }
 
 // serverOfWorkload maps a pod or ReplicaSet of a server's Deployment to the server: the
@@ -323,25 +362,49 @@ func (p *PodRuntime) serverOfWorkload(ctx context.Context, obj client.Object) []
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}}}
 }
 
-// deploymentAvailable reports whether the Deployment has an available replica to serve
-// the server, and says why not. A rollout (a changed spec, an operator upgrade bringing a
-// new bridge) keeps the server available while a replica of either version is: the
-// rolling update starts the new pod before it stops the old one, and the server must not
-// turn unready, and its callers be refused, in between.
+// deploymentAvailable reports whether the Deployment has an available replica, and says
+// why not. The replica may be of an earlier pod template than the current one: during
+// a rolling update the Deployment keeps the previous version's pods until the new
+// version's are available, and they serve meanwhile (see explainRollout).
 func deploymentAvailable(d *appsv1.Deployment) (bool, string) {
-	rollingOut := d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < ptr.Deref(d.Spec.Replicas, 1)
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue && d.Status.AvailableReplicas > 0 {
-			if rollingOut {
-				return true, fmt.Sprintf("Deployment %s is rolling out; %d available replica(s) serve meanwhile", d.Name, d.Status.AvailableReplicas)
-			}
 			return true, fmt.Sprintf("Deployment %s has %d available replica(s)", d.Name, d.Status.AvailableReplicas)
 		}
 	}
-	if rollingOut {
+	if d.Status.ObservedGeneration < d.Generation {
 		return false, "Deployment " + d.Name + " is rolling out"
 	}
 	return false, "Deployment " + d.Name + " has no available replica"
+}
+
+// deploymentTimedOut is the reason of a Deployment's Progressing condition once its
+// progress deadline passed (the Deployment controller's TimedOutReason).
+const deploymentTimedOut = "ProgressDeadlineExceeded"
+
+// progressDeadlineExceeded reports whether the Deployment gave up waiting for progress
+// on its current pod template: its Progressing condition is False with reason
+// ProgressDeadlineExceeded. A condition the Deployment controller wrote for an earlier
+// generation does not count.
+func progressDeadlineExceeded(d *appsv1.Deployment) bool {
+	if d.Status.ObservedGeneration < d.Generation {
+		return false
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing {
+			return c.Status == corev1.ConditionFalse && c.Reason == deploymentTimedOut
+		}
+	}
+	return false
+}
+
+// progressDeadlineNote says that the Deployment d exceeded its progress deadline.
+func progressDeadlineNote(d *appsv1.Deployment) string {
+	seconds := int32(600) // the API server's default
+	if d.Spec.ProgressDeadlineSeconds != nil {
+		seconds = *d.Spec.ProgressDeadlineSeconds
+	}
+	return fmt.Sprintf("Deployment %s made no progress for %ds (%s)", d.Name, seconds, deploymentTimedOut)
 }
 
 // apply server-side applies desired, owned by obj.
@@ -385,13 +448,13 @@ func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels,
 		}}}
 	}
 	server := corev1.Container{
-		Name:            "server",
-		Image:           stdio.Image,
-		Command:         bridgeCommand(stdio, bridgeBinaryPath, fmt.Sprintf(":%d", bridgePort)),
-		Args:            stdio.Args,
-		Env:             stdio.Env,
-		Ports:           []corev1.ContainerPort{{Name: "mcp", ContainerPort: bridgePort, Protocol: corev1.ProtocolTCP}},
-		ReadinessProbe:  probe("/readyz"),
+		Name:           "server",
+		Image:          stdio.Image,
+		Command:        bridgeCommand(stdio, bridgeBinaryPath, fmt.Sprintf(":%d", bridgePort)),
+		Args:           stdio.Args,
+		Env:            stdio.Env,
+		Ports:          []corev1.ContainerPort{{Name: "mcp", ContainerPort: bridgePort, Protocol: corev1.ProtocolTCP}},
+		ReadinessProbe: probe("/readyz"),
 		// The bridge serves on while the pod leaves the Service's endpoints (a rollout,
 		// an operator upgrade that brings a new bridge): SIGTERM, which ends its
 		// sessions, comes after the sleep, and no new session is sent to a pod going away.

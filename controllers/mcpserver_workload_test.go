@@ -109,16 +109,15 @@ func TestStdioServerRunsAsDeploymentBehindTheBridge(t *testing.T) {
 		g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
 		g.Expect(deploy.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"--quiet"}))
 	}, eventually, poll).Should(Succeed())
-	// The old replica serves on while the new one starts: the workload stays available
-	// (and the server's callers are not refused), and says it is rolling out.
 	g.Eventually(func(g Gomega) {
 		got := get(g, obj)
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
 		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.ObservedGeneration).To(Equal(got.Generation))
-		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Message).To(ContainSubstring("is rolling out; 1 available replica(s) serve meanwhile"))
-	}, eventually, poll).Should(Succeed(), "a rollout keeps the old replica's availability")
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "the previous pod keeps serving")
+		g.Expect(c.Message).To(ContainSubstring("its current pod template has not rolled out"))
+		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus))
+	}, eventually, poll).Should(Succeed(), "a rollout of a new generation is not done")
 }
 
 func TestStdioPodEgressFollowsPolicies(t *testing.T) {

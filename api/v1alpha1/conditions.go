@@ -6,7 +6,10 @@ package v1alpha1
 const (
 	// ConditionReady is True when the server is connected, its tools are discovered (and
 	// match spec.tools.pinnedDigest where one is set) and its egress is allowed. It is the
-	// summary of all other conditions.
+	// summary of all other conditions. Ready says whether the server serves, not which
+	// version does: while a stdio server's new version has not rolled out, the previous
+	// version's pod keeps serving and Ready stays True (its message says so), and
+	// Reconciling, or Stalled, says why the new version does not run yet.
 	ConditionReady = "Ready"
 
 	// ConditionConnected is True while a live MCP session to the server exists and its
@@ -22,12 +25,13 @@ const (
 	ConditionEgressAllowed = "EgressAllowed"
 
 	// ConditionWorkloadAvailable is True when the Deployment that runs a stdio server
-	// has an available replica. While it has none, False says why, from what the kubelet,
-	// the scheduler and admission reported about the newest pod of its current
-	// ReplicaSet: reason ImagePullFailed, ContainerConfigInvalid, ContainerStartFailed,
-	// ServerExited, BridgeInstallFailed, PodRejected or Unschedulable, and
-	// WorkloadUnavailable while a pod is being created, started or replaced. Only stdio
-	// servers carry it.
+	// has an available replica, of its current pod template or, during a rolling update,
+	// of the previous one (the message then says the current one has not rolled out).
+	// While it has none, False says why, from what the kubelet, the scheduler and
+	// admission reported about the newest pod of its current ReplicaSet: reason
+	// ImagePullFailed, ContainerConfigInvalid, ContainerStartFailed, ServerExited,
+	// BridgeInstallFailed, PodRejected or Unschedulable, and WorkloadUnavailable while a
+	// pod is being created, started or replaced. Only stdio servers carry it.
 	ConditionWorkloadAvailable = "WorkloadAvailable"
 
 	// ConditionToolsPinned is True while the published tools match
@@ -49,11 +53,17 @@ const (
 	ConditionAccepted = "Accepted"
 
 	// ConditionReconciling is True while the controller works towards the desired state
-	// (kstatus "abnormal-true" condition: absent when not reconciling).
+	// (kstatus "abnormal-true" condition: absent when not reconciling). On a Ready stdio
+	// server it says that the current generation's pod has not rolled out yet, with
+	// reason RollingOut, or the reason it cannot run (ImagePullFailed, ServerExited,
+	// ...), while the previous version keeps serving.
 	ConditionReconciling = "Reconciling"
 
 	// ConditionStalled is True when the controller cannot make progress without a change
 	// to the spec or its references (kstatus "abnormal-true" condition: absent otherwise).
+	// A stdio server is Stalled too when its Deployment exceeded its progress deadline
+	// (ProgressDeadlineExceeded, as kstatus judges a Deployment): the reason is why its
+	// new pod does not run, and the message says whether the previous version serves.
 	ConditionStalled = "Stalled"
 )
 
@@ -122,6 +132,13 @@ const (
 	// replaced (the message names the pod, and the one it replaces), or its bridge has
 	// not yet passed its readiness probe.
 	ReasonWorkloadUnavailable = "WorkloadUnavailable"
+
+	// ReasonRollingOut means a Ready stdio server's Deployment is rolling out its
+	// current pod template and nothing has failed: the new pod is being created,
+	// scheduled or started, or its bridge has not yet passed its readiness probe. The
+	// previous version's pod keeps serving until the new one is available. It is the
+	// reason of Reconciling, while Ready stays True.
+	ReasonRollingOut = "RollingOut"
 
 	// ReasonImagePullFailed means the kubelet cannot pull an image of the stdio server's
 	// pod (ErrImagePull, ImagePullBackOff, InvalidImageName): the message names the

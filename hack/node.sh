@@ -240,6 +240,9 @@ setup_network() {
   ip link add "${BRIDGE}" type bridge
   ip addr add "${NODE_IP}/24" dev "${BRIDGE}"
   ip link set "${BRIDGE}" up
+  # A Service address kube-proxy has not programmed yet (a Service created a moment ago)
+  # is refused at once rather than routed off the machine to hang until a timeout.
+  ip route add blackhole "${SERVICE_CIDR}"
   mkdir -p "${STATE}/cni/net.d" "${STATE}/cni/ipam"
   cat >"${STATE}/cni/net.d/10-switchboard-node.conflist" <<EOF
 {
@@ -643,6 +646,7 @@ down() {
   unmount_state
   remove_cgroups
   ip link show "${BRIDGE}" >/dev/null 2>&1 && ip link delete "${BRIDGE}"
+  ip route del blackhole "${SERVICE_CIDR}" 2>/dev/null || true
   clean_firewall
   if [ -f "${STATE}/sysctl.orig" ]; then sysctl -q -p "${STATE}/sysctl.orig" >/dev/null || true; fi
   rm -rf "${STATE}"

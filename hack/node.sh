@@ -240,9 +240,11 @@ setup_network() {
   ip link add "${BRIDGE}" type bridge
   ip addr add "${NODE_IP}/24" dev "${BRIDGE}"
   ip link set "${BRIDGE}" up
-  # A Service address kube-proxy has not programmed yet (a Service created a moment ago)
-  # is refused at once rather than routed off the machine to hang until a timeout.
-  ip route add blackhole "${SERVICE_CIDR}"
+  # Service addresses stay on the node: one kube-proxy has not programmed yet (a Service
+  # created a moment ago) goes to the bridge, where nothing answers it, instead of off the
+  # machine. (A blackhole or unreachable route would also fail this host's own connections
+  # to programmed Services: the route is looked up before kube-proxy's DNAT.)
+  ip route add "${SERVICE_CIDR}" dev "${BRIDGE}"
   mkdir -p "${STATE}/cni/net.d" "${STATE}/cni/ipam"
   cat >"${STATE}/cni/net.d/10-switchboard-node.conflist" <<EOF
 {
@@ -646,7 +648,6 @@ down() {
   unmount_state
   remove_cgroups
   ip link show "${BRIDGE}" >/dev/null 2>&1 && ip link delete "${BRIDGE}"
-  ip route del blackhole "${SERVICE_CIDR}" 2>/dev/null || true
   clean_firewall
   if [ -f "${STATE}/sysctl.orig" ]; then sysctl -q -p "${STATE}/sysctl.orig" >/dev/null || true; fi
   rm -rf "${STATE}"

@@ -84,7 +84,7 @@ func TestHelm(t *testing.T) {
 		testFailover(t, helmInstall, "stdio-restricted", "everything")
 	})
 	step(t, "helm upgrade under load loses no call", func(t *testing.T) {
-		testUpgrade(t, helmInstall, "stdio-restricted", "everything")
+		testUpgrade(t, helmInstall)
 	})
 	step(t, "helm uninstall keeps the CRDs and leaves nothing else", func(t *testing.T) {
 		helm(t, "uninstall", "switchboard", "-n", systemNamespace, "--wait")

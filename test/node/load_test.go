@@ -272,9 +272,67 @@ func testFailover(t *testing.T, in install, namespace, server string) {
 // testUpgrade upgrades the release to a rebuilt image while clients call a tool through
 // the gateway Service: readiness, graceful shutdown and the PodDisruptionBudget must lose
 // no call.
-func testUpgrade(t *testing.T, in install, namespace, server string) {
+//
+// The calls go to a remote Streamable HTTP server: a stdio server's pod rolls too when the
+// manager's image changes (its bridge comes from that image), and a session on a bridge
+// that stops ends with the calls on it, which is not what this step measures.
+func testUpgrade(t *testing.T, in install) {
+	const namespace, server = "upgrade", "remote"
 	rebuilt := imageNamed(t, "switchboard-rebuilt")
 	repository, tag := splitRef(rebuilt.Ref)
+	web := imageNamed(t, "server-everything")
+	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: %[1]s, labels: {app: web}}
+spec:
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: web
+      image: %[2]s
+      command: %[3]s
+      env: [{name: PORT, value: "%[4]d"}]
+      readinessProbe: {tcpSocket: {port: %[4]d}}
+      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: %[1]s}
+spec:
+  selector: {app: web}
+  ports: [{port: %[4]d}]
+---
+apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPEgressPolicy
+metadata: {name: cluster-web, namespace: %[1]s}
+spec:
+  serverSelector: {}
+  egress:
+    - to: [{host: web.%[1]s.svc}, {ipBlock: {cidr: 10.96.0.0/16}}]
+      ports: [{port: %[4]d}]
+---
+apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPServer
+metadata: {name: %[5]s, namespace: %[1]s}
+spec:
+  http: {url: "http://web.%[1]s.svc:%[4]d/mcp"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: use-%[5]s, namespace: %[1]s}
+rules:
+  - {apiGroups: [mcp.switchboard.dev], resources: [mcpservers], resourceNames: [%[5]s], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: agent-uses-%[5]s, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: use-%[5]s}
+subjects: [{kind: ServiceAccount, name: agent, namespace: agents}]
+`, namespace, web.Ref, yamlList(append(web.Command[:len(web.Command)-1:len(web.Command)-1], "streamableHttp")), targetPort, server))
+	waitServerReady(t, namespace, server)
 	endpoint := gatewayEndpoint(t, in, namespace, server)
 	load := startLoad(t, endpoint, agentToken(t), 2)
 	time.Sleep(2 * time.Second)

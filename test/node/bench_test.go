@@ -195,7 +195,7 @@ spec:
       ports: [{port: %[4]d}]
 `, namespace, web.Ref, yamlList(append(web.Command[:len(web.Command)-1:len(web.Command)-1], "streamableHttp")), targetPort)
 	for i := range remote {
-		fmt.Fprintf(&manifest, "---\napiVersion: mcp.switchboard.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: remote-%d, namespace: %s}\nspec:\n  http: {url: \"http://web.%s.svc:%d/mcp\"}\n", i, namespace, namespace, targetPort)
+		fmt.Fprintf(&manifest, "---\napiVersion: mcp.switchboard.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: remote-%d, namespace: %s}\nspec:\n  http: {url: \"http://web.%s.svc:%d/mcp\", allowInsecureHTTP: true}\n", i, namespace, namespace, targetPort)
 	}
 	for i := range stdio {
 		fmt.Fprintf(&manifest, "---\napiVersion: mcp.switchboard.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: stdio-%d, namespace: %s}\nspec:\n  stdio: {image: %s, command: %s, securityContext: {runAsNonRoot: true}}\n", i, namespace, hello.Ref, yamlList(hello.Command))

@@ -318,7 +318,7 @@ apiVersion: mcp.switchboard.dev/v1alpha1
 kind: MCPServer
 metadata: {name: %[5]s, namespace: %[1]s}
 spec:
-  http: {url: "http://web.%[1]s.svc:%[4]d/mcp"}
+  http: {url: "http://web.%[1]s.svc:%[4]d/mcp", allowInsecureHTTP: true}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role

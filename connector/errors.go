@@ -259,7 +259,7 @@ func (r redactor) redact(s string) string {
 
 // scrub replaces every secret in s and cuts it to maxMessageLen.
 func (r redactor) scrub(s string) string {
-	s = scrubQueries(r.redact(s))
+	s = ScrubQueries(r.redact(s))
 	if len(s) > maxMessageLen {
 		s = TruncateUTF8(s, maxMessageLen-3) + "..."
 	}
@@ -276,9 +276,9 @@ func (r redactor) scrubError(e *Error) *Error {
 	return &out
 }
 
-// scrubQueries drops the query string of every http(s) URL quoted in s, as a second
+// ScrubQueries drops the query string of every http(s) URL quoted in s, as a second
 // line of defence behind never formatting a raw URL in the first place.
-func scrubQueries(s string) string {
+func ScrubQueries(s string) string {
 	var b strings.Builder
 	for {
 		i := strings.Index(s, "://")

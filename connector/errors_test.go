@@ -307,9 +307,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 }
 
 func TestScrubQueries(t *testing.T) {
-	got := scrubQueries(`Post "https://h:1/p?token=x&y=2": EOF; see http://a/b#frag and ftp://c?d`)
+	got := ScrubQueries(`Post "https://h:1/p?token=x&y=2": EOF; see http://a/b#frag and ftp://c?d`)
 	want := `Post "https://h:1/p": EOF; see http://a/b and ftp://c`
 	if got != want {
-		t.Errorf("scrubQueries = %q, want %q", got, want)
+		t.Errorf("ScrubQueries = %q, want %q", got, want)
 	}
 }

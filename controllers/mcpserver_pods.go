@@ -496,10 +496,11 @@ var ansiEscape = regexp.MustCompile(`\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x0
 
 // oneLine makes text that the operator does not control fit a condition message: valid
 // UTF-8, escape sequences removed, control and format characters (line breaks, bidi
-// overrides, zero-width characters) replaced by spaces, runs of spaces collapsed, cut to
-// max bytes.
+// overrides, zero-width characters) replaced by spaces, runs of spaces collapsed, the
+// query strings of URLs dropped (a server's log may quote a token in one), cut to max
+// bytes.
 func oneLine(s string, max int) string {
-	s = ansiEscape.ReplaceAllString(strings.ToValidUTF8(s, "\uFFFD"), "")
+	s = connector.ScrubQueries(ansiEscape.ReplaceAllString(strings.ToValidUTF8(s, "\uFFFD"), ""))
 	var b strings.Builder
 	space := false
 	for _, r := range s {

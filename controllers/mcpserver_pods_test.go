@@ -451,6 +451,13 @@ func TestQuoteLog(t *testing.T) {
 			want: "fatal: cannot open config | bye evil !",
 		},
 		{
+			// A crashing server may print the URL it was called back on: the query
+			// string (a code, a token) never reaches status or an Event.
+			name: "URL query strings",
+			log:  "fetching https://idp.example/cb?code=s3cr3t-code&state=x failed\n" + `{"level":"error","msg":"Cannot run the MCP server","error":"Get \"http://10.0.0.1/x?token=s3cr3t-token\": EOF"}` + "\n",
+			want: `fetching https://idp.example/cb failed | Cannot run the MCP server: Get "http://10.0.0.1/x": EOF`,
+		},
+		{
 			name: "the last lines that fit",
 			log:  strings.Repeat("a", 200) + "\n" + strings.Repeat("b", 100) + "\n" + strings.Repeat("c", 100) + "\n",
 			want: strings.Repeat("b", 100) + " | " + strings.Repeat("c", 100),

@@ -97,7 +97,7 @@ spec:
 // from apply to its first answer to initialize and tools/list on the pod's IP.
 func floorPod(b *testing.B, namespace, name string, img image) time.Duration {
 	b.Helper()
-	command := append(img.Command[:len(img.Command)-1:len(img.Command)-1], "streamableHttp")
+	command := httpCommand(img)
 	start := time.Now()
 	kubectlApply(b, fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -159,43 +159,12 @@ func BenchmarkManagerMemory100Servers(b *testing.B) {
 		remote    = 80
 		stdio     = 20
 	)
-	web, hello := imageNamed(b, "server-everything"), imageNamed(b, "go-sdk-hello")
+	hello := imageNamed(b, "go-sdk-hello")
 	before := managerMemory(b)
 	var manifest strings.Builder
-	fmt.Fprintf(&manifest, `apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: web, namespace: %[1]s, labels: {app: web}}
-spec:
-  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
-  containers:
-    - name: web
-      image: %[2]s
-      command: %[3]s
-      env: [{name: PORT, value: "%[4]d"}]
-      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: %[1]s}
-spec:
-  selector: {app: web}
-  ports: [{port: %[4]d}]
----
-apiVersion: mcp.switchboard.dev/v1alpha1
-kind: MCPEgressPolicy
-metadata: {name: cluster-web, namespace: %[1]s}
-spec:
-  serverSelector: {}
-  egress:
-    - to: [{host: web.%[1]s.svc}, {ipBlock: {cidr: 10.96.0.0/16}}]
-      ports: [{port: %[4]d}]
-`, namespace, web.Ref, yamlList(append(web.Command[:len(web.Command)-1:len(web.Command)-1], "streamableHttp")), targetPort)
+	fmt.Fprintf(&manifest, "apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\n%s", namespace, webServer(b, namespace))
 	for i := range remote {
-		fmt.Fprintf(&manifest, "---\napiVersion: mcp.switchboard.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: remote-%d, namespace: %s}\nspec:\n  http: {url: \"http://web.%s.svc:%d/mcp\", allowInsecureHTTP: true}\n", i, namespace, namespace, targetPort)
+		fmt.Fprintf(&manifest, "---\napiVersion: mcp.switchboard.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: remote-%d, namespace: %s}\nspec:\n  http: {url: %q, allowInsecureHTTP: true}\n", i, namespace, webURL(namespace))
 	}
 	for i := range stdio {
 		fmt.Fprintf(&manifest, "---\napiVersion: mcp.switchboard.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: stdio-%d, namespace: %s}\nspec:\n  stdio: {image: %s, command: %s, securityContext: {runAsNonRoot: true}}\n", i, namespace, hello.Ref, yamlList(hello.Command))

@@ -46,7 +46,7 @@ spec:
       ports: [{containerPort: %[5]d}]
       readinessProbe: {tcpSocket: {port: %[5]d}}
       securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
-`, namespace, target, web.Ref, yamlList(append(web.Command[:len(web.Command)-1:len(web.Command)-1], "streamableHttp")), targetPort))
+`, namespace, target, web.Ref, yamlList(httpCommand(web)), targetPort))
 	}
 	allowed, denied := podIP(t, namespace, "allowed"), podIP(t, namespace, "denied")
 	// Both answer this host: whatever the fetcher cannot reach is kept from it by policy.
@@ -117,14 +117,9 @@ subjects: [{kind: ServiceAccount, name: agent, namespace: agents}]
 // fetchThrough calls the fetch tool through the gateway and returns its text, or the
 // tool's error.
 func fetchThrough(endpoint, token, url string) (string, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-node-test", Version: "v0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   endpoint,
-		HTTPClient: &http.Client{Transport: bearerTransport{token: token, base: http.DefaultTransport}},
-		MaxRetries: -1,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionlessVersion})
+	cs, err := connectSessionless(ctx, endpoint, token, http.DefaultTransport)
 	if err != nil {
 		return "", err
 	}

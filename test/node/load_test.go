@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,52 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// webServer is server-everything serving Streamable HTTP as a pod behind the Service
+// web in namespace, and the MCPEgressPolicy that lets the namespace's servers reach it.
+func webServer(t testing.TB, namespace string) string {
+	web := imageNamed(t, "server-everything")
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: %[1]s, labels: {app: web}}
+spec:
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: web
+      image: %[2]s
+      command: %[3]s
+      env: [{name: PORT, value: "%[4]d"}]
+      readinessProbe: {tcpSocket: {port: %[4]d}}
+      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: %[1]s}
+spec:
+  selector: {app: web}
+  ports: [{port: %[4]d}]
+---
+apiVersion: mcp.switchboard.dev/v1alpha1
+kind: MCPEgressPolicy
+metadata: {name: cluster-web, namespace: %[1]s}
+spec:
+  serverSelector: {}
+  egress:
+    - to: [{host: web.%[1]s.svc}, {ipBlock: {cidr: 10.96.0.0/16}}]
+      ports: [{port: %[4]d}]
+`, namespace, web.Ref, yamlList(httpCommand(web)), targetPort)
+}
+
+// webURL is the MCP endpoint of namespace's web Service.
+func webURL(namespace string) string {
+	return fmt.Sprintf("http://web.%s.svc:%d/mcp", namespace, targetPort)
+}
+
+// httpCommand is a server-everything image's command with the stdio mode swapped for
+// Streamable HTTP (on $PORT).
+func httpCommand(img image) []string {
+	return append(slices.Clone(img.Command[:len(img.Command)-1]), "streamableHttp")
+}
+
 // refusalRecorder keeps the bodies of the gateway's error answers, which the client's
 // errors reduce to a status text, so that a failed call says why it was refused.
 type refusalRecorder struct {
@@ -91,13 +138,9 @@ func startLoad(t *testing.T, endpoint, token string, clients int) *callLoad {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	load := &callLoad{cancel: cancel, refusals: &refusalRecorder{base: &http.Transport{DisableKeepAlives: true}, bodies: map[string]int{}}}
-	httpClient := &http.Client{Transport: bearerTransport{token: token, base: load.refusals}}
 	for i := range clients {
-		client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-node-load", Version: "v0"}, nil)
 		connectCtx, connectCancel := context.WithTimeout(ctx, 30*time.Second)
-		cs, err := client.Connect(connectCtx, &mcp.StreamableClientTransport{
-			Endpoint: endpoint, HTTPClient: httpClient, MaxRetries: -1,
-		}, &mcp.ClientSessionOptions{ProtocolVersion: sessionlessVersion})
+		cs, err := connectSessionless(connectCtx, endpoint, token, load.refusals)
 		connectCancel()
 		if err != nil {
 			cancel()
@@ -280,58 +323,30 @@ func testUpgrade(t *testing.T, in install) {
 	const namespace, server = "upgrade", "remote"
 	rebuilt := imageNamed(t, "switchboard-rebuilt")
 	repository, tag := splitRef(rebuilt.Ref)
-	web := imageNamed(t, "server-everything")
 	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata: {name: %[1]s}
 ---
-apiVersion: v1
-kind: Pod
-metadata: {name: web, namespace: %[1]s, labels: {app: web}}
-spec:
-  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
-  containers:
-    - name: web
-      image: %[2]s
-      command: %[3]s
-      env: [{name: PORT, value: "%[4]d"}]
-      readinessProbe: {tcpSocket: {port: %[4]d}}
-      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: %[1]s}
-spec:
-  selector: {app: web}
-  ports: [{port: %[4]d}]
----
-apiVersion: mcp.switchboard.dev/v1alpha1
-kind: MCPEgressPolicy
-metadata: {name: cluster-web, namespace: %[1]s}
-spec:
-  serverSelector: {}
-  egress:
-    - to: [{host: web.%[1]s.svc}, {ipBlock: {cidr: 10.96.0.0/16}}]
-      ports: [{port: %[4]d}]
+%[2]s
 ---
 apiVersion: mcp.switchboard.dev/v1alpha1
 kind: MCPServer
-metadata: {name: %[5]s, namespace: %[1]s}
+metadata: {name: %[3]s, namespace: %[1]s}
 spec:
-  http: {url: "http://web.%[1]s.svc:%[4]d/mcp", allowInsecureHTTP: true}
+  http: {url: %[4]q, allowInsecureHTTP: true}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
-metadata: {name: use-%[5]s, namespace: %[1]s}
+metadata: {name: use-%[3]s, namespace: %[1]s}
 rules:
-  - {apiGroups: [mcp.switchboard.dev], resources: [mcpservers], resourceNames: [%[5]s], verbs: [use]}
+  - {apiGroups: [mcp.switchboard.dev], resources: [mcpservers], resourceNames: [%[3]s], verbs: [use]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {name: agent-uses-%[5]s, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: use-%[5]s}
+metadata: {name: agent-uses-%[3]s, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: use-%[3]s}
 subjects: [{kind: ServiceAccount, name: agent, namespace: agents}]
-`, namespace, web.Ref, yamlList(append(web.Command[:len(web.Command)-1:len(web.Command)-1], "streamableHttp")), targetPort, server))
+`, namespace, webServer(t, namespace), server, webURL(namespace)))
 	waitServerReady(t, namespace, server)
 	endpoint := gatewayEndpoint(t, in, namespace, server)
 	load := startLoad(t, endpoint, agentToken(t), 2)
@@ -353,16 +368,22 @@ subjects: [{kind: ServiceAccount, name: agent, namespace: agents}]
 	checkReplicas(t, in, 2)
 }
 
-// callOnce connects a fresh 2026-07-28 client, calls echo once and closes.
-func callOnce(endpoint, token, text string) error {
+// connectSessionless connects a 2026-07-28 client to endpoint with the caller's token
+// on every request over base.
+func connectSessionless(ctx context.Context, endpoint, token string, base http.RoundTripper) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-node-test", Version: "v0"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+	return client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   endpoint,
-		HTTPClient: &http.Client{Transport: bearerTransport{token: token, base: http.DefaultTransport}},
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token, base: base}},
 		MaxRetries: -1,
 	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionlessVersion})
+}
+
+// callOnce connects a fresh 2026-07-28 client, calls echo once and closes.
+func callOnce(endpoint, token, text string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := connectSessionless(ctx, endpoint, token, http.DefaultTransport)
 	if err != nil {
 		return err
 	}

@@ -94,6 +94,11 @@ type Resolver interface {
 type Config struct {
 	// URL is the server endpoint, http or https. Its query string is treated as a secret.
 	URL string
+	// Instance names the version of the server behind URL, where the caller knows one
+	// (a stdio server's serving ReplicaSet). A new Instance starts a new session, as a
+	// new URL does: a server that was fixed is connected at once, not after the broken
+	// version's reconnect backoff, which may have grown to MaxBackoff.
+	Instance string
 	// Protocol selects the transport; empty means [ProtocolAuto].
 	Protocol Protocol
 	// Headers are sent on every request to the URL's origin and to no other origin.
@@ -330,6 +335,7 @@ func (c Config) validate() (*url.URL, error) {
 // itself (it is swapped in place), not here.
 func sameSession(a, b Config) bool {
 	return a.URL == b.URL &&
+		a.Instance == b.Instance &&
 		a.Protocol == b.Protocol &&
 		slices.Equal(a.Headers, b.Headers) &&
 		bytes.Equal(a.CABundle, b.CABundle) &&

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,6 +200,39 @@ func TestAPolicyThatNowAllowsAServerCutsItsBackoffShort(t *testing.T) {
 	})
 
 	cfg.Egress = rulesFor(t, loopbackPolicy(mcpv1alpha1.RedirectDeny, 0), egress.PostureNone)
+	p.Ensure(key, cfg)
+	awaitReady(t, p, key)
+}
+
+// TestANewInstanceOfTheServerConnectsAtOnce: a stdio server whose broken version failed
+// long enough has a reconnect backoff of minutes; once its fixed version serves (the
+// controller says so with a new Instance), the session must connect at once, not when
+// the broken version's backoff ends (an hour here).
+func TestANewInstanceOfTheServerConnectsAtOnce(t *testing.T) {
+	var fixed atomic.Bool
+	healthy := mcpHandler()
+	srv := serve(t, httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fixed.Load() {
+			http.Error(w, "the server exited", http.StatusBadGateway)
+			return
+		}
+		healthy.ServeHTTP(w, r)
+	})))
+	p, err := connector.NewPool(connector.Options{InitialBackoff: time.Hour, MaxBackoff: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	key := connector.Key{Namespace: "ns", Name: "fixed"}
+	cfg := config(srv.URL+"/mcp", rulesFor(t, loopbackPolicy(mcpv1alpha1.RedirectDeny, 0), egress.PostureNone))
+	cfg.Instance = "1"
+	p.Ensure(key, cfg)
+	await(t, p, key, "the broken version's failed connect", func(s connector.Snapshot) bool {
+		return s.State == connector.StateDown && s.LastError != nil
+	})
+
+	fixed.Store(true)
+	cfg.Instance = "2"
 	p.Ensure(key, cfg)
 	awaitReady(t, p, key)
 }

@@ -375,6 +375,7 @@ func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1a
 		return connector.Config{}, false, ctrl.Result{RequeueAfter: ws.RequeueAfter}, nil
 	}
 	cfg := r.connectionConfig(obj, ws.Endpoint, connector.ProtocolStreamableHTTP)
+	cfg.Instance = ws.Instance
 	cfg.Egress = bridgeEgress.ForServer(obj.Namespace, obj.Labels)
 	return cfg, true, ctrl.Result{}, nil
 }

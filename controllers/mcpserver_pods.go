@@ -297,12 +297,15 @@ func podsBeingDeleted(names []string, relative bool) string {
 	return subject + " " + verb + " being deleted"
 }
 
+// deploymentRevision is the annotation the Deployment controller numbers its
+// ReplicaSets' versions with.
+const deploymentRevision = "deployment.kubernetes.io/revision"
+
 // currentReplicaSet returns the ReplicaSet of d's current pod template: the one whose
 // revision is d's, else (d's revision not yet known) the newest of d's ReplicaSets; nil
 // when there is none yet.
 func currentReplicaSet(d *appsv1.Deployment, replicaSets []appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	const revision = "deployment.kubernetes.io/revision"
-	want := d.Annotations[revision]
+	want := d.Annotations[deploymentRevision]
 	var current *appsv1.ReplicaSet
 	var currentRevision int64 = -1
 	for i := range replicaSets {
@@ -311,12 +314,12 @@ func currentReplicaSet(d *appsv1.Deployment, replicaSets []appsv1.ReplicaSet) *a
 			continue
 		}
 		if want != "" {
-			if rs.Annotations[revision] == want {
+			if rs.Annotations[deploymentRevision] == want {
 				return rs
 			}
 			continue
 		}
-		n, err := strconv.ParseInt(rs.Annotations[revision], 10, 64)
+		n, err := strconv.ParseInt(rs.Annotations[deploymentRevision], 10, 64)
 		if err != nil {
 			n = 0
 		}
@@ -325,6 +328,36 @@ func currentReplicaSet(d *appsv1.Deployment, replicaSets []appsv1.ReplicaSet) *a
 		}
 	}
 	return current
+}
+
+// servingInstance names the version of Deployment d that serves: the revision of its
+// newest ReplicaSet with an available pod, the previous version's while a new one rolls
+// out. Empty when the cache shows none yet.
+func (p *PodRuntime) servingInstance(ctx context.Context, d *appsv1.Deployment) (string, error) {
+	var replicaSets appsv1.ReplicaSetList
+	if err := p.Client.List(ctx, &replicaSets, client.InNamespace(d.Namespace), client.MatchingLabels{serverLabel: d.Name}); err != nil {
+		return "", fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", d.Name, err)
+	}
+	return servingRevision(d, replicaSets.Items), nil
+}
+
+// servingRevision is the pure part of servingInstance.
+func servingRevision(d *appsv1.Deployment, replicaSets []appsv1.ReplicaSet) string {
+	serving, servingRevision := "", int64(-1)
+	for i := range replicaSets {
+		rs := &replicaSets[i]
+		if !controlledBy(rs, d.UID) || rs.Status.AvailableReplicas == 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(rs.Annotations[deploymentRevision], 10, 64)
+		if err != nil {
+			continue
+		}
+		if n > servingRevision {
+			serving, servingRevision = rs.Annotations[deploymentRevision], n
+		}
+	}
+	return serving
 }
 
 // controlledBy reports whether obj's controller is the object with the given UID.

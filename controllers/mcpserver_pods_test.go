@@ -574,3 +574,35 @@ func TestWorkloadEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestServingRevision: the connector keeps one session per serving version of a stdio
+// server's workload, so the version must stay the previous one while a new one rolls
+// out, and turn to the new one as soon as it has an available pod: a fixed server is
+// then connected at once instead of after the broken version's reconnect backoff.
+func TestServingRevision(t *testing.T) {
+	available := func(rs appsv1.ReplicaSet) appsv1.ReplicaSet {
+		rs.Status.AvailableReplicas = 1
+		return rs
+	}
+	foreign := available(testReplicaSet("other-9", "9"))
+	foreign.OwnerReferences[0].UID = "another-deployment"
+	cases := []struct {
+		name        string
+		replicaSets []appsv1.ReplicaSet
+		want        string
+	}{
+		{"nothing available yet", []appsv1.ReplicaSet{testReplicaSet("mcp-srv-1", "1")}, ""},
+		{"first version serves", []appsv1.ReplicaSet{available(testReplicaSet("mcp-srv-1", "1"))}, "1"},
+		{"new version rolling out", []appsv1.ReplicaSet{available(testReplicaSet("mcp-srv-1", "1")), testReplicaSet("mcp-srv-2", "2")}, "1"},
+		{"new version serves beside the old", []appsv1.ReplicaSet{available(testReplicaSet("mcp-srv-1", "1")), available(testReplicaSet("mcp-srv-2", "2"))}, "2"},
+		{"revision 10 is newer than 9", []appsv1.ReplicaSet{available(testReplicaSet("mcp-srv-10", "10")), available(testReplicaSet("mcp-srv-9", "9"))}, "10"},
+		{"another Deployment's ReplicaSet is not ours", []appsv1.ReplicaSet{available(testReplicaSet("mcp-srv-1", "1")), foreign}, "1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := servingRevision(testDeployment(), tc.replicaSets); got != tc.want {
+				t.Errorf("serving revision %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

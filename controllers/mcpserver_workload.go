@@ -66,6 +66,10 @@ type WorkloadStatus struct {
 	Endpoint string
 	// Available is true when the bridge can take sessions.
 	Available bool
+	// Instance names the version of the workload that serves (the newest ReplicaSet
+	// with an available pod) when the runtime knows it; the connector starts a new
+	// session when it changes (connector.Config.Instance).
+	Instance string
 	// Reason is why it is not available, an mcpv1alpha1 Reason (ImagePullFailed,
 	// ServerExited, ...); empty means ReasonWorkloadUnavailable.
 	Reason string
@@ -238,6 +242,11 @@ func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rul
 	status.ProgressDeadlineExceeded = progressDeadlineExceeded(deploy)
 	key := connector.Key{Namespace: obj.Namespace, Name: obj.Name}
 	if status.Available {
+		instance, err := p.servingInstance(ctx, deploy)
+		if err != nil {
+			return WorkloadStatus{}, err
+		}
+		status.Instance = instance
 		// The pods that serve may be the previous version's: say what keeps the
 		// current one from running, if anything does.
 		rollout, err := p.explainRollout(ctx, key, deploy)
@@ -437,6 +446,11 @@ func (p *PodRuntime) apply(ctx context.Context, owner *mcpv1alpha1.MCPServer, de
 // take it out of its Service.
 const bridgeShutdownDelaySeconds = 5
 
+// bridgeStartupSeconds is how long the bridge has to listen once its container has
+// started before the kubelet restarts the container. The bridge listens before it
+// starts the server's command, so this does not bound a slow server's start.
+const bridgeStartupSeconds = 30
+
 // deployment renders the server's Deployment: an init container from the operator's
 // image copies the switchboard binary into an emptyDir, and the server container runs the
 // user's image with the bridge in front of the user's command.
@@ -454,6 +468,15 @@ func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels,
 		Args:           stdio.Args,
 		Env:            stdio.Env,
 		Ports:          []corev1.ContainerPort{{Name: "mcp", ContainerPort: bridgePort, Protocol: corev1.ProtocolTCP}},
+		// The kubelet probes readiness at once when a container has started, and then
+		// every ten seconds: a bridge not yet listening at that first probe would keep
+		// the server out of its Service for ten seconds. The startup probe asks every
+		// second until the bridge answers; its success triggers the readiness probe.
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:     probe("/healthz").ProbeHandler,
+			PeriodSeconds:    1,
+			FailureThreshold: bridgeStartupSeconds,
+		},
 		ReadinessProbe: probe("/readyz"),
 		// The bridge serves on while the pod leaves the Service's endpoints (a rollout,
 		// an operator upgrade that brings a new bridge): SIGTERM, which ends its

@@ -66,6 +66,12 @@ type statelessFront struct {
 	lastStart    time.Time
 	lastErr      error // why the last start failed
 	closed       bool
+
+	// stopping counts the processes being stopped after a failed start. The request
+	// that started one is answered at once, not after the process's grace period: a
+	// server that speaks only sessions must not hold up the client's fall back to a
+	// session (about five seconds with npm server-everything). close waits for them.
+	stopping sync.WaitGroup
 }
 
 // statelessProcess is one incarnation of the stateless process.
@@ -192,7 +198,7 @@ func (f *statelessFront) process(ctx context.Context) (*statelessProcess, error)
 		f.mu.Unlock()
 		if err != nil {
 			if sp != nil {
-				f.stop(sp, err)
+				f.stopping.Go(func() { f.stop(sp, err) })
 			}
 			return nil, err
 		}
@@ -273,6 +279,7 @@ func (f *statelessFront) close() {
 	if sp != nil {
 		f.stop(sp, ErrShuttingDown)
 	}
+	f.stopping.Wait()
 }
 
 // relay is the front server's receiving middleware: each request a server answers is

@@ -118,6 +118,11 @@ func TestASessionsOnlyServerSendsSessionlessClientsToSessions(t *testing.T) {
 		!strings.Contains(strings.Join(answer.Error.Data.Supported, ","), "2025-11-25") {
 		t.Fatalf("server/discover answered %d %s; want error -32022 listing 2025-11-25", status, body)
 	}
+	// The refusal does not wait for the process that found it out to be stopped
+	// (server-everything outlives its stdin: that takes the grace period and SIGTERM).
+	if ended := r.logs.matching("The process for sessionless requests ended"); len(ended) > 0 {
+		t.Errorf("the refusal came only after the process had been stopped: %q", ended)
+	}
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "bridge-test-client", Version: "v1"}, nil)
 	cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{Endpoint: r.url, MaxRetries: -1},

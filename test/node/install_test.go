@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -213,6 +214,7 @@ spec:
 
 	t.Run("its pod deleted, it comes back", func(t *testing.T) {
 		before := serverPodNames(t, namespace, "everything")
+		deleted := time.Now().Truncate(time.Second) // Events carry whole seconds
 		kubectl(t, "delete", "pod", "-n", namespace, "-l", "app.kubernetes.io/instance=everything", "--wait=false")
 		testutil.Eventually(t, waitTimeout, "a new pod", func() error {
 			after := serverPodNames(t, namespace, "everything")
@@ -222,7 +224,42 @@ spec:
 			return nil
 		})
 		waitServerReady(t, namespace, "everything")
+		// What happened in between stays on record: the outage as a Warning, and once
+		// the new pod serves, for how long there was none.
+		testutil.Eventually(t, waitTimeout, "Events about the outage", func() error {
+			var seen []string
+			outage, back := false, false
+			for _, e := range eventsSince(t, namespace, "MCPServer", "everything", deleted) {
+				seen = append(seen, e.Reason+": "+e.Message)
+				outage = outage || e.Type == corev1.EventTypeWarning && e.Reason == mcpv1alpha1.ReasonWorkloadUnavailable
+				back = back || e.Reason == "WorkloadAvailable" && strings.Contains(e.Message, "it had none for")
+			}
+			if !outage || !back {
+				return fmt.Errorf("no Warning WorkloadUnavailable and WorkloadAvailable saying for how long there was none among the Events since the deletion: %q", seen)
+			}
+			return nil
+		})
 	})
+}
+
+// eventsSince returns the Events about one object last seen at or after since.
+func eventsSince(t testing.TB, namespace, kind, name string, since time.Time) []corev1.Event {
+	var events corev1.EventList
+	getJSON(t, &events, "events", "-n", namespace,
+		"--field-selector", "involvedObject.kind="+kind+",involvedObject.name="+name)
+	var recent []corev1.Event
+	for _, e := range events.Items {
+		last := e.LastTimestamp.Time
+		if e.Series != nil {
+			last = e.Series.LastObservedTime.Time
+		} else if last.IsZero() {
+			last = e.EventTime.Time
+		}
+		if !last.Before(since) {
+			recent = append(recent, e)
+		}
+	}
+	return recent
 }
 
 // serverPodNames lists the pods of a stdio server's Deployment that are not terminating.

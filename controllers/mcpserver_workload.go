@@ -462,12 +462,12 @@ func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels,
 		}}}
 	}
 	server := corev1.Container{
-		Name:           "server",
-		Image:          stdio.Image,
-		Command:        bridgeCommand(stdio, bridgeBinaryPath, fmt.Sprintf(":%d", bridgePort)),
-		Args:           stdio.Args,
-		Env:            stdio.Env,
-		Ports:          []corev1.ContainerPort{{Name: "mcp", ContainerPort: bridgePort, Protocol: corev1.ProtocolTCP}},
+		Name:    "server",
+		Image:   stdio.Image,
+		Command: bridgeCommand(stdio, bridgeBinaryPath, fmt.Sprintf(":%d", bridgePort)),
+		Args:    stdio.Args,
+		Env:     stdio.Env,
+		Ports:   []corev1.ContainerPort{{Name: "mcp", ContainerPort: bridgePort, Protocol: corev1.ProtocolTCP}},
 		// The kubelet probes readiness at once when a container has started, and then
 		// every ten seconds: a bridge not yet listening at that first probe would keep
 		// the server out of its Service for ten seconds. The startup probe asks every

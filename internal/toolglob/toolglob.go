@@ -53,6 +53,14 @@ func Match(glob, name string) (bool, error) {
 	return match(glob, name), nil
 }
 
+// MatchAny reports whether name matches glob with the same matcher as Match, for globs
+// whose characters admission checks with another rule than tool names (the resource URI
+// globs of an MCPAccessPolicy): '*' and '?' are wildcards, every other character matches
+// itself.
+func MatchAny(glob, name string) bool {
+	return match(glob, name)
+}
+
 // match is the classic wildcard match that remembers only the last star: when a later
 // part fails, that star takes one more character and matching resumes after it. Earlier
 // stars never need to be revisited, so it takes at most len(glob)*len(name) steps and

@@ -84,8 +84,7 @@ func Sort(policies []*Compiled) {
 }
 
 func comparePolicies(a, b *Compiled) int {
-	switch {
-	case a == nil || b == nil:
+	if a == nil || b == nil {
 		return cmp.Compare(boolInt(a != nil), boolInt(b != nil))
 	}
 	return cmp.Compare(a.key, b.key)

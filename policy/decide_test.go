@@ -78,10 +78,10 @@ func TestDecide(t *testing.T) {
 		// Every effect, and precedence.
 		{"Deny by system:authenticated reaches a caller whose groups do not list it", []*policy.Compiled{issue}, alice, github, call("delete_repo", map[string]any{"repo": "acme/widgets"}), policy.EffectDeny, ns + "/github-access", 2, `rule 2 of access policy team-a/github-access denies tool "delete_repo"`, ""},
 		{"Deny wins over RequireApproval", []*policy.Compiled{issue}, bob, github, call("delete_repo", nil), policy.EffectDeny, ns + "/github-access", 2, "denies", ""},
-		{"RequireApproval for a tool without annotations (destructive by default)", []*policy.Compiled{issue}, bob, github, callTool(destructive, nil), policy.EffectRequireApproval, ns + "/github-access", 1, `requires approval for tool "push_commit"`, ""},
-		{"RequireApproval wins over another policy's Allow", []*policy.Compiled{sreAllow, issue}, bob, github, callTool(destructive, nil), policy.EffectRequireApproval, ns + "/github-access", 1, "requires approval", ""},
-		{"Allow of another policy where approval's when is false", []*policy.Compiled{issue, sreAllow}, bob, github, callTool(harmless, nil), policy.EffectAllow, ns + "/sre", 0, "allows", ""},
-		{"approval's when is false and nothing allows", []*policy.Compiled{issue}, bob, github, callTool(harmless, nil), policy.EffectDeny, "", -1, "no rule", ""},
+		{"RequireApproval for a tool without annotations (destructive by default)", []*policy.Compiled{issue}, bob, github, callTool(destructive), policy.EffectRequireApproval, ns + "/github-access", 1, `requires approval for tool "push_commit"`, ""},
+		{"RequireApproval wins over another policy's Allow", []*policy.Compiled{sreAllow, issue}, bob, github, callTool(destructive), policy.EffectRequireApproval, ns + "/github-access", 1, "requires approval", ""},
+		{"Allow of another policy where approval's when is false", []*policy.Compiled{issue, sreAllow}, bob, github, callTool(harmless), policy.EffectAllow, ns + "/sre", 0, "allows", ""},
+		{"approval's when is false and nothing allows", []*policy.Compiled{issue}, bob, github, callTool(harmless), policy.EffectDeny, "", -1, "no rule", ""},
 		{"Deny of a later policy wins over an earlier Allow", []*policy.Compiled{everyone, noDeletes}, alice, github, call("bulk_delete", nil), policy.EffectDeny, ns + "/z-no-deletes", 0, "denies", ""},
 		{"Deny of a policy by user name", []*policy.Compiled{noDeletes, everyone}, eve, github, call("delete_all", nil), policy.EffectDeny, ns + "/z-no-deletes", 0, "", ""},
 		{"union of allows across policies", []*policy.Compiled{noDeletes, everyone}, bob, github, call("bulk_delete", nil), policy.EffectAllow, ns + "/a-everyone", 0, "", ""},
@@ -112,7 +112,7 @@ func TestDecide(t *testing.T) {
 		{"claims of an OIDC caller", []*policy.Compiled{compiled(t, "claims", refs("MCPServer", "github"), withRules(rule(allow, []string{"*"}, "caller.claims.department == 'finance' && 'mfa' in caller.claims.amr && caller.claims.level >= 3 && 'repo:read' in caller.extra['scopes']", group("oidc:finance"))))}, alice, github, call("x", nil), policy.EffectAllow, ns + "/claims", 0, "", ""},
 		{"claims of a Kubernetes caller are empty", []*policy.Compiled{compiled(t, "claims", refs("MCPServer", "github"), withRules(rule(allow, []string{"*"}, "!has(caller.claims.department) && caller.uid != '' && 'system:serviceaccounts:agents' in caller.groups", group("system:authenticated"))))}, triage, github, call("x", nil), policy.EffectAllow, ns + "/claims", 0, "", ""},
 		{"target and method in CEL", []*policy.Compiled{args(t, "target.kind == 'MCPServer' && target.name == 'github' && target.namespace == 'team-a' && method == 'tools/call' && tool.name == 'x'")}, eve, github, call("x", nil), policy.EffectAllow, ns + "/args", 0, "", ""},
-		{"annotations in CEL", []*policy.Compiled{args(t, "tool.annotations.readOnlyHint && !tool.annotations.destructiveHint && tool.annotations.title == 'Read'")}, eve, github, callTool(policy.Tool{Name: "read", Title: "Read", ReadOnlyHint: ptr(true), DestructiveHint: ptr(false)}, nil), policy.EffectAllow, ns + "/args", 0, "", ""},
+		{"annotations in CEL", []*policy.Compiled{args(t, "tool.annotations.readOnlyHint && !tool.annotations.destructiveHint && tool.annotations.title == 'Read'")}, eve, github, callTool(policy.Tool{Name: "read", Title: "Read", ReadOnlyHint: ptr(true), DestructiveHint: ptr(false)}), policy.EffectAllow, ns + "/args", 0, "", ""},
 
 		// CEL run-time errors deny.
 		{"a number compared with a string argument", []*policy.Compiled{args(t, "arguments.limit <= 100")}, eve, github, call("list", map[string]any{"limit": "lots"}), policy.EffectDeny, ns + "/args", 0, "could not be evaluated", ""},

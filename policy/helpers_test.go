@@ -128,9 +128,9 @@ func call(tool string, args map[string]any) policy.Request {
 	return policy.Request{Method: policy.MethodToolsCall, Tool: policy.Tool{Name: tool}, Arguments: args}
 }
 
-// callTool is a tools/call of a tool with annotations.
-func callTool(tool policy.Tool, args map[string]any) policy.Request {
-	return policy.Request{Method: policy.MethodToolsCall, Tool: tool, Arguments: args}
+// callTool is a tools/call, without arguments, of a tool with annotations.
+func callTool(tool policy.Tool) policy.Request {
+	return policy.Request{Method: policy.MethodToolsCall, Tool: tool}
 }
 
 func ptr[T any](v T) *T { return &v }

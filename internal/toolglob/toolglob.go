@@ -1,7 +1,8 @@
 // Package toolglob matches tool names against the allow and deny globs of an MCPServer's
 // and an MCPToolset's spec.tools. It is the one matcher for everything that applies
 // those globs: the status the controller publishes (and the catalogue serves), the
-// gateway's tools/list and tools/call, and the toolsets' exposed names.
+// gateway's tools/list and tools/call, the toolsets' exposed names, and the tool, prompt
+// and resource globs of MCPAccessPolicy rules (policy).
 //
 // A glob is what admission accepts: 1 to 128 characters out of letters, digits, '_',
 // '.', '-', '*' and '?'. `*` matches any run of characters, '/' and the empty run

@@ -155,6 +155,9 @@ func startOperatorWith(t testing.TB, namespace string, base *rest.Config, option
 	if err := (&controllers.MCPToolsetReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	if err := (&controllers.MCPAccessPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

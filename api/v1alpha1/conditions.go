@@ -332,3 +332,13 @@ const (
 	// message names the older provider.
 	ReasonTokenPrefixConflict = "TokenPrefixConflict"
 )
+
+// Condition reasons of an MCPAccessPolicy, besides ReasonSucceeded and ReasonInvalidSpec
+// (its targetSelector cannot be parsed).
+const (
+	// ReasonInvalidExpression means a rule's `when` expression does not compile, does
+	// not evaluate to a bool, or may cost more than an expression may spend. The message
+	// names the rule by index and says what is wrong. Until it is fixed the policy denies
+	// every request to the targets it selects (in Enforce mode).
+	ReasonInvalidExpression = "InvalidExpression"
+)

@@ -1,5 +1,5 @@
-// Package v1alpha1 holds the Switchboard API, group mcp.switchboard.dev: the MCPServer and
-// MCPEgressPolicy kinds, their validation (OpenAPI bounds and CEL rules, enforced by the API
+// Package v1alpha1 holds the Switchboard API, group mcp.switchboard.dev: the MCPServer,
+// MCPEgressPolicy, MCPToolset, MCPIdentityProvider and MCPAccessPolicy kinds, their validation (OpenAPI bounds and CEL rules, enforced by the API
 // server at admission), and the condition types and reasons every controller reports.
 //
 // The package is types only: no I/O, no client, no controller logic. Everything a user

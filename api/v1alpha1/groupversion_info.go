@@ -23,6 +23,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&MCPEgressPolicy{}, &MCPEgressPolicyList{},
 		&MCPToolset{}, &MCPToolsetList{},
 		&MCPIdentityProvider{}, &MCPIdentityProviderList{},
+		&MCPAccessPolicy{}, &MCPAccessPolicyList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

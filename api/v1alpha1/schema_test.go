@@ -96,7 +96,9 @@ func manyGlobs(n int) string {
 
 func TestSchemaRejectsInvalidManifests(t *testing.T) {
 	namespace := newNamespace(t)
-	const server, policy, toolset = "MCPServer", "MCPEgressPolicy", "MCPToolset"
+	const server, policy, toolset, access = "MCPServer", "MCPEgressPolicy", "MCPToolset", "MCPAccessPolicy"
+	const okRule = "rules:\n  - {subjects: [{kind: User, name: alice}], tools: ['*'], action: Allow}"
+	const okTarget = "targetRefs: [{kind: MCPServer, name: github}]\n"
 	httpSpec := func(httpYAML string) string { return "http:\n" + httpYAML }
 	stdioSpec := func(stdioYAML string) string { return "stdio:\n" + stdioYAML }
 	const okHTTP = "http:\n  url: https://mcp.example.com/mcp\n"
@@ -279,6 +281,28 @@ func TestSchemaRejectsInvalidManifests(t *testing.T) {
 		{"toolset override that changes nothing", toolset, "servers: [{name: github}]\ntools:\n  overrides: [{name: gh_search}]", []string{"spec.tools.overrides[0]", "must set rename, description or both"}, ""},
 		{"toolset glob with a slash", toolset, "servers: [{name: github}]\ntools: {deny: ['gh/*']}", []string{"spec.tools.deny", "tool globs may contain only"}, ""},
 		{"toolset unknown discovery", toolset, "servers: [{name: github}]\ndiscovery: Lazy", []string{"spec.discovery", "Unsupported value", "Search"}, ""},
+
+		// MCPAccessPolicy.
+		{"access policy with neither targetRefs nor targetSelector", access, okRule, []string{"set exactly one of targetRefs or targetSelector"}, ""},
+		{"access policy with targetRefs and targetSelector", access, okTarget + "targetSelector: {matchLabels: {team: a}}\n" + okRule, []string{"set exactly one of targetRefs or targetSelector"}, ""},
+		{"access policy target of an unknown kind", access, "targetRefs: [{kind: Deployment, name: web}]\n" + okRule, []string{"spec.targetRefs[0].kind", "Unsupported value", "MCPToolset"}, ""},
+		{"access policy target without a name", access, "targetRefs: [{kind: MCPServer}]\n" + okRule, []string{"spec.targetRefs[0].name", "Required value"}, ""},
+		{"access policy naming one target twice", access, "targetRefs: [{kind: MCPServer, name: a}, {kind: MCPServer, name: a}]\n" + okRule, []string{"spec.targetRefs[1]", "Duplicate value"}, ""},
+		{"access policy with an empty targetRefs list", access, "targetRefs: []\n" + okRule, []string{"spec.targetRefs", "at least 1 items"}, ""},
+		{"access policy unknown enforcement", access, okTarget + "enforcement: DryRun\n" + okRule, []string{"spec.enforcement", "Unsupported value", "Audit"}, ""},
+		{"access policy subject without a name", access, okTarget + "rules:\n  - {subjects: [{kind: Group}], tools: ['*'], action: Allow}", []string{"spec.rules[0].subjects[0].name", "Required value"}, ""},
+		{"access policy subject of an unknown kind", access, okTarget + "rules:\n  - {subjects: [{kind: Team, name: sre}], tools: ['*'], action: Allow}", []string{"spec.rules[0].subjects[0].kind", "Unsupported value", "ServiceAccount"}, ""},
+		{"access policy ServiceAccount without a namespace", access, okTarget + "rules:\n  - {subjects: [{kind: ServiceAccount, name: triage}], tools: ['*'], action: Allow}", []string{"spec.rules[0].subjects[0]", "namespace is required for a ServiceAccount subject"}, ""},
+		{"access policy Group with a namespace", access, okTarget + "rules:\n  - {subjects: [{kind: Group, name: sre, namespace: agents}], tools: ['*'], action: Allow}", []string{"spec.rules[0].subjects[0]", "not allowed for a User or Group subject"}, ""},
+		{"access policy rule without subjects", access, okTarget + "rules:\n  - {tools: ['*'], action: Allow}", []string{"spec.rules[0].subjects", "Required value"}, ""},
+		{"access policy rule naming nothing", access, okTarget + "rules:\n  - {subjects: [{kind: User, name: alice}], tools: [], action: Allow}", []string{"spec.rules[0]", "a rule must name tools, resources or prompts"}, ""},
+		{"access policy rule without an action", access, okTarget + "rules:\n  - {subjects: [{kind: User, name: alice}], tools: ['*']}", []string{"spec.rules[0].action", "Required value"}, ""},
+		{"access policy unknown action", access, okTarget + "rules:\n  - {subjects: [{kind: User, name: alice}], tools: ['*'], action: Ask}", []string{"spec.rules[0].action", "Unsupported value", "RequireApproval"}, ""},
+		{"access policy tool glob with a slash", access, okTarget + "rules:\n  - {subjects: [{kind: User, name: alice}], tools: ['gh/*'], action: Allow}", []string{"spec.rules[0].tools", "tool globs may contain only"}, ""},
+		{"access policy resource glob with a space", access, okTarget + "rules:\n  - {subjects: [{kind: User, name: alice}], resources: ['file:///my docs/*'], action: Allow}", []string{"spec.rules[0].resources", "may not contain spaces"}, ""},
+		{"access policy blank when", access, okTarget + "rules:\n  - {subjects: [{kind: User, name: alice}], tools: ['*'], action: Allow, when: '  '}", []string{"spec.rules[0].when", "must not be blank"}, ""},
+		{"access policy when over 4 KiB", access, okTarget + "rules:\n  - {subjects: [{kind: User, name: alice}], tools: ['*'], action: Allow, when: '" + strings.Repeat("t", 4097) + "'}", []string{"spec.rules[0].when", "Too long"}, ""},
+		{"access policy with more than 64 rules", access, okTarget + "rules:" + strings.Repeat("\n  - {subjects: [{kind: User, name: alice}], tools: ['*'], action: Allow}", 65), []string{"spec.rules", "must have at most 64 items"}, ""},
 	}
 	if len(cases) < 30 {
 		t.Fatalf("the schema suite must cover at least 30 invalid manifests, has %d", len(cases))
@@ -340,6 +364,9 @@ func TestSchemaAcceptsValidManifests(t *testing.T) {
 		{"provider over https with the flag set", identityProvider, idpSpec("  url: https://login.example.com/tenants/acme\n  audiences: "+manyGlobs(16)+"\n  allowInsecureHTTP: true", "{claim: sub, prefix: 'a-system:'}", "")},
 		{"toolset of the issue", "MCPToolset", "servers:\n  - {name: github, prefix: gh_}\n  - selector: {matchLabels: {team: support}}\ntools:\n  allow: ['gh_search_*', 'tickets_*']\n  deny: ['*_delete*']\n  overrides:\n    - {name: gh_search_issues, rename: search_issues, description: Search GitHub issues of the acme org.}\ndiscovery: Search"},
 		{"toolset with an empty prefix and 32 servers", "MCPToolset", "servers:" + manyServers(31) + "\n  - {name: plain, prefix: ''}"},
+		{"access policy of the issue", "MCPAccessPolicy", "targetRefs: [{kind: MCPServer, name: github}, {kind: MCPToolset, name: assistant}]\nenforcement: Enforce\nrules:\n  - subjects: [{kind: Group, name: 'oidc:finance'}, {kind: ServiceAccount, namespace: agents, name: triage}]\n    tools: ['get_*', 'list_*', 'search_*']\n    action: Allow\n    when: 'has(arguments.repo) && arguments.repo.startsWith(\"acme/\")'\n  - subjects: [{kind: Group, name: 'oidc:sre'}]\n    tools: ['*']\n    when: 'tool.annotations.destructiveHint == true'\n    action: RequireApproval\n  - subjects: [{kind: Group, name: 'system:authenticated'}]\n    tools: ['delete_*']\n    action: Deny"},
+		{"access policy by selector in Audit mode with resources and prompts", "MCPAccessPolicy", "targetSelector: {matchLabels: {team: search}}\nenforcement: Audit\nrules:\n  - subjects: [{kind: User, name: 'oidc:alice@example.com'}]\n    resources: ['file:///repo/*']\n    prompts: ['review_*']\n    action: Allow"},
+		{"access policy with an empty selector and no rules", "MCPAccessPolicy", "targetSelector: {}"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -372,6 +399,27 @@ func TestSchemaAppliesDefaults(t *testing.T) {
 	}
 	if hc := server.Spec.HealthCheck; hc.Interval == nil || hc.Interval.Duration != 30*time.Second || hc.FailureThreshold != 3 {
 		t.Errorf("healthCheck defaulted to %+v, want interval 30s and failureThreshold 3", hc)
+	}
+}
+
+func TestSchemaDefaultsAccessPolicyToEnforce(t *testing.T) {
+	namespace := newNamespace(t)
+	p := &mcpv1alpha1.MCPAccessPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "defaults"},
+		Spec: mcpv1alpha1.MCPAccessPolicySpec{
+			TargetSelector: &metav1.LabelSelector{},
+			Rules: []mcpv1alpha1.AccessPolicyRule{{
+				Subjects: []mcpv1alpha1.AccessPolicySubject{{Kind: mcpv1alpha1.AccessPolicySubjectUser, Name: "alice"}},
+				Tools:    []string{"*"},
+				Action:   mcpv1alpha1.AccessPolicyAllow,
+			}},
+		},
+	}
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatalf("creating policy: %v", err)
+	}
+	if got := p.Spec.Enforcement; got != mcpv1alpha1.AccessPolicyEnforce {
+		t.Errorf("enforcement defaulted to %q, want Enforce", got)
 	}
 }
 
@@ -434,15 +482,15 @@ func TestSamplesAreAccepted(t *testing.T) {
 		}
 		kinds[obj.GetKind()]++
 	}
-	if kinds["MCPServer"] < 3 || kinds["MCPEgressPolicy"] < 1 || kinds["MCPToolset"] < 1 || kinds[identityProvider] < 1 {
-		t.Errorf("samples hold %v; want at least 3 MCPServers (Streamable HTTP, SSE, stdio), 1 MCPEgressPolicy, 1 MCPToolset and 1 MCPIdentityProvider", kinds)
+	if kinds["MCPServer"] < 3 || kinds["MCPEgressPolicy"] < 1 || kinds["MCPToolset"] < 1 || kinds[identityProvider] < 1 || kinds["MCPAccessPolicy"] < 1 {
+		t.Errorf("samples hold %v; want at least 3 MCPServers (Streamable HTTP, SSE, stdio), 1 MCPEgressPolicy, 1 MCPToolset, 1 MCPIdentityProvider and 1 MCPAccessPolicy", kinds)
 	}
 }
 
 // TestEveryFieldIsDocumented walks the schemas the API server serves (what `kubectl
 // explain` prints) and requires a description on every field.
 func TestEveryFieldIsDocumented(t *testing.T) {
-	for _, name := range []string{"mcpservers.mcp.switchboard.dev", "mcpegresspolicies.mcp.switchboard.dev", "mcptoolsets.mcp.switchboard.dev", "mcpidentityproviders.mcp.switchboard.dev"} {
+	for _, name := range []string{"mcpservers.mcp.switchboard.dev", "mcpegresspolicies.mcp.switchboard.dev", "mcptoolsets.mcp.switchboard.dev", "mcpidentityproviders.mcp.switchboard.dev", "mcpaccesspolicies.mcp.switchboard.dev"} {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: name}, crd); err != nil {
 			t.Fatalf("reading CRD %s: %v", name, err)

@@ -449,6 +449,7 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 		servers,
 		&controllers.MCPEgressPolicyReconciler{Client: mgr.GetClient()},
 		&controllers.MCPToolsetReconciler{Client: mgr.GetClient()},
+		&controllers.MCPAccessPolicyReconciler{Client: mgr.GetClient()},
 	}
 	if opts.identityProviders != nil {
 		setups = append(setups, &controllers.MCPIdentityProviderReconciler{

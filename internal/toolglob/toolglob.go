@@ -1,7 +1,8 @@
 // Package toolglob matches tool names against the allow and deny globs of an MCPServer's
 // and an MCPToolset's spec.tools. It is the one matcher for everything that applies
 // those globs: the status the controller publishes (and the catalogue serves), the
-// gateway's tools/list and tools/call, and the toolsets' exposed names.
+// gateway's tools/list and tools/call, the toolsets' exposed names, and the tool, prompt
+// and resource globs of MCPAccessPolicy rules (policy).
 //
 // A glob is what admission accepts: 1 to 128 characters out of letters, digits, '_',
 // '.', '-', '*' and '?'. `*` matches any run of characters, '/' and the empty run
@@ -51,6 +52,14 @@ func Match(glob, name string) (bool, error) {
 		return false, err
 	}
 	return match(glob, name), nil
+}
+
+// MatchAny reports whether name matches glob with the same matcher as Match, for globs
+// whose characters admission checks with another rule than tool names (the resource URI
+// globs of an MCPAccessPolicy): '*' and '?' are wildcards, every other character matches
+// itself.
+func MatchAny(glob, name string) bool {
+	return match(glob, name)
 }
 
 // match is the classic wildcard match that remembers only the last star: when a later

@@ -188,7 +188,7 @@ func TestAdmissionAcceptsWhatMatchEvaluates(t *testing.T) {
 			}
 		}
 	}
-	if rules != 4 {
-		t.Errorf("found %d tool glob rules in the API types; want 4 (allow and deny of MCPServer and MCPToolset)", rules)
+	if rules != 5 {
+		t.Errorf("found %d tool glob rules in the API types; want 5 (allow and deny of MCPServer and MCPToolset, the tools of an MCPAccessPolicy rule)", rules)
 	}
 }

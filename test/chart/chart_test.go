@@ -49,7 +49,7 @@ func TestChartLints(t *testing.T) {
 func TestDefaultsRenderTheWholeOperator(t *testing.T) {
 	r := render(t)
 	want := map[string]int{
-		"CustomResourceDefinition": 4, "ServiceAccount": 1, "ClusterRole": 2,
+		"CustomResourceDefinition": 5, "ServiceAccount": 1, "ClusterRole": 2,
 		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
 		"PodDisruptionBudget": 1, "NetworkPolicy": 1, "ServiceMonitor": 0,
 		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2,

@@ -1,0 +1,222 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/toolglob"
+)
+
+// Compiled is one MCPAccessPolicy, compiled: its selection, its rules and their
+// programs. It is immutable and safe for concurrent use.
+type Compiled struct {
+	namespace, name string
+	// key is "namespace/name", the order Decide considers policies in.
+	key         string
+	generation  int64
+	enforcement mcpv1alpha1.AccessPolicyEnforcement
+
+	// refs are the targetRefs; selector the targetSelector, nil with refs.
+	refs     []mcpv1alpha1.AccessPolicyTargetRef
+	selector labels.Selector
+
+	rules []rule
+	// governs says which request kinds the policy governs: tools always, resources and
+	// prompts when a rule names them.
+	governs [kindCount]bool
+
+	// invalid is why the policy did not compile; a policy in this fail-closed form
+	// governs every kind and denies every request to what it selects.
+	invalid error
+}
+
+// requestKind is what a request asks for: a tool, a resource or a prompt.
+type requestKind int
+
+const (
+	kindTool requestKind = iota
+	kindResource
+	kindPrompt
+	kindCount
+)
+
+// rule is one compiled rule.
+type rule struct {
+	index    int
+	action   mcpv1alpha1.AccessPolicyAction
+	subjects []subject
+	// globs per request kind; empty when the rule does not name that kind.
+	globs [kindCount][]glob
+	// when is the compiled condition; nil when the rule has none.
+	when cel.Program
+	// loops is true when when holds a comprehension, the one kind of expression whose
+	// time its cost does not bound well; it then runs with a deadline.
+	loops bool
+}
+
+// glob is one glob of a rule.
+type glob struct {
+	pattern string
+	// invalid is true for a tool or prompt glob admission would have refused (an old
+	// object, or one written around the CRD's validation): it matches every name in a
+	// Deny rule, so that it never opens what it closes, and none in another rule.
+	invalid bool
+}
+
+// subject is one compiled subject: the username or group a caller must have.
+type subject struct {
+	// username, when set, must equal the caller's username (User, ServiceAccount).
+	username string
+	// group, when set, must be one of the caller's groups (Group).
+	group string
+}
+
+// Namespace returns the policy's namespace.
+func (c *Compiled) Namespace() string { return c.namespace }
+
+// Name returns the policy's name.
+func (c *Compiled) Name() string { return c.name }
+
+// Generation returns the metadata.generation the policy was compiled from.
+func (c *Compiled) Generation() int64 { return c.generation }
+
+// Enforcement returns Enforce or Audit.
+func (c *Compiled) Enforcement() mcpv1alpha1.AccessPolicyEnforcement { return c.enforcement }
+
+// Err returns why the policy did not compile, or nil.
+func (c *Compiled) Err() error { return c.invalid }
+
+// Selects reports whether the policy applies to t: t is in the policy's namespace and
+// named by targetRefs or matched by targetSelector.
+func (c *Compiled) Selects(t Target) bool {
+	if t.Namespace != c.namespace {
+		return false
+	}
+	if c.selector != nil {
+		return c.selector.Matches(labels.Set(t.Labels))
+	}
+	for _, r := range c.refs {
+		if r.Kind == t.Kind && r.Name == t.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// ExpressionError reports a rule's `when` that cannot be used: it does not compile, does
+// not evaluate to a bool, or may cost more than an expression may spend. The controller
+// shows it as Ready=False, reason InvalidExpression.
+type ExpressionError struct {
+	// Rule is the index of the rule in spec.rules.
+	Rule int
+	// Problem says what is wrong, in words a person understands.
+	Problem string
+}
+
+// Error implements error.
+func (e *ExpressionError) Error() string {
+	return fmt.Sprintf("spec.rules[%d].when %s", e.Rule, e.Problem)
+}
+
+// Compile compiles p. It always returns a usable *Compiled. When p cannot be compiled
+// (a `when` expression that is not usable, which is an *ExpressionError, or a
+// targetSelector that cannot be parsed), the error says what is wrong, every problem
+// joined, and the returned policy is p's fail-closed form: it selects what p selects
+// (every MCPServer and MCPToolset of its namespace when the selector itself is invalid)
+// and denies every request to them, in p's enforcement mode. A broken policy never opens
+// what it was written to restrict.
+func Compile(p *mcpv1alpha1.MCPAccessPolicy) (*Compiled, error) {
+	c := &Compiled{
+		namespace:   p.Namespace,
+		name:        p.Name,
+		key:         p.Namespace + "/" + p.Name,
+		generation:  p.Generation,
+		enforcement: p.Spec.Enforcement,
+		refs:        p.Spec.TargetRefs,
+	}
+	if c.enforcement == "" {
+		c.enforcement = mcpv1alpha1.AccessPolicyEnforce
+	}
+	var errs []error
+	switch {
+	case p.Spec.TargetSelector != nil:
+		sel, err := metav1.LabelSelectorAsSelector(p.Spec.TargetSelector)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("spec.targetSelector is invalid: %w", err))
+			sel = labels.Everything()
+		}
+		c.selector = sel
+	case len(p.Spec.TargetRefs) == 0:
+		// Admission requires one of them; a policy that has neither selects nothing.
+		c.refs = nil
+	}
+	c.governs[kindTool] = true
+	env, err := celEnv()
+	if err != nil {
+		// The environment is built from constants: this is a programming error.
+		errs = append(errs, fmt.Errorf("building the CEL environment: %w", err))
+	}
+	for i, r := range p.Spec.Rules {
+		cr := rule{index: i, action: r.Action}
+		for _, s := range r.Subjects {
+			cr.subjects = append(cr.subjects, compileSubject(s))
+		}
+		cr.globs[kindTool] = compileGlobs(r.Tools, true)
+		cr.globs[kindResource] = compileGlobs(r.Resources, false)
+		cr.globs[kindPrompt] = compileGlobs(r.Prompts, true)
+		if len(r.Resources) > 0 {
+			c.governs[kindResource] = true
+		}
+		if len(r.Prompts) > 0 {
+			c.governs[kindPrompt] = true
+		}
+		if strings.TrimSpace(r.When) != "" && env != nil {
+			prg, loops, err := compileWhen(env, i, r.When)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			cr.when, cr.loops = prg, loops
+		}
+		c.rules = append(c.rules, cr)
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.invalid = err
+		c.rules = nil
+		c.governs = [kindCount]bool{true, true, true}
+		return c, err
+	}
+	return c, nil
+}
+
+// compileGlobs checks globs once; names are the tool-name alphabet of toolglob.
+func compileGlobs(patterns []string, names bool) []glob {
+	out := make([]glob, len(patterns))
+	for i, p := range patterns {
+		out[i] = glob{pattern: p, invalid: p == "" || (names && toolglob.Valid(p) != nil)}
+	}
+	return out
+}
+
+// compileSubject turns a subject into the username or group it matches.
+func compileSubject(s mcpv1alpha1.AccessPolicySubject) subject {
+	switch s.Kind {
+	case mcpv1alpha1.AccessPolicySubjectGroup:
+		return subject{group: s.Name}
+	case mcpv1alpha1.AccessPolicySubjectServiceAccount:
+		return subject{username: serviceAccountPrefix + s.Namespace + ":" + s.Name}
+	default:
+		return subject{username: s.Name}
+	}
+}
+
+// serviceAccountPrefix starts the username of every Kubernetes ServiceAccount.
+const serviceAccountPrefix = "system:serviceaccount:"
+
+// allAuthenticated is the group every authenticated caller is in.
+const allAuthenticated = "system:authenticated"

@@ -1,0 +1,430 @@
+package policy
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+
+	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/toolglob"
+)
+
+// maxErrorBytes bounds the CEL error a reason quotes.
+const maxErrorBytes = 200
+
+// Decide judges one request of caller to target under policies, the compiled
+// MCPAccessPolicies of the target's namespace (policies of other namespaces, and those
+// that do not select target, are ignored; nil entries too). See the package
+// documentation for the semantics. Decide is pure: the same inputs give the same verdict.
+func Decide(caller Caller, target Target, req Request, policies []*Compiled) Verdict {
+	kind, governed := kindOf(req)
+	if !governed {
+		return Verdict{Effect: EffectAllow, Rule: -1,
+			Reason: fmt.Sprintf("access policies do not govern %s", printable(req.Method))}
+	}
+	policies = sorted(policies)
+	e := &evaluation{caller: &caller, target: &target, req: &req, kind: kind}
+	defer e.close()
+	v := e.decide(policies, false)
+	for _, p := range policies {
+		if p != nil && p.enforcement == mcpv1alpha1.AccessPolicyAudit && p.Selects(target) {
+			audit := e.decide(policies, true)
+			v.Audit = &audit
+			break
+		}
+	}
+	return v
+}
+
+// Listable reports whether tools/list shows tool to caller on target: true when no
+// Enforce policy selects target, or when some rule of a selecting Enforce policy could
+// allow the call (or allow it after approval) and no Deny rule without a `when` refuses
+// it. `when` conditions are not evaluated, as the arguments are not known yet; a call
+// that lists a tool may still be refused. Audit policies hide nothing.
+func Listable(caller Caller, target Target, tool Tool, policies []*Compiled) bool {
+	governed, allowed := false, false
+	for _, p := range policies {
+		if p == nil || p.enforcement != mcpv1alpha1.AccessPolicyEnforce || !p.Selects(target) {
+			continue
+		}
+		governed = true
+		if p.invalid != nil {
+			return false
+		}
+		for i := range p.rules {
+			r := &p.rules[i]
+			if !r.matches(kindTool, tool.Name) || !r.appliesTo(&caller) {
+				continue
+			}
+			if r.action == mcpv1alpha1.AccessPolicyDeny {
+				if r.when == nil {
+					return false
+				}
+				continue
+			}
+			allowed = true
+		}
+	}
+	return !governed || allowed
+}
+
+// Sort sorts policies into the order Decide considers them in (namespace, then name).
+// Decide sorts a copy of an unsorted slice on every call; a caller that keeps its
+// policies sorted saves that.
+func Sort(policies []*Compiled) {
+	slices.SortFunc(policies, comparePolicies)
+}
+
+func comparePolicies(a, b *Compiled) int {
+	if a == nil || b == nil {
+		return cmp.Compare(boolInt(a != nil), boolInt(b != nil))
+	}
+	return cmp.Compare(a.key, b.key)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// sorted returns policies in Decide's order, copying only when they are not in it.
+func sorted(policies []*Compiled) []*Compiled {
+	if slices.IsSortedFunc(policies, comparePolicies) {
+		return policies
+	}
+	c := slices.Clone(policies)
+	Sort(c)
+	return c
+}
+
+// kindOf returns what the request asks for, and false for a method access policies do
+// not govern.
+func kindOf(req Request) (requestKind, bool) {
+	switch req.Method {
+	case MethodToolsCall:
+		return kindTool, true
+	case MethodResourcesRead:
+		return kindResource, true
+	case MethodPromptsGet:
+		return kindPrompt, true
+	}
+	return 0, false
+}
+
+// evaluation is one Decide call: its inputs, and the CEL values built from them the first
+// time a `when` needs them.
+type evaluation struct {
+	caller *Caller
+	target *Target
+	req    *Request
+	kind   requestKind
+
+	vars map[string]any
+
+	// ctx bounds the time of the call's expressions (evalTimeout); created with the
+	// first evaluation.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// evalTimeout bounds the time all the expressions of one Decide call may take. The cost
+// limits bound the work CEL counts; this bounds what it does not count well: CEL's cost
+// tracker itself grows quadratically with the iterations of a comprehension, so a long
+// list in the arguments could otherwise hold a request for minutes within its cost limit.
+// It is far above what any expression within the cost limits takes on a short list.
+const evalTimeout = 250 * time.Millisecond
+
+// close releases the evaluation's deadline.
+func (e *evaluation) close() {
+	if e.cancel != nil {
+		e.cancel()
+	}
+}
+
+// name returns what the request names: the tool, the resource URI or the prompt.
+func (e *evaluation) name() string {
+	switch e.kind {
+	case kindResource:
+		return e.req.Resource
+	case kindPrompt:
+		return e.req.Prompt
+	}
+	return e.req.Tool.Name
+}
+
+// what describes the request for a reason, such as `tool "delete_repo"`.
+func (e *evaluation) what() string {
+	switch e.kind {
+	case kindResource:
+		// A URI's query string may carry a secret; it never appears in a reason.
+		uri, _, _ := strings.Cut(e.req.Resource, "?")
+		return "resource " + quote(uri)
+	case kindPrompt:
+		return "prompt " + quote(e.req.Prompt)
+	}
+	return "tool " + quote(e.req.Tool.Name)
+}
+
+// decide evaluates the Enforce policies that select the target (and the Audit ones too
+// when withAudit is set).
+func (e *evaluation) decide(policies []*Compiled, withAudit bool) Verdict {
+	name := e.name()
+	var selecting []*Compiled
+	governed := false
+	for _, p := range policies {
+		if p == nil || (p.enforcement != mcpv1alpha1.AccessPolicyEnforce && !withAudit) || !p.Selects(*e.target) {
+			continue
+		}
+		if p.invalid != nil {
+			return Verdict{Effect: EffectDeny, Policy: p.key, Rule: -1,
+				Reason: fmt.Sprintf("access policy %s selects %s and is invalid, so it refuses every request: %v", p.key, e.targetName(), p.invalid)}
+		}
+		if p.governs[e.kind] {
+			governed = true
+		}
+		selecting = append(selecting, p)
+	}
+	if !governed {
+		mode := "Enforce"
+		if withAudit {
+			mode = "Enforce or Audit"
+		}
+		return Verdict{Effect: EffectAllow, Rule: -1,
+			Reason: fmt.Sprintf("no %s access policy governs the %ss of %s", mode, kindNoun(e.kind), e.targetName())}
+	}
+
+	// Deny rules first: Deny wins over everything, so nothing else needs evaluating once
+	// one applies. A rule whose `when` fails acts as a Deny rule.
+	for _, p := range selecting {
+		budget := uint64(policyBudget)
+		for i := range p.rules {
+			r := &p.rules[i]
+			if r.action != mcpv1alpha1.AccessPolicyDeny || !r.matches(e.kind, name) || !r.appliesTo(e.caller) {
+				continue
+			}
+			holds, err := e.holds(r, &budget)
+			if err != nil {
+				return e.failed(p, r, err)
+			}
+			if holds {
+				return Verdict{Effect: EffectDeny, Policy: p.key, Rule: r.index,
+					Reason: fmt.Sprintf("rule %d of access policy %s denies %s to %s", r.index, p.key, e.what(), quote(e.caller.Username))}
+			}
+		}
+	}
+	var best *rule
+	var bestPolicy *Compiled
+	for _, p := range selecting {
+		budget := uint64(policyBudget)
+		for i := range p.rules {
+			r := &p.rules[i]
+			if r.action == mcpv1alpha1.AccessPolicyDeny || !r.matches(e.kind, name) || !r.appliesTo(e.caller) {
+				continue
+			}
+			// Every rule that could apply is evaluated, so that a failing one denies
+			// whatever the order of the rules.
+			holds, err := e.holds(r, &budget)
+			if err != nil {
+				return e.failed(p, r, err)
+			}
+			if holds && (best == nil || (r.action == mcpv1alpha1.AccessPolicyRequireApproval && best.action != r.action)) {
+				best, bestPolicy = r, p
+			}
+		}
+	}
+	if best == nil {
+		return Verdict{Effect: EffectDeny, Rule: -1,
+			Reason: fmt.Sprintf("no rule of the access policies that select %s allows %s to %s", e.targetName(), e.what(), quote(e.caller.Username))}
+	}
+	if best.action == mcpv1alpha1.AccessPolicyRequireApproval {
+		return Verdict{Effect: EffectRequireApproval, Policy: bestPolicy.key, Rule: best.index,
+			Reason: fmt.Sprintf("rule %d of access policy %s requires approval for %s", best.index, bestPolicy.key, e.what())}
+	}
+	return Verdict{Effect: EffectAllow, Policy: bestPolicy.key, Rule: best.index,
+		Reason: fmt.Sprintf("rule %d of access policy %s allows %s to %s", best.index, bestPolicy.key, e.what(), quote(e.caller.Username))}
+}
+
+// failed is the verdict of a rule whose `when` could not be evaluated.
+func (e *evaluation) failed(p *Compiled, r *rule, err error) Verdict {
+	return Verdict{Effect: EffectDeny, Policy: p.key, Rule: r.index,
+		Reason: fmt.Sprintf("rule %d of access policy %s could not be evaluated for %s, so the request is refused: %v", r.index, p.key, e.what(), err)}
+}
+
+func (e *evaluation) targetName() string {
+	return string(e.target.Kind) + " " + e.target.Namespace + "/" + e.target.Name
+}
+
+func kindNoun(k requestKind) string {
+	switch k {
+	case kindResource:
+		return "resource read"
+	case kindPrompt:
+		return "prompt get"
+	}
+	return "tool call"
+}
+
+// holds evaluates r's condition (true without one), charging its cost to budget.
+func (e *evaluation) holds(r *rule, budget *uint64) (bool, error) {
+	if r.when == nil {
+		return true, nil
+	}
+	var out ref.Val
+	var details *cel.EvalDetails
+	var err error
+	if r.loops {
+		if e.ctx == nil {
+			e.ctx, e.cancel = context.WithTimeout(context.Background(), evalTimeout)
+		}
+		out, details, err = r.when.ContextEval(e.ctx, e)
+	} else {
+		out, details, err = r.when.Eval(e)
+	}
+	if details != nil && details.ActualCost() != nil {
+		cost := *details.ActualCost()
+		if cost > *budget {
+			return false, fmt.Errorf("the policy's expressions cost more than the %d one policy may spend on one request", policyBudget)
+		}
+		*budget -= cost
+	}
+	if err != nil && e.ctx != nil && e.ctx.Err() != nil {
+		return false, fmt.Errorf("the request's expressions ran longer than %v and were cancelled", evalTimeout)
+	}
+	if err != nil {
+		// Bounded: a CEL error may quote part of a value it could not convert.
+		msg := err.Error()
+		if len(msg) > maxErrorBytes {
+			msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "..."
+		}
+		return false, fmt.Errorf("when: %s", msg)
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("when evaluated to %s, not a bool", out.Type().TypeName())
+	}
+	return bool(b), nil
+}
+
+// ResolveName implements interpreter.Activation, building each variable's value the first
+// time an expression reads it.
+func (e *evaluation) ResolveName(name string) (any, bool) {
+	if v, ok := e.vars[name]; ok {
+		return v, true
+	}
+	var v any
+	switch name {
+	case varCaller:
+		extra := e.caller.Extra
+		if extra == nil {
+			extra = map[string][]string{}
+		}
+		claims := e.caller.Claims
+		if claims == nil {
+			claims = map[string]any{}
+		}
+		groups := e.caller.Groups
+		if groups == nil {
+			groups = []string{}
+		}
+		v = map[string]any{"username": e.caller.Username, "uid": e.caller.UID, "groups": groups, "extra": extra, "claims": claims}
+	case varTool:
+		t := e.req.Tool
+		v = map[string]any{"name": t.Name, "annotations": map[string]any{
+			"title":           t.Title,
+			"readOnlyHint":    hint(t.ReadOnlyHint, false),
+			"destructiveHint": hint(t.DestructiveHint, true),
+			"idempotentHint":  hint(t.IdempotentHint, false),
+			"openWorldHint":   hint(t.OpenWorldHint, true),
+		}}
+	case varArguments:
+		args := e.req.Arguments
+		if args == nil {
+			args = map[string]any{}
+		}
+		v = args
+	case varMethod:
+		v = e.req.Method
+	case varResource:
+		v = map[string]any{"uri": e.req.Resource}
+	case varPrompt:
+		v = map[string]any{"name": e.req.Prompt}
+	case varTarget:
+		v = map[string]any{"kind": string(e.target.Kind), "namespace": e.target.Namespace, "name": e.target.Name}
+	default:
+		return nil, false
+	}
+	if e.vars == nil {
+		e.vars = make(map[string]any, 4)
+	}
+	e.vars[name] = v
+	return v, true
+}
+
+// Parent implements interpreter.Activation.
+func (e *evaluation) Parent() interpreter.Activation { return nil }
+
+// hint is an annotation's value, or the MCP default where the server says nothing.
+func hint(v *bool, def bool) bool {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+// matches reports whether r names the request's kind with a glob that matches name.
+func (r *rule) matches(k requestKind, name string) bool {
+	for _, g := range r.globs[k] {
+		if g.invalid {
+			if r.action == mcpv1alpha1.AccessPolicyDeny {
+				return true
+			}
+			continue
+		}
+		if toolglob.MatchAny(g.pattern, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// appliesTo reports whether any of r's subjects is the caller.
+func (r *rule) appliesTo(c *Caller) bool {
+	for _, s := range r.subjects {
+		switch {
+		case s.username != "":
+			if s.username == c.Username {
+				return true
+			}
+		case s.group == allAuthenticated:
+			return true
+		case s.group != "":
+			if slices.Contains(c.Groups, s.group) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// quote quotes a name for a reason, escaping what could make it read as something else.
+func quote(s string) string {
+	return fmt.Sprintf("%q", s)
+}
+
+// printable bounds a method name a caller sent before it is quoted in a reason.
+func printable(method string) string {
+	if len(method) > 64 {
+		method = method[:64]
+	}
+	return quote(method)
+}

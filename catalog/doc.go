@@ -9,14 +9,9 @@
 // What it owns:
 //   - an in-memory search index over tool name, title and description and server name
 //     and description, fed incrementally by the manager's MCPServer informer;
-//   - authentication of callers with TokenReview, through the exported [Authenticator]
-//     that the gateway is meant to share: malformed tokens, and ServiceAccount tokens
-//     whose signature does not verify with the cluster's issuer keys, are rejected
-//     without a review; verified ServiceAccount tokens are reviewed in a lane no flood of
-//     other tokens can fill; failures are cached apart from successes, reviews in flight
-//     are bounded (429 with Retry-After beyond) and cached callers never wait for
-//     anyone's review. A caller ([Identity].Key) is its username, UID and groups, the
-//     same for every token of one ServiceAccount;
+//   - authentication of callers through an identity.Authenticator it builds from its
+//     [Options] (TokenReview, ServiceAccount keys, MCPIdentityProviders) and lends to the
+//     gateway ([Server.Authenticator]); a caller is an identity.Caller;
 //   - authorization with SubjectAccessReview (list mcpservers, per namespace), on an API
 //     client of its own, cached with a short TTL in a bounded LRU cache;
 //   - the MCP endpoint's protocol eras, both served by one stateless go-sdk server: session

@@ -116,7 +116,7 @@ type Options struct {
 
 	// serviceAccountKeys fetches the API server's ServiceAccount issuer and keys; New
 	// sets it from the manager's config.
-	serviceAccountKeys ServiceAccountKeys
+	serviceAccountKeys identity.ServiceAccountKeys
 }
 
 func (o *Options) defaults() error {
@@ -188,19 +188,19 @@ func New(mgr ctrl.Manager, opts Options) (*Server, error) {
 	// TokenReviews of unknown tokens, of known tokens and SubjectAccessReviews each get
 	// an API client with a rate limiter of their own: a flood of bogus tokens spends only
 	// the first.
-	unknown, err := authenticationv1client.NewForConfig(reviewConfig(mgr.GetConfig()))
+	unknown, err := authenticationv1client.NewForConfig(identity.ReviewClientConfig(mgr.GetConfig()))
 	if err != nil {
 		return nil, fmt.Errorf("creating the catalogue's TokenReview client: %w", err)
 	}
-	known, err := authenticationv1client.NewForConfig(reviewConfig(mgr.GetConfig()))
+	known, err := authenticationv1client.NewForConfig(identity.ReviewClientConfig(mgr.GetConfig()))
 	if err != nil {
 		return nil, fmt.Errorf("creating the catalogue's TokenReview client for known tokens: %w", err)
 	}
-	access, err := authorizationv1client.NewForConfig(reviewConfig(mgr.GetConfig()))
+	access, err := authorizationv1client.NewForConfig(identity.ReviewClientConfig(mgr.GetConfig()))
 	if err != nil {
 		return nil, fmt.Errorf("creating the catalogue's SubjectAccessReview client: %w", err)
 	}
-	if opts.serviceAccountKeys, err = APIServerServiceAccountKeys(mgr.GetConfig()); err != nil {
+	if opts.serviceAccountKeys, err = identity.APIServerServiceAccountKeys(mgr.GetConfig()); err != nil {
 		return nil, err
 	}
 	s, err := newServer(opts, unknown.TokenReviews(), known.TokenReviews(), access.SubjectAccessReviews())
@@ -236,7 +236,7 @@ func newServer(opts Options, unknown, known authenticationv1client.TokenReviewIn
 	}
 	gate := &gatekeeper{
 		mode: opts.Auth,
-		authn: NewAuthenticator(unknown, known, AuthenticatorOptions{
+		authn: identity.NewAuthenticator(unknown, known, identity.AuthenticatorOptions{
 			Audiences:            opts.Audiences,
 			TTL:                  opts.AuthCacheTTL,
 			NegativeTTL:          opts.NegativeCacheTTL,
@@ -312,10 +312,10 @@ func (s *Server) eventHandler() toolscache.ResourceEventHandler {
 		func(o *mcpv1alpha1.MCPServer) { s.index.delete(serverKey{namespace: o.Namespace, name: o.Name}) })
 }
 
-// Authenticator returns the catalogue's token authenticator, for the gateway to share
+// identity.Authenticator returns the catalogue's token authenticator, for the gateway to share
 // (one cache and one review budget for every agent-facing endpoint of the manager). It
 // is nil when the catalogue runs with AuthNone.
-func (s *Server) Authenticator() *Authenticator {
+func (s *Server) Authenticator() *identity.Authenticator {
 	if s.opts.Auth == AuthNone {
 		return nil
 	}

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -18,18 +17,19 @@ import (
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/identity"
 )
 
 // tokens is an Authenticator that knows fixed tokens.
 type tokens map[string]string // token -> username
 
-func (ts tokens) AuthenticateRequest(_ context.Context, r *http.Request) (*catalog.Identity, error) {
+func (ts tokens) AuthenticateRequest(_ context.Context, r *http.Request) (*identity.Caller, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	user, known := ts[token]
 	if !ok || !known {
-		return nil, catalog.ErrUnauthenticated
+		return nil, identity.ErrUnauthenticated
 	}
-	return &catalog.Identity{User: authenticationv1.UserInfo{Username: user}, Key: user}, nil
+	return &identity.Caller{Username: user, Key: user}, nil
 }
 
 // grants answers SubjectAccessReviews: user -> the server names it may use in namespace.

@@ -7,8 +7,8 @@
 // The package owns:
 //   - the endpoint: go-sdk's StreamableServerTransport per client session, behind the
 //     front-door checks of internal/mcphttp;
-//   - who may call: the caller's bearer token (the catalogue's Authenticator, TokenReview)
-//     and a SubjectAccessReview for verb "use" on the MCPServer by name, cached briefly;
+//   - who may call: the caller's bearer token (an identity.Authenticator, shared with the
+//     catalogue; the caller is an identity.Caller) and a SubjectAccessReview for verb "use" on the MCPServer by name, cached briefly;
 //   - the relay: each client session gets an upstream session of its own from the
 //     connector (connector.Pool.OpenUpstream) and relay.Relay moves every message between
 //     them; policy is the relay's hook: spec.tools filters tools/list answers and refuses

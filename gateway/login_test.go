@@ -104,7 +104,7 @@ func newLoginFront(t *testing.T, providers *identity.Providers) *loginFront {
 	}
 	f := &loginFront{url: public, reviews: &refusingReviews{}, rbac: &rbac{server: "notes"}, log: &logLines{}}
 	f.h = newHarness(t, harnessOptions{gateway: func(o *gateway.Options) {
-		o.Authenticator = catalog.NewAuthenticator(f.reviews, nil, catalog.AuthenticatorOptions{IdentityProviders: providers})
+		o.Authenticator = identity.NewAuthenticator(f.reviews, nil, identity.AuthenticatorOptions{IdentityProviders: providers})
 		o.Access = f.rbac.clientset().AuthorizationV1().SubjectAccessReviews()
 		o.ResourceMetadata = md
 		o.Logger = f.log.logger()

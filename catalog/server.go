@@ -23,6 +23,8 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
+	"github.com/switchboard-mcp/switchboard/internal/objectevents"
 )
 
 // DefaultBindAddress is the address the catalogue listens on unless told otherwise.
@@ -100,7 +102,7 @@ type Options struct {
 	// on the manager's metrics endpoint) when nil.
 	Registerer prometheus.Registerer
 
-	// Gateway, when set, serves every request whose path starts with GatewayPathPrefix
+	// Gateway, when set, serves every request whose path starts with gatewaypath.Prefix
 	// (/mcp/namespaces/), on the catalogue's address. It authenticates its callers
 	// itself and bounds its own requests: the catalogue passes them on untouched, with
 	// no read or write deadline, so its streams can outlive any catalogue request.
@@ -288,7 +290,7 @@ func (s *Server) withDeadlines(h http.Handler) http.Handler {
 	})
 }
 
-// withGateway sends requests under GatewayPathPrefix to the gateway, when there is one,
+// withGateway sends requests under gatewaypath.Prefix to the gateway, when there is one,
 // and everything else to the catalogue. The gateway gets the request as it came: no
 // catalogue authentication, bounds or metrics, and no deadline.
 func (s *Server) withGateway(catalogue http.Handler) http.Handler {
@@ -297,7 +299,7 @@ func (s *Server) withGateway(catalogue http.Handler) http.Handler {
 		return catalogue
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, GatewayPathPrefix) {
+		if !strings.HasPrefix(r.URL.Path, gatewaypath.Prefix) {
 			catalogue.ServeHTTP(w, r)
 			return
 		}
@@ -307,7 +309,7 @@ func (s *Server) withGateway(catalogue http.Handler) http.Handler {
 
 // eventHandler keeps the index in step with the informer.
 func (s *Server) eventHandler() toolscache.ResourceEventHandler {
-	return ObjectEventHandler(
+	return objectevents.Handler(
 		func(o *mcpv1alpha1.MCPServer) { s.index.upsert(newServerEntry(o)) },
 		func(o *mcpv1alpha1.MCPServer) { s.index.delete(serverKey{namespace: o.Namespace, name: o.Name}) })
 }
@@ -323,7 +325,7 @@ func (s *Server) Authenticator() *identity.Authenticator {
 }
 
 // Handler returns the catalogue's HTTP handler: REST under /api/v1, MCP at /mcp, and
-// the Gateway, when set, under GatewayPathPrefix.
+// the Gateway, when set, under gatewaypath.Prefix.
 func (s *Server) Handler() http.Handler {
 	return s.handler
 }

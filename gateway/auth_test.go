@@ -15,9 +15,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 )
 
 // tokens is an Authenticator that knows fixed tokens.
@@ -75,7 +75,7 @@ func TestCallersAreAuthenticatedAndAuthorizedPerServer(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := initialize(t, h.front.URL+catalog.GatewayPath(namespace, tc.server), tc.token)
+			resp := initialize(t, h.front.URL+gatewaypath.Server(namespace, tc.server), tc.token)
 			if resp.status != tc.wantStatus {
 				t.Errorf("status = %d; want %d", resp.status, tc.wantStatus)
 			}
@@ -106,7 +106,7 @@ func TestUnknownServerIs404ForACallerAllowedEverywhere(t *testing.T) {
 		o.Authenticator = tokens{callerToken: "admin"}
 		o.Access = sar.AuthorizationV1().SubjectAccessReviews()
 	}})
-	if resp := initialize(t, h.front.URL+catalog.GatewayPath(namespace, "missing"), callerToken); resp.status != http.StatusNotFound {
+	if resp := initialize(t, h.front.URL+gatewaypath.Server(namespace, "missing"), callerToken); resp.status != http.StatusNotFound {
 		t.Errorf("status for an unknown server = %d; want 404", resp.status)
 	}
 }

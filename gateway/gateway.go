@@ -24,11 +24,12 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+	"github.com/switchboard-mcp/switchboard/internal/objectevents"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
@@ -84,9 +85,13 @@ type Options struct {
 	// AccessTTL is how long an access answer is cached. Zero means 10s.
 	AccessTTL time.Duration
 	// ResourceMetadata names each endpoint's protected resource metadata (RFC 9728) in
-	// the challenge of its 401 answers; the catalogue serves the documents. Nil gives a
-	// plain Bearer challenge.
-	ResourceMetadata *catalog.ResourceMetadata
+	// the challenge of its 401 answers; the manager passes the catalogue's
+	// (catalog.ResourceMetadata), which serves the documents. Nil gives a plain Bearer
+	// challenge.
+	ResourceMetadata ResourceMetadata
+	// NewToolIndex builds the ToolIndex a toolset in Search mode serves find_tools from,
+	// over its exposed tools. Required; the manager passes the catalogue's.
+	NewToolIndex func([]IndexedTool) ToolIndex
 	// MaxSessions bounds the open sessions of this replica. Zero means 2048.
 	MaxSessions int
 	// MaxSessionsPerCaller bounds the open sessions of one caller (identity.Caller.Key)
@@ -129,6 +134,9 @@ type Options struct {
 func (o *Options) defaults() error {
 	if o.Pool == nil {
 		return errors.New("gateway: a connector pool is required")
+	}
+	if o.NewToolIndex == nil {
+		return errors.New("gateway: a tool index for toolsets in Search mode is required")
 	}
 	if o.Authenticator != nil && o.Access == nil {
 		return errors.New("gateway: authentication needs a SubjectAccessReview client")
@@ -278,14 +286,14 @@ func New(opts Options) (*Gateway, error) {
 	g.statelessHandler = g.newStatelessHandler()
 	g.statelessToolsetHandler = g.newStatelessToolsetHandler()
 	g.mux = http.NewServeMux()
-	// The catalogue owns the path (catalog.GatewayPath): it publishes it as gatewayPath.
-	g.mux.HandleFunc(catalog.GatewayPathPrefix+"{namespace}/servers/{name}", g.serveServer)
-	g.mux.HandleFunc(catalog.GatewayPathPrefix+"{namespace}/toolsets/{name}", g.serveToolset)
+	// internal/gatewaypath names the paths; the catalogue publishes them as gatewayPath.
+	g.mux.HandleFunc(gatewaypath.Prefix+"{namespace}/servers/{name}", g.serveServer)
+	g.mux.HandleFunc(gatewaypath.Prefix+"{namespace}/toolsets/{name}", g.serveToolset)
 	return g, nil
 }
 
-// Handler returns the gateway's HTTP handler, for the catalogue's server to mount at
-// catalog.GatewayPathPrefix.
+// Handler returns the gateway's HTTP handler, for the manager to mount at
+// gatewaypath.Prefix.
 func (g *Gateway) Handler() http.Handler { return g.mux }
 
 // Update records the latest state of an MCPServer.
@@ -318,7 +326,7 @@ func (g *Gateway) Delete(key connector.Key) {
 
 // EventHandler keeps the gateway's picture of MCPServers in step with an informer.
 func (g *Gateway) EventHandler() toolscache.ResourceEventHandler {
-	return catalog.ObjectEventHandler(g.Update, func(o *mcpv1alpha1.MCPServer) {
+	return objectevents.Handler(g.Update, func(o *mcpv1alpha1.MCPServer) {
 		g.Delete(connector.Key{Namespace: o.Namespace, Name: o.Name})
 	})
 }
@@ -503,6 +511,25 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connecto
 	return caller, true
 }
 
+// ResourceMetadata writes the WWW-Authenticate challenge of a 401 answered on an endpoint's
+// path: one that names the endpoint's protected resource metadata (RFC 9728) when it is
+// published, else a plain Bearer challenge. catalog.ResourceMetadata is the manager's.
+type ResourceMetadata interface {
+	Challenge(endpointPath string) string
+}
+
+// plainChallenge is the challenge of a 401 when no ResourceMetadata is set: the one
+// catalog.ResourceMetadata gives when it publishes nothing.
+const plainChallenge = `Bearer realm="switchboard"`
+
+// challenge is the WWW-Authenticate challenge of a 401 answered on path.
+func (g *Gateway) challenge(path string) string {
+	if g.opts.ResourceMetadata == nil {
+		return plainChallenge
+	}
+	return g.opts.ResourceMetadata.Challenge(path)
+}
+
 // authenticate tells who the caller is, answering 401, 429 or 503 when it cannot. With
 // no Authenticator every caller is identity.Anonymous.
 func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*identity.Caller, bool) {
@@ -512,7 +539,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*identit
 	caller, err := g.opts.Authenticator.AuthenticateRequest(r.Context(), r)
 	switch {
 	case errors.Is(err, identity.ErrUnauthenticated):
-		w.Header().Set("WWW-Authenticate", g.opts.ResourceMetadata.Challenge(r.URL.Path))
+		w.Header().Set("WWW-Authenticate", g.challenge(r.URL.Path))
 		g.refuse(w, http.StatusUnauthorized, err.Error())
 		return nil, false
 	case errors.Is(err, identity.ErrTooManyReviews):

@@ -15,10 +15,10 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+	"github.com/switchboard-mcp/switchboard/internal/objectevents"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
@@ -57,7 +57,7 @@ func (g *Gateway) DeleteToolset(key connector.Key) {
 // ToolsetEventHandler keeps the gateway's picture of MCPToolsets in step with an
 // informer.
 func (g *Gateway) ToolsetEventHandler() toolscache.ResourceEventHandler {
-	return catalog.ObjectEventHandler(g.UpdateToolset, func(o *mcpv1alpha1.MCPToolset) {
+	return objectevents.Handler(g.UpdateToolset, func(o *mcpv1alpha1.MCPToolset) {
 		g.DeleteToolset(connector.Key{Namespace: o.Namespace, Name: o.Name})
 	})
 }

@@ -342,7 +342,7 @@ func (s *toolsetSession) sync(ctx context.Context) {
 	if ts != nil && ts.Spec.Discovery == mcpv1alpha1.ToolsetDiscoverySearch {
 		// The client sees find_tools and call_tool; the exposed tools are found through
 		// the index and called through call_tool.
-		search = newSearchTools(want)
+		search = newSearchTools(s.g.opts.NewToolIndex, want)
 		want = search.tools()
 	}
 

@@ -557,6 +557,7 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	gatewayOpts := gateway.Options{
 		Pool:                      pool,
 		ResourceMetadata:          metadata,
+		NewToolIndex:              catalogToolIndex,
 		MaxSessions:               opts.gatewayMaxSessions,
 		MaxSessionsPerCaller:      opts.gatewayMaxSessionsPerCaller,
 		MaxSessionsPerNamespace:   opts.gatewayMaxSessionsPerNamespace,
@@ -607,6 +608,17 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	}
 	// Not ready until the catalogue's index has synced.
 	return mgr.AddReadyzCheck("catalog", cat.ReadyCheck)
+}
+
+// catalogToolIndex is the catalogue's ranking (catalog.NewToolIndex) as the gateway's
+// ToolIndex: a toolset's find_tools ranks its tools as the catalogue's search_tools ranks
+// a server's.
+func catalogToolIndex(tools []gateway.IndexedTool) gateway.ToolIndex {
+	items := make([]catalog.IndexedTool, len(tools))
+	for i, t := range tools {
+		items[i] = catalog.IndexedTool(t)
+	}
+	return catalog.NewToolIndex(items)
 }
 
 // containerMemoryLimitEnv carries the container's memory limit in bytes, from the

@@ -21,10 +21,11 @@
 //     judged by internal/mcpmsg before go-sdk reads exactly those bytes. server/discover
 //     and tools/list carry caching hints: private (public only without authentication)
 //     and fresh for five minutes; the tools capability does not offer list changes;
-//   - the HTTP server: routing, pagination, ETags, JSON errors, request bounds, per
-//     request deadlines and Prometheus metrics. It also carries the gateway
-//     ([Options].Gateway) under /mcp/namespaces/, and so has no server-wide read or
-//     write timeout: the gateway's streams last as long as an agent's session.
+//   - the HTTP handler: routing, pagination, ETags, JSON errors, request bounds, per
+//     request read and write deadlines and Prometheus metrics. The listener is not its
+//     own: the manager serves [Server.Handler] beside the gateway's on one address
+//     (internal/frontdoor), with no server-wide read or write timeout, since the
+//     gateway's streams last as long as an agent's session.
 //
 // What it must not do:
 //   - call MCP servers or the API server for MCPServer objects: it serves from the
@@ -38,8 +39,11 @@
 //     Secret names, URL query strings and annotations never reach a response, an error
 //     or a log line; tokens are kept only as SHA-256 digests;
 //   - show a caller anything outside the namespaces it may list mcpservers in;
-//   - authenticate, bound or time out gateway requests: the gateway does its own.
+//   - authenticate, bound or time out gateway requests: the gateway does its own;
+//   - import the gateway: what the gateway needs of the catalogue (its tool ranking, the
+//     resource metadata's challenge) the manager hands it through the gateway's own
+//     interfaces.
 //
-// The manager creates the service with [New] and adds it with mgr.Add; it is a
-// manager.Runnable that does not need leader election.
+// The manager creates the service with [New] and serves its Handler on every replica,
+// without leader election.
 package catalog

@@ -164,8 +164,9 @@ const (
 	AuthNotServiceAccount AuthOutcome = "not_service_account"
 )
 
-// Review client limits: each of the Authenticator's two lanes and the catalogue's
-// SubjectAccessReviews has an API client of its own with this rate limit.
+// Review client limits: each of the Authenticator's two lanes and each SubjectAccessReview
+// client (the catalogue's, the gateway's) has an API client of its own with this rate
+// limit (ReviewClientConfig).
 const (
 	reviewQPS   = 50
 	reviewBurst = 100
@@ -178,8 +179,8 @@ var ErrTooManyReviews = errors.New("too many token reviews in flight; retry shor
 // ReviewRetryAfter is the Retry-After to send with ErrTooManyReviews.
 const ReviewRetryAfter = time.Second
 
-// maxBearerTokenBytes bounds the bearer tokens the Authenticator accepts. ServiceAccount tokens
-// are about 1 KiB; identity provider tokens with many claims reach a few KiB.
+// maxBearerTokenBytes bounds the bearer tokens the Authenticator accepts. ServiceAccount
+// tokens are about 1 KiB; identity provider tokens with many claims reach a few KiB.
 const maxBearerTokenBytes = 8 << 10
 
 // reviewDigest is the SHA-256 digest of a token, the only form in which a token is kept.

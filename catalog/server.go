@@ -260,7 +260,7 @@ func (s *Server) eventHandler() toolscache.ResourceEventHandler {
 		func(o *mcpv1alpha1.MCPServer) { s.index.delete(serverKey{namespace: o.Namespace, name: o.Name}) })
 }
 
-// identity.Authenticator returns the catalogue's token authenticator, for the gateway to share
+// Authenticator returns the catalogue's token authenticator, for the gateway to share
 // (one cache and one review budget for every agent-facing endpoint of the manager). It
 // is nil when the catalogue runs with AuthNone.
 func (s *Server) Authenticator() *identity.Authenticator {

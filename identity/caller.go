@@ -215,18 +215,19 @@ func extraKey(extra map[string][]string) string {
 		return ""
 	}
 	h := sha256.New()
-	length := func(n int) {
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], uint64(n))
-		h.Write(b[:])
+	write := func(s string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
 	}
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
-		length(len(k))
-		h.Write([]byte(k))
-		length(len(extra[k]))
+		write(k)
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(extra[k])))
+		h.Write(n[:])
 		for _, v := range extra[k] {
-			length(len(v))
-			h.Write([]byte(v))
+			write(v)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))

@@ -31,7 +31,7 @@ generate: ## Generate deepcopy code for the API types.
 .PHONY: manifests
 manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml); copy them and the admission policy into the Helm chart.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... paths=./catalog/... paths=./cmd/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... paths=./catalog/... paths=./identity/... paths=./cmd/... output:rbac:artifacts:config=config/rbac
 	@# The Helm chart renders the CRDs and RBAC rules from copies of these files.
 	rm -f charts/switchboard/files/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/switchboard/files/crds/

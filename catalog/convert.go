@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 )
 
 // newServerEntry copies what the catalogue may show of an MCPServer: status fields (the
@@ -23,7 +24,7 @@ func newServerEntry(obj *mcpv1alpha1.MCPServer) *serverEntry {
 		Transport:       string(st.Transport),
 		ProtocolVersion: st.ProtocolVersion,
 		Ready:           isReady(st.Conditions),
-		GatewayPath:     GatewayPath(obj.Namespace, obj.Name),
+		GatewayPath:     gatewaypath.Server(obj.Namespace, obj.Name),
 		ToolCount:       st.ToolCount,
 		ToolsTruncated:  st.ToolsTruncated,
 	}
@@ -103,20 +104,6 @@ var conditionMessages = map[string]string{
 	mcpv1alpha1.ReasonSessionEnded:        "The server ended the session; the operator is reconnecting.",
 	mcpv1alpha1.ReasonToolsChanged:        "The server's tools differ from the reviewed ones; the gateway refuses tool calls until they are reviewed again.",
 	mcpv1alpha1.ReasonToolsMatchPinned:    "The server's tools are the reviewed ones.",
-}
-
-// GatewayPathPrefix starts the path of every gateway endpoint on the catalogue's address.
-const GatewayPathPrefix = "/mcp/namespaces/"
-
-// GatewayPath returns the path of a server's endpoint on the gateway. Namespace and name
-// are DNS names, so they need no escaping.
-func GatewayPath(namespace, name string) string {
-	return GatewayPathPrefix + namespace + "/servers/" + name
-}
-
-// ToolsetGatewayPath returns the path of a toolset's endpoint on the gateway.
-func ToolsetGatewayPath(namespace, name string) string {
-	return GatewayPathPrefix + namespace + "/toolsets/" + name
 }
 
 // conditionMessage returns the catalogue's message for a condition reason, never the

@@ -9,14 +9,9 @@
 // What it owns:
 //   - an in-memory search index over tool name, title and description and server name
 //     and description, fed incrementally by the manager's MCPServer informer;
-//   - authentication of callers with TokenReview, through the exported [Authenticator]
-//     that the gateway is meant to share: malformed tokens, and ServiceAccount tokens
-//     whose signature does not verify with the cluster's issuer keys, are rejected
-//     without a review; verified ServiceAccount tokens are reviewed in a lane no flood of
-//     other tokens can fill; failures are cached apart from successes, reviews in flight
-//     are bounded (429 with Retry-After beyond) and cached callers never wait for
-//     anyone's review. A caller ([Identity].Key) is its username, UID and groups, the
-//     same for every token of one ServiceAccount;
+//   - authentication of callers through an identity.Authenticator it builds from its
+//     [Options] (TokenReview, ServiceAccount keys, MCPIdentityProviders) and lends to the
+//     gateway ([Server.Authenticator]); a caller is an identity.Caller;
 //   - authorization with SubjectAccessReview (list mcpservers, per namespace), on an API
 //     client of its own, cached with a short TTL in a bounded LRU cache;
 //   - the MCP endpoint's protocol eras, both served by one stateless go-sdk server: session
@@ -26,10 +21,11 @@
 //     judged by internal/mcpmsg before go-sdk reads exactly those bytes. server/discover
 //     and tools/list carry caching hints: private (public only without authentication)
 //     and fresh for five minutes; the tools capability does not offer list changes;
-//   - the HTTP server: routing, pagination, ETags, JSON errors, request bounds, per
-//     request deadlines and Prometheus metrics. It also carries the gateway
-//     ([Options].Gateway) under /mcp/namespaces/, and so has no server-wide read or
-//     write timeout: the gateway's streams last as long as an agent's session.
+//   - the HTTP handler: routing, pagination, ETags, JSON errors, request bounds, per
+//     request read and write deadlines and Prometheus metrics. The listener is not its
+//     own: the manager serves [Server.Handler] beside the gateway's on one address
+//     (internal/frontdoor), with no server-wide read or write timeout, since the
+//     gateway's streams last as long as an agent's session.
 //
 // What it must not do:
 //   - call MCP servers or the API server for MCPServer objects: it serves from the
@@ -43,8 +39,11 @@
 //     Secret names, URL query strings and annotations never reach a response, an error
 //     or a log line; tokens are kept only as SHA-256 digests;
 //   - show a caller anything outside the namespaces it may list mcpservers in;
-//   - authenticate, bound or time out gateway requests: the gateway does its own.
+//   - authenticate, bound or time out gateway requests: the gateway does its own;
+//   - import the gateway: what the gateway needs of the catalogue (its tool ranking, the
+//     resource metadata's challenge) the manager hands it through the gateway's own
+//     interfaces.
 //
-// The manager creates the service with [New] and adds it with mgr.Add; it is a
-// manager.Runnable that does not need leader election.
+// The manager creates the service with [New] and serves its Handler on every replica,
+// without leader election.
 package catalog

@@ -65,8 +65,7 @@ func (g *fakeGateway) seen() []string {
 // requests without the catalogue's authentication in the way.
 func TestGatewayStreamsOutlastCatalogueDeadlines(t *testing.T) {
 	gw := &fakeGateway{}
-	c := startCatalog(t, catalog.AuthTokenReview, catalog.WithRequestTimeouts(shortDeadline, shortDeadline),
-		func(o *catalog.Options) { o.Gateway = gw })
+	c := startCatalogBeside(t, catalog.AuthTokenReview, gw, catalog.WithRequestTimeouts(shortDeadline, shortDeadline))
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 	t.Cleanup(client.CloseIdleConnections)
 
@@ -137,8 +136,7 @@ func TestGatewayStreamsOutlastCatalogueDeadlines(t *testing.T) {
 // A client that stalls halfway through a request to one of the catalogue's own routes is
 // cut off at the route's read deadline, gateway or not.
 func TestCatalogueRoutesKeepTheirDeadlines(t *testing.T) {
-	c := startCatalog(t, catalog.AuthNone, catalog.WithRequestTimeouts(shortDeadline, shortDeadline),
-		func(o *catalog.Options) { o.Gateway = &fakeGateway{} })
+	c := startCatalogBeside(t, catalog.AuthNone, &fakeGateway{}, catalog.WithRequestTimeouts(shortDeadline, shortDeadline))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(c.base, "http://"))
 	if err != nil {
 		t.Fatal(err)

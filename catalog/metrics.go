@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mcp/switchboard/identity"
 )
 
 // metrics are the catalogue's Prometheus collectors. Labels carry route names, status
@@ -75,11 +77,11 @@ func (m *metrics) authCache(name string, hit bool) {
 
 // authOutcome counts what one authentication did: a token cache hit or miss, or a
 // rejection without a review.
-func (m *metrics) authOutcome(o AuthOutcome) {
+func (m *metrics) authOutcome(o identity.AuthOutcome) {
 	switch o {
-	case AuthCached:
+	case identity.AuthCached:
 		m.authCache("token", true)
-	case AuthReviewed:
+	case identity.AuthReviewed:
 		m.authCache("token", false)
 	default:
 		m.rejected.WithLabelValues(string(o)).Inc()

@@ -104,7 +104,7 @@ func (s *Server) visible(ctx context.Context, c *caller, namespace string) (scop
 			return scope{}, errorf(http.StatusInternalServerError, "authorization check failed")
 		}
 		if !ok {
-			return scope{}, errorf(http.StatusForbidden, "%s cannot list mcpservers in namespace %q", c.User.Username, namespace)
+			return scope{}, errorf(http.StatusForbidden, "%s cannot list mcpservers in namespace %q", c.Username, namespace)
 		}
 		return scope{ns: map[string]struct{}{namespace: {}}}, nil
 	}

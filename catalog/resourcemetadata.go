@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 )
 
 // ResourceMetadataPathPrefix starts the path of every protected resource metadata
@@ -121,7 +122,7 @@ func isProtectedEndpoint(path string) bool {
 	if path == "/mcp" {
 		return true
 	}
-	rest, ok := strings.CutPrefix(path, GatewayPathPrefix)
+	rest, ok := strings.CutPrefix(path, gatewaypath.Prefix)
 	if !ok {
 		return false
 	}

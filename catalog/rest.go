@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/switchboard-mcp/switchboard/identity"
 )
 
 // routes builds the catalogue's handler. Every route is instrumented under a fixed name.
@@ -108,7 +110,7 @@ func (s *Server) admit(r *http.Request) (*caller, *apiError) {
 	switch {
 	case err == nil:
 		return c, nil
-	case errors.Is(err, ErrUnauthenticated):
+	case errors.Is(err, identity.ErrUnauthenticated):
 		// The message says why (missing, malformed, rejected) and never echoes the token.
 		// The catalogue's /mcp points to its protected resource metadata.
 		e := errorf(http.StatusUnauthorized, "%s", err.Error())
@@ -116,8 +118,8 @@ func (s *Server) admit(r *http.Request) (*caller, *apiError) {
 			e.challenge = s.opts.ResourceMetadata.Challenge(r.URL.Path)
 		}
 		return nil, e
-	case errors.Is(err, ErrTooManyReviews):
-		return nil, errorf(http.StatusTooManyRequests, "%s", ErrTooManyReviews.Error())
+	case errors.Is(err, identity.ErrTooManyReviews):
+		return nil, errorf(http.StatusTooManyRequests, "%s", identity.ErrTooManyReviews.Error())
 	default:
 		s.log.Error(err, "Authentication failed")
 		return nil, errorf(http.StatusInternalServerError, "authentication check failed")
@@ -259,7 +261,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 			h.Set("WWW-Authenticate", `Bearer realm="switchboard-catalog"`)
 		}
 	case http.StatusTooManyRequests:
-		h.Set("Retry-After", strconv.Itoa(int(ReviewRetryAfter/time.Second)))
+		h.Set("Retry-After", strconv.Itoa(int(identity.ReviewRetryAfter/time.Second)))
 	}
 	w.WriteHeader(e.code)
 	_ = json.NewEncoder(w).Encode(Error{Code: e.code, Reason: reason(e.code), Message: e.msg})

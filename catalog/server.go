@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,37 +14,26 @@ import (
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/objectevents"
 )
 
-// DefaultBindAddress is the address the catalogue listens on unless told otherwise.
-const DefaultBindAddress = ":8082"
-
-// Server timeouts and request bounds. readTimeout and writeTimeout bound each request of
-// the catalogue's own routes; the server as a whole has none, since the gateway it also
-// serves carries streams that last as long as an agent's session.
+// Request bounds. readTimeout and writeTimeout bound each request of the catalogue's own
+// routes (the listener, internal/frontdoor, has none, since the gateway it also serves
+// carries streams that last as long as an agent's session).
 const (
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 15 * time.Second
-	writeTimeout      = 30 * time.Second
-	idleTimeout       = 90 * time.Second
-	maxHeaderBytes    = 32 << 10
-	maxQueryBytes     = 4 << 10
-	maxBodyBytes      = 64 << 10
-	reviewTimeout     = 5 * time.Second
+	readTimeout   = 15 * time.Second
+	writeTimeout  = 30 * time.Second
+	maxQueryBytes = 4 << 10
+	maxBodyBytes  = 64 << 10
+	reviewTimeout = 5 * time.Second
 )
 
-// Options configure the catalogue. The zero value serves on DefaultBindAddress with
-// TokenReview authentication.
+// Options configure the catalogue. The zero value authenticates callers with TokenReview.
 type Options struct {
-	// BindAddress is the TCP address to serve on, DefaultBindAddress when empty. "0"
-	// disables the catalogue: Start then only waits for the context to end.
-	BindAddress string
-
 	// Auth selects how callers are authenticated; AuthTokenReview when empty.
 	Auth AuthMode
 
@@ -93,18 +78,9 @@ type Options struct {
 	// AccessCacheSize bounds the cached SubjectAccessReview results; 16384 when zero.
 	AccessCacheSize int
 
-	// ShutdownTimeout bounds the graceful shutdown of the HTTP server; 10s when zero.
-	ShutdownTimeout time.Duration
-
 	// Registerer receives the catalogue's metrics; controller-runtime's registry (served
 	// on the manager's metrics endpoint) when nil.
 	Registerer prometheus.Registerer
-
-	// Gateway, when set, serves every request whose path starts with GatewayPathPrefix
-	// (/mcp/namespaces/), on the catalogue's address. It authenticates its callers
-	// itself and bounds its own requests: the catalogue passes them on untouched, with
-	// no read or write deadline, so its streams can outlive any catalogue request.
-	Gateway http.Handler
 
 	// Logger logs the catalogue's lifecycle and failed reviews (never a token or a
 	// query); ctrl.Log.WithName("catalog") when it has no sink, as the zero value has not.
@@ -116,13 +92,10 @@ type Options struct {
 
 	// serviceAccountKeys fetches the API server's ServiceAccount issuer and keys; New
 	// sets it from the manager's config.
-	serviceAccountKeys ServiceAccountKeys
+	serviceAccountKeys identity.ServiceAccountKeys
 }
 
 func (o *Options) defaults() error {
-	if o.BindAddress == "" {
-		o.BindAddress = DefaultBindAddress
-	}
 	mode, err := ParseAuthMode(string(o.Auth))
 	if err != nil {
 		return err
@@ -136,9 +109,6 @@ func (o *Options) defaults() error {
 	}
 	if o.AccessCacheSize <= 0 {
 		o.AccessCacheSize = 16384
-	}
-	if o.ShutdownTimeout <= 0 {
-		o.ShutdownTimeout = 10 * time.Second
 	}
 	if o.Registerer == nil {
 		o.Registerer = crmetrics.Registry
@@ -155,8 +125,9 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// Server is the catalogue: an HTTP server for REST and MCP over an index that follows
-// the manager's MCPServer informer. It is a manager.Runnable that every replica runs.
+// Server is the catalogue: an HTTP handler for REST and MCP over an index that follows
+// the manager's MCPServer and MCPToolset informers. Every replica serves it; the manager
+// mounts its Handler beside the gateway's on one listener (internal/frontdoor).
 type Server struct {
 	opts    Options
 	log     logr.Logger
@@ -167,20 +138,10 @@ type Server struct {
 	synced  func() bool
 
 	toolsets toolsetStore
-
-	mu   sync.Mutex
-	addr net.Addr
-
-	started atomic.Bool
 }
 
-var (
-	_ manager.Runnable               = (*Server)(nil)
-	_ manager.LeaderElectionRunnable = (*Server)(nil)
-)
-
 // New creates the catalogue and registers its event handlers on the manager's MCPServer
-// informer. Add the result to the manager with mgr.Add.
+// and MCPToolset informers. Serve its Handler; it answers 503 until they have synced.
 func New(mgr ctrl.Manager, opts Options) (*Server, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
@@ -188,19 +149,19 @@ func New(mgr ctrl.Manager, opts Options) (*Server, error) {
 	// TokenReviews of unknown tokens, of known tokens and SubjectAccessReviews each get
 	// an API client with a rate limiter of their own: a flood of bogus tokens spends only
 	// the first.
-	unknown, err := authenticationv1client.NewForConfig(reviewConfig(mgr.GetConfig()))
+	unknown, err := authenticationv1client.NewForConfig(identity.ReviewClientConfig(mgr.GetConfig()))
 	if err != nil {
 		return nil, fmt.Errorf("creating the catalogue's TokenReview client: %w", err)
 	}
-	known, err := authenticationv1client.NewForConfig(reviewConfig(mgr.GetConfig()))
+	known, err := authenticationv1client.NewForConfig(identity.ReviewClientConfig(mgr.GetConfig()))
 	if err != nil {
 		return nil, fmt.Errorf("creating the catalogue's TokenReview client for known tokens: %w", err)
 	}
-	access, err := authorizationv1client.NewForConfig(reviewConfig(mgr.GetConfig()))
+	access, err := authorizationv1client.NewForConfig(identity.ReviewClientConfig(mgr.GetConfig()))
 	if err != nil {
 		return nil, fmt.Errorf("creating the catalogue's SubjectAccessReview client: %w", err)
 	}
-	if opts.serviceAccountKeys, err = APIServerServiceAccountKeys(mgr.GetConfig()); err != nil {
+	if opts.serviceAccountKeys, err = identity.APIServerServiceAccountKeys(mgr.GetConfig()); err != nil {
 		return nil, err
 	}
 	s, err := newServer(opts, unknown.TokenReviews(), known.TokenReviews(), access.SubjectAccessReviews())
@@ -236,7 +197,7 @@ func newServer(opts Options, unknown, known authenticationv1client.TokenReviewIn
 	}
 	gate := &gatekeeper{
 		mode: opts.Auth,
-		authn: NewAuthenticator(unknown, known, AuthenticatorOptions{
+		authn: identity.NewAuthenticator(unknown, known, identity.AuthenticatorOptions{
 			Audiences:            opts.Audiences,
 			TTL:                  opts.AuthCacheTTL,
 			NegativeTTL:          opts.NegativeCacheTTL,
@@ -269,13 +230,17 @@ func newServer(opts Options, unknown, known authenticationv1client.TokenReviewIn
 	}
 	s.index.onChange = m.setIndexSize
 	m.setIndexSize(0, 0, 0)
-	s.handler = s.withGateway(s.withDeadlines(s.routes()))
+	s.handler = s.withDeadlines(s.routes())
+	if opts.Auth == AuthNone {
+		s.log.Info("WARNING: catalogue authentication is disabled (--catalog-auth=none): every caller sees every namespace; use it with switchboard dev only")
+	}
 	return s, nil
 }
 
 // withDeadlines gives each request of the catalogue's own routes its read and write
 // deadline. net/http clears them on the connection once the request is done, so they do
-// not reach a gateway request that follows on the same keep-alive connection.
+// not reach a gateway request that follows on the same keep-alive connection of the
+// listener both are served on.
 func (s *Server) withDeadlines(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
@@ -288,26 +253,9 @@ func (s *Server) withDeadlines(h http.Handler) http.Handler {
 	})
 }
 
-// withGateway sends requests under GatewayPathPrefix to the gateway, when there is one,
-// and everything else to the catalogue. The gateway gets the request as it came: no
-// catalogue authentication, bounds or metrics, and no deadline.
-func (s *Server) withGateway(catalogue http.Handler) http.Handler {
-	gateway := s.opts.Gateway
-	if gateway == nil {
-		return catalogue
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, GatewayPathPrefix) {
-			catalogue.ServeHTTP(w, r)
-			return
-		}
-		gateway.ServeHTTP(w, r)
-	})
-}
-
 // eventHandler keeps the index in step with the informer.
 func (s *Server) eventHandler() toolscache.ResourceEventHandler {
-	return ObjectEventHandler(
+	return objectevents.Handler(
 		func(o *mcpv1alpha1.MCPServer) { s.index.upsert(newServerEntry(o)) },
 		func(o *mcpv1alpha1.MCPServer) { s.index.delete(serverKey{namespace: o.Namespace, name: o.Name}) })
 }
@@ -315,29 +263,17 @@ func (s *Server) eventHandler() toolscache.ResourceEventHandler {
 // Authenticator returns the catalogue's token authenticator, for the gateway to share
 // (one cache and one review budget for every agent-facing endpoint of the manager). It
 // is nil when the catalogue runs with AuthNone.
-func (s *Server) Authenticator() *Authenticator {
+func (s *Server) Authenticator() *identity.Authenticator {
 	if s.opts.Auth == AuthNone {
 		return nil
 	}
 	return s.gate.authn
 }
 
-// Handler returns the catalogue's HTTP handler: REST under /api/v1, MCP at /mcp, and
-// the Gateway, when set, under GatewayPathPrefix.
+// Handler returns the catalogue's HTTP handler: REST under /api/v1, MCP at /mcp, each
+// request with its own read and write deadline.
 func (s *Server) Handler() http.Handler {
 	return s.handler
-}
-
-// NeedLeaderElection returns false: every manager replica serves the catalogue.
-func (s *Server) NeedLeaderElection() bool {
-	return false
-}
-
-// Addr returns the address the catalogue listens on once Start has bound it, or nil.
-func (s *Server) Addr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
 }
 
 // ReadyCheck fails until the catalogue's index has seen every MCPServer the informer
@@ -347,57 +283,4 @@ func (s *Server) ReadyCheck(_ *http.Request) error {
 		return errors.New("the catalogue's index has not synced yet")
 	}
 	return nil
-}
-
-// Start serves the catalogue until ctx ends, then shuts the HTTP server down gracefully.
-// Requests that arrive before the index has synced are answered with 503.
-func (s *Server) Start(ctx context.Context) error {
-	if !s.started.CompareAndSwap(false, true) {
-		return errors.New("the catalogue was already started")
-	}
-	if s.opts.Auth == AuthNone {
-		s.log.Info("WARNING: catalogue authentication is disabled (--catalog-auth=none): every caller sees every namespace; use it with switchboard dev only")
-	}
-	if s.opts.BindAddress == "0" {
-		s.log.Info("Catalogue disabled")
-		<-ctx.Done()
-		return nil
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.opts.BindAddress)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", s.opts.BindAddress, err)
-	}
-	s.mu.Lock()
-	s.addr = ln.Addr()
-	s.mu.Unlock()
-	// No ReadTimeout or WriteTimeout: the gateway's streams outlive them. The catalogue's
-	// own routes get theirs per request (withDeadlines).
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		// In-flight requests finish during a graceful shutdown rather than being cancelled.
-		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
-		defer cancel()
-		if err := srv.Shutdown(shutdownCtx); err != nil {
-			// Gateway streams do not end by themselves: close what is left.
-			s.log.Error(err, "Catalogue did not shut down cleanly, closing its remaining connections")
-			_ = srv.Close()
-		}
-	}()
-	s.log.Info("Serving catalogue", "address", ln.Addr().String(), "auth", string(s.opts.Auth))
-	err = srv.Serve(ln)
-	if errors.Is(err, http.ErrServerClosed) {
-		<-done
-		return nil
-	}
-	return fmt.Errorf("serving the catalogue: %w", err)
 }

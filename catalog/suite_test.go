@@ -29,6 +29,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/frontdoor"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
@@ -77,12 +78,20 @@ type running struct {
 	registry *prometheus.Registry
 }
 
-// startCatalog runs a manager with only the catalogue in it, as cmd/switchboard does,
-// until the test ends.
+// startCatalog runs a manager with only the catalogue in it, served on a loopback port
+// by the front door as cmd/switchboard does, until the test ends.
 func startCatalog(tb testing.TB, mode catalog.AuthMode, configure ...func(*catalog.Options)) *running {
 	tb.Helper()
 	requireEnv(tb)
-	return startCatalogOn(tb, env.Config, mode, configure...)
+	return serveCatalog(tb, env.Config, mode, nil, configure...)
+}
+
+// startCatalogBeside is startCatalog with gateway mounted beside the catalogue on the same
+// listener, as the manager mounts its gateway.
+func startCatalogBeside(tb testing.TB, mode catalog.AuthMode, gateway http.Handler, configure ...func(*catalog.Options)) *running {
+	tb.Helper()
+	requireEnv(tb)
+	return serveCatalog(tb, env.Config, mode, gateway, configure...)
 }
 
 // startCatalogOn is startCatalog with the manager connecting to the API server through
@@ -90,6 +99,11 @@ func startCatalog(tb testing.TB, mode catalog.AuthMode, configure ...func(*catal
 func startCatalogOn(tb testing.TB, cfg *rest.Config, mode catalog.AuthMode, configure ...func(*catalog.Options)) *running {
 	tb.Helper()
 	requireEnv(tb)
+	return serveCatalog(tb, cfg, mode, nil, configure...)
+}
+
+func serveCatalog(tb testing.TB, cfg *rest.Config, mode catalog.AuthMode, gateway http.Handler, configure ...func(*catalog.Options)) *running {
+	tb.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -100,10 +114,9 @@ func startCatalogOn(tb testing.TB, cfg *rest.Config, mode catalog.AuthMode, conf
 	}
 	reg := prometheus.NewRegistry()
 	opts := catalog.Options{
-		BindAddress: "127.0.0.1:0",
-		Auth:        mode,
-		Registerer:  reg,
-		Logger:      logr.Discard(),
+		Auth:       mode,
+		Registerer: reg,
+		Logger:     logr.Discard(),
 	}
 	for _, fn := range configure {
 		fn(&opts)
@@ -112,7 +125,11 @@ func startCatalogOn(tb testing.TB, cfg *rest.Config, mode catalog.AuthMode, conf
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := mgr.Add(srv); err != nil {
+	door, err := frontdoor.New(frontdoor.Options{Address: "127.0.0.1:0", Catalogue: srv.Handler(), Gateway: gateway})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := mgr.Add(door); err != nil {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -130,13 +147,13 @@ func startCatalogOn(tb testing.TB, cfg *rest.Config, mode catalog.AuthMode, conf
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
-	for srv.Addr() == nil || srv.ReadyCheck(nil) != nil {
+	for door.Addr() == nil || srv.ReadyCheck(nil) != nil {
 		if time.Now().After(deadline) {
 			tb.Fatal("catalogue did not start within 30s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &running{srv: srv, base: "http://" + srv.Addr().String(), registry: reg}
+	return &running{srv: srv, base: "http://" + door.Addr().String(), registry: reg}
 }
 
 // newNamespace creates a namespace for one test.

@@ -13,6 +13,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
+	"github.com/switchboard-mcp/switchboard/internal/objectevents"
 )
 
 // ToolsetSummary is one MCPToolset as the catalogue lists it.
@@ -60,7 +62,7 @@ func toolsetSummaryOf(o *mcpv1alpha1.MCPToolset) ToolsetSummary {
 	s := ToolsetSummary{
 		Namespace: o.Namespace, Name: o.Name, Description: o.Spec.Description,
 		Discovery: string(o.Spec.Discovery), ToolCount: o.Status.ToolCount,
-		GatewayPath: ToolsetGatewayPath(o.Namespace, o.Name),
+		GatewayPath: gatewaypath.Toolset(o.Namespace, o.Name),
 		Ready:       meta.IsStatusConditionPresentAndEqual(o.Status.Conditions, mcpv1alpha1.ConditionReady, metav1.ConditionTrue),
 	}
 	if s.Discovery == "" {
@@ -74,7 +76,7 @@ func toolsetSummaryOf(o *mcpv1alpha1.MCPToolset) ToolsetSummary {
 
 // toolsetEventHandler keeps the store in step with an MCPToolset informer.
 func (s *Server) toolsetEventHandler() toolscache.ResourceEventHandler {
-	return ObjectEventHandler(
+	return objectevents.Handler(
 		func(o *mcpv1alpha1.MCPToolset) {
 			s.toolsets.mu.Lock()
 			defer s.toolsets.mu.Unlock()

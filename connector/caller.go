@@ -6,7 +6,7 @@ import "time"
 // credentials follow the caller (Config.PerCaller) gets, for each caller, tokens
 // obtained by exchanging the caller's own token; other servers ignore it.
 type Caller struct {
-	// Key identifies the caller across its tokens (catalog.Identity.Key): upstream
+	// Key identifies the caller across its tokens (identity.Caller.Key): upstream
 	// tokens are cached per server and Key, and never served to another Key.
 	Key string
 	// Token is the bearer token the caller presented to the gateway, the subject of

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
@@ -50,14 +49,14 @@ func whoami(t *testing.T, providers *identity.Providers) func(token string) (int
 	if err != nil {
 		t.Fatal(err)
 	}
-	authn := catalog.NewAuthenticator(clientset.AuthenticationV1().TokenReviews(), nil, catalog.AuthenticatorOptions{IdentityProviders: providers})
+	authn := identity.NewAuthenticator(clientset.AuthenticationV1().TokenReviews(), nil, identity.AuthenticatorOptions{IdentityProviders: providers})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := authn.AuthenticateRequest(r.Context(), r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
-		_, _ = w.Write([]byte(id.User.Username))
+		_, _ = w.Write([]byte(id.Username))
 	}))
 	t.Cleanup(srv.Close)
 	return func(token string) (int, string) {

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/toolsets"
 )
 
@@ -62,7 +62,7 @@ func observeToolset(ts *mcpv1alpha1.MCPToolset, servers []mcpv1alpha1.MCPServer)
 func computeToolsetStatus(ts *mcpv1alpha1.MCPToolset, obs *toolsetObservation) {
 	st := &ts.Status
 	st.ObservedGeneration = ts.Generation
-	st.GatewayPath = catalog.ToolsetGatewayPath(ts.Namespace, ts.Name)
+	st.GatewayPath = gatewaypath.Toolset(ts.Namespace, ts.Name)
 
 	st.Servers = nil
 	var ready, notReady []string

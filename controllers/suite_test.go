@@ -179,13 +179,10 @@ func startOperatorWith(t testing.TB, namespace string, base *rest.Config, option
 func withCatalog(t testing.TB, handler *http.Handler) operatorOption {
 	return func(_ *controllers.MCPServerReconciler, mgr ctrl.Manager) {
 		srv, err := catalog.New(mgr, catalog.Options{
-			BindAddress: "0", Auth: catalog.AuthNone, Registerer: prometheus.NewRegistry(),
+			Auth: catalog.AuthNone, Registerer: prometheus.NewRegistry(),
 			Logger: mgr.GetLogger().WithName("catalog"),
 		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := mgr.Add(srv); err != nil {
 			t.Fatal(err)
 		}
 		*handler = srv.Handler()

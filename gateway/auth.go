@@ -12,8 +12,8 @@ import (
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/identity"
 )
 
 // UseVerb is the verb a caller needs on an MCPServer to call it through the gateway.
@@ -22,11 +22,11 @@ import (
 const UseVerb = "use"
 
 // Authenticator tells who a request's bearer token belongs to. The manager passes the
-// catalogue's, so that every agent-facing endpoint shares one token cache and one review
-// budget. Its errors are catalog.ErrUnauthenticated (401), catalog.ErrTooManyReviews
+// identity.Authenticator the catalogue uses too, so that every agent-facing endpoint
+// shares one token cache and one review budget. Its errors are identity.ErrUnauthenticated (401), identity.ErrTooManyReviews
 // (429) or a failed review (503).
 type Authenticator interface {
-	AuthenticateRequest(ctx context.Context, r *http.Request) (*catalog.Identity, error)
+	AuthenticateRequest(ctx context.Context, r *http.Request) (*identity.Caller, error)
 }
 
 // accessReviewer answers "may this caller use this server?" with SubjectAccessReview,
@@ -39,7 +39,7 @@ type accessReviewer struct {
 }
 
 // allowed reports whether caller may use the server key names.
-func (a *accessReviewer) allowed(ctx context.Context, caller *catalog.Identity, key connector.Key) (bool, error) {
+func (a *accessReviewer) allowed(ctx context.Context, caller *identity.Caller, key connector.Key) (bool, error) {
 	return a.allowedOn(ctx, caller, resourceServers, key)
 }
 
@@ -51,7 +51,7 @@ const (
 
 // allowedOn reports whether caller may use the object of resource (mcpservers or
 // mcptoolsets) key names.
-func (a *accessReviewer) allowedOn(ctx context.Context, caller *catalog.Identity, resource string, key connector.Key) (bool, error) {
+func (a *accessReviewer) allowedOn(ctx context.Context, caller *identity.Caller, resource string, key connector.Key) (bool, error) {
 	cacheKey := caller.AccessKey() + "/" + resource + "/" + key.Namespace + "/" + key.Name
 	if v, ok := a.cache.Get(cacheKey); ok {
 		allowed, _ := v.(bool)
@@ -82,7 +82,7 @@ func (a *accessReviewer) allowedOn(ctx context.Context, caller *catalog.Identity
 // not: a caller that only listens on its stream sends no request that would be refused.
 // It waits on a timer, not a goroutine; a review that fails is tried again at the next
 // tick, and the session kept meanwhile.
-func (g *Gateway) watchAccess(caller *catalog.Identity, resource string, key connector.Key, ending func() bool, revoke func()) {
+func (g *Gateway) watchAccess(caller *identity.Caller, resource string, key connector.Key, ending func() bool, revoke func()) {
 	if g.access == nil {
 		return
 	}

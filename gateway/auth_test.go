@@ -9,27 +9,27 @@ import (
 	"sync/atomic"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 )
 
 // tokens is an Authenticator that knows fixed tokens.
 type tokens map[string]string // token -> username
 
-func (ts tokens) AuthenticateRequest(_ context.Context, r *http.Request) (*catalog.Identity, error) {
+func (ts tokens) AuthenticateRequest(_ context.Context, r *http.Request) (*identity.Caller, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	user, known := ts[token]
 	if !ok || !known {
-		return nil, catalog.ErrUnauthenticated
+		return nil, identity.ErrUnauthenticated
 	}
-	return &catalog.Identity{User: authenticationv1.UserInfo{Username: user}, Key: user}, nil
+	return &identity.Caller{Username: user, Key: user}, nil
 }
 
 // grants answers SubjectAccessReviews: user -> the server names it may use in namespace.
@@ -75,7 +75,7 @@ func TestCallersAreAuthenticatedAndAuthorizedPerServer(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := initialize(t, h.front.URL+catalog.GatewayPath(namespace, tc.server), tc.token)
+			resp := initialize(t, h.front.URL+gatewaypath.Server(namespace, tc.server), tc.token)
 			if resp.status != tc.wantStatus {
 				t.Errorf("status = %d; want %d", resp.status, tc.wantStatus)
 			}
@@ -106,7 +106,7 @@ func TestUnknownServerIs404ForACallerAllowedEverywhere(t *testing.T) {
 		o.Authenticator = tokens{callerToken: "admin"}
 		o.Access = sar.AuthorizationV1().SubjectAccessReviews()
 	}})
-	if resp := initialize(t, h.front.URL+catalog.GatewayPath(namespace, "missing"), callerToken); resp.status != http.StatusNotFound {
+	if resp := initialize(t, h.front.URL+gatewaypath.Server(namespace, "missing"), callerToken); resp.status != http.StatusNotFound {
 		t.Errorf("status for an unknown server = %d; want 404", resp.status)
 	}
 }

@@ -22,9 +22,9 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
@@ -283,7 +283,7 @@ func BenchmarkToolsetCall(b *testing.B) {
 		name, url string
 		params    *mcp.CallToolParams
 	}{
-		{"servers", h.front.URL + catalog.GatewayPath(namespace, "notes"), &mcp.CallToolParams{Name: "echo", Arguments: args}},
+		{"servers", h.front.URL + gatewaypath.Server(namespace, "notes"), &mcp.CallToolParams{Name: "echo", Arguments: args}},
 		{"toolset", h.url(), &mcp.CallToolParams{Name: "notes_echo", Arguments: args}},
 	}
 	for _, version := range []string{sessionlessVersion, sessionEra} {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 )
 
 // An endpoint that requires authentication answers an authenticated caller: a shared
@@ -65,7 +65,7 @@ func TestAnAuthenticatedEndpointAnswersPrivate(t *testing.T) {
 	}
 	t.Run("toolset", func(t *testing.T) {
 		h := newToolsetHarness(t, authenticated)
-		cs := sessionlessAt(t, h.front.URL+catalog.ToolsetGatewayPath(namespace, "support-agent"))
+		cs := sessionlessAt(t, h.front.URL+gatewaypath.Toolset(namespace, "support-agent"))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		res, err := cs.ListTools(ctx, nil)

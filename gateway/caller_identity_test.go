@@ -16,8 +16,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/identity"
 )
 
 // agentUser is the ServiceAccount the tokens of these tests belong to.
@@ -32,7 +32,7 @@ type serviceAccountToken struct {
 
 // reviewedTokens is a TokenReview API that knows the given tokens, for the catalogue's
 // real Authenticator to ask.
-func reviewedTokens(t *testing.T, known map[string]serviceAccountToken) *catalog.Authenticator {
+func reviewedTokens(t *testing.T, known map[string]serviceAccountToken) *identity.Authenticator {
 	t.Helper()
 	cs := fake.NewClientset()
 	cs.PrependReactor("create", "tokenreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
@@ -53,7 +53,7 @@ func reviewedTokens(t *testing.T, known map[string]serviceAccountToken) *catalog
 		}}
 		return true, tr, nil
 	})
-	return catalog.NewAuthenticator(cs.AuthenticationV1().TokenReviews(), nil, catalog.AuthenticatorOptions{})
+	return identity.NewAuthenticator(cs.AuthenticationV1().TokenReviews(), nil, identity.AuthenticatorOptions{})
 }
 
 // rotatingBearer sends whichever token it currently holds, as an agent whose projected

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -54,7 +54,7 @@ func TestConformance2026ThroughTheGatewayMatchesTheServerDirectly(t *testing.T) 
 	direct.Name = "direct"
 	servers := testenv.RunConformanceServerSuite2026(t, h.url())
 	servers.Name = "/servers/"
-	toolset := testenv.RunConformanceServerSuite2026(t, h.front.URL+catalog.ToolsetGatewayPath(namespace, "conformance"))
+	toolset := testenv.RunConformanceServerSuite2026(t, h.front.URL+gatewaypath.Toolset(namespace, "conformance"))
 	toolset.Name = "toolset, prefix \"\""
 	stdio := testenv.RunConformanceServerSuite2026(t, bridged.url())
 	stdio.Name = "stdio, bridge and /servers/"

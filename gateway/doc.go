@@ -1,14 +1,17 @@
 // Package gateway is the agent-facing side of Switchboard: one Streamable HTTP MCP
 // endpoint per MCPServer, at /mcp/namespaces/{namespace}/servers/{name} on the
 // catalogue's address, and one per MCPToolset, at
-// /mcp/namespaces/{namespace}/toolsets/{name}, through which agents call tools with
-// nothing but their own Kubernetes token.
+// /mcp/namespaces/{namespace}/toolsets/{name} (internal/gatewaypath), through which
+// agents call tools with nothing but their own Kubernetes token. The manager serves its
+// Handler beside the catalogue's on one listener.
 //
 // The package owns:
 //   - the endpoint: go-sdk's StreamableServerTransport per client session, behind the
 //     front-door checks of internal/mcphttp;
-//   - who may call: the caller's bearer token (the catalogue's Authenticator, TokenReview)
-//     and a SubjectAccessReview for verb "use" on the MCPServer by name, cached briefly;
+//   - who may call: the caller's bearer token (an identity.Authenticator, shared with the
+//     catalogue; the caller is an identity.Caller, and the connector's caller is derived
+//     from it by upstreamCaller alone) and a SubjectAccessReview for verb "use" on the
+//     MCPServer by name, cached briefly;
 //   - the relay: each client session gets an upstream session of its own from the
 //     connector (connector.Pool.OpenUpstream) and relay.Relay moves every message between
 //     them; policy is the relay's hook: spec.tools filters tools/list answers and refuses
@@ -25,8 +28,8 @@
 //     elicitation and sampling requests of an origin go to the client on the stream of
 //     the call they belong to; changes of the origins' tools, the toolset or the
 //     caller's access reach the client as notifications/tools/list_changed; in Search
-//     mode the session serves find_tools (ranked by catalog.ToolIndex) and call_tool
-//     instead of the whole list;
+//     mode the session serves find_tools (ranked by Options.NewToolIndex: in the manager
+//     the catalogue's ranking) and call_tool instead of the whole list;
 //   - limits: sessions per replica and per server, requests per second per caller and
 //     server, message size, calls in flight per session, idle sessions;
 //   - the audit log (one line per session start and end, per withheld tools list and per
@@ -42,5 +45,7 @@
 // in one place, for the operator's sessions and the gateway's alike); forward anything
 // of the caller's request but its JSON-RPC messages (never its Authorization header or
 // cookies: the MCP specification forbids token passthrough); frame JSON-RPC or Streamable
-// HTTP itself; or log arguments, results, header values, tokens or query strings.
+// HTTP itself; log arguments, results, header values, tokens or query strings; or import
+// the catalogue (what it needs of it, the tool ranking and the resource metadata
+// challenge, comes through ToolIndex and ResourceMetadata, wired by the manager).
 package gateway

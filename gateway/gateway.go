@@ -24,10 +24,12 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
+	"github.com/switchboard-mcp/switchboard/internal/objectevents"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
@@ -83,12 +85,16 @@ type Options struct {
 	// AccessTTL is how long an access answer is cached. Zero means 10s.
 	AccessTTL time.Duration
 	// ResourceMetadata names each endpoint's protected resource metadata (RFC 9728) in
-	// the challenge of its 401 answers; the catalogue serves the documents. Nil gives a
-	// plain Bearer challenge.
-	ResourceMetadata *catalog.ResourceMetadata
+	// the challenge of its 401 answers; the manager passes the catalogue's
+	// (catalog.ResourceMetadata), which serves the documents. Nil gives a plain Bearer
+	// challenge.
+	ResourceMetadata ResourceMetadata
+	// NewToolIndex builds the ToolIndex a toolset in Search mode serves find_tools from,
+	// over its exposed tools. Required; the manager passes the catalogue's.
+	NewToolIndex func([]IndexedTool) ToolIndex
 	// MaxSessions bounds the open sessions of this replica. Zero means 2048.
 	MaxSessions int
-	// MaxSessionsPerCaller bounds the open sessions of one caller (catalog.Identity.Key)
+	// MaxSessionsPerCaller bounds the open sessions of one caller (identity.Caller.Key)
 	// on this replica, of servers and toolsets together. Zero means 64.
 	MaxSessionsPerCaller int
 	// MaxSessionsPerNamespace bounds the open sessions of the servers and toolsets of one
@@ -128,6 +134,9 @@ type Options struct {
 func (o *Options) defaults() error {
 	if o.Pool == nil {
 		return errors.New("gateway: a connector pool is required")
+	}
+	if o.NewToolIndex == nil {
+		return errors.New("gateway: a tool index for toolsets in Search mode is required")
 	}
 	if o.Authenticator != nil && o.Access == nil {
 		return errors.New("gateway: authentication needs a SubjectAccessReview client")
@@ -277,14 +286,14 @@ func New(opts Options) (*Gateway, error) {
 	g.statelessHandler = g.newStatelessHandler()
 	g.statelessToolsetHandler = g.newStatelessToolsetHandler()
 	g.mux = http.NewServeMux()
-	// The catalogue owns the path (catalog.GatewayPath): it publishes it as gatewayPath.
-	g.mux.HandleFunc(catalog.GatewayPathPrefix+"{namespace}/servers/{name}", g.serveServer)
-	g.mux.HandleFunc(catalog.GatewayPathPrefix+"{namespace}/toolsets/{name}", g.serveToolset)
+	// internal/gatewaypath names the paths; the catalogue publishes them as gatewayPath.
+	g.mux.HandleFunc(gatewaypath.Prefix+"{namespace}/servers/{name}", g.serveServer)
+	g.mux.HandleFunc(gatewaypath.Prefix+"{namespace}/toolsets/{name}", g.serveToolset)
 	return g, nil
 }
 
-// Handler returns the gateway's HTTP handler, for the catalogue's server to mount at
-// catalog.GatewayPathPrefix.
+// Handler returns the gateway's HTTP handler, for the manager to mount at
+// gatewaypath.Prefix.
 func (g *Gateway) Handler() http.Handler { return g.mux }
 
 // Update records the latest state of an MCPServer.
@@ -317,7 +326,7 @@ func (g *Gateway) Delete(key connector.Key) {
 
 // EventHandler keeps the gateway's picture of MCPServers in step with an informer.
 func (g *Gateway) EventHandler() toolscache.ResourceEventHandler {
-	return catalog.ObjectEventHandler(g.Update, func(o *mcpv1alpha1.MCPServer) {
+	return objectevents.Handler(g.Update, func(o *mcpv1alpha1.MCPServer) {
 		g.Delete(connector.Key{Namespace: o.Namespace, Name: o.Name})
 	})
 }
@@ -443,12 +452,12 @@ func serveMethod(w http.ResponseWriter, r *http.Request, post func(), lookup fun
 type useOf struct {
 	kind, resource string
 	// revoke ends the session id names, if it is the caller's with key.
-	revoke func(id string, key connector.Key, caller *catalog.Identity)
+	revoke func(id string, key connector.Key, caller *identity.Caller)
 }
 
 // serverUse and toolsetUse are the server and toolset endpoints' useOf.
 func (g *Gateway) serverUse() useOf {
-	return useOf{kind: "MCPServer", resource: resourceServers, revoke: func(id string, key connector.Key, caller *catalog.Identity) {
+	return useOf{kind: "MCPServer", resource: resourceServers, revoke: func(id string, key connector.Key, caller *identity.Caller) {
 		if s := g.lookup(id); s != nil && s.key == key && s.caller.Key == caller.Key {
 			s.end(errAccessRevoked)
 		}
@@ -456,7 +465,7 @@ func (g *Gateway) serverUse() useOf {
 }
 
 func (g *Gateway) toolsetUse() useOf {
-	return useOf{kind: "MCPToolset", resource: resourceToolsets, revoke: func(id string, key connector.Key, caller *catalog.Identity) {
+	return useOf{kind: "MCPToolset", resource: resourceToolsets, revoke: func(id string, key connector.Key, caller *identity.Caller) {
 		if s := g.lookupToolsetSession(id); s != nil && s.key == key && s.caller.Key == caller.Key {
 			s.end(errToolsetAccessRevoked)
 		}
@@ -467,7 +476,7 @@ func (g *Gateway) toolsetUse() useOf {
 // 403, 429 or 503 when not. A caller refused on a session of its own has that session
 // ended. For a toolset, use of each origin server is checked per server when tools are
 // listed and called.
-func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connector.Key, use useOf) (*catalog.Identity, bool) {
+func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connector.Key, use useOf) (*identity.Caller, bool) {
 	caller, ok := g.authenticate(w, r)
 	ft := frontTraceOf(r.Context())
 	if ft != nil {
@@ -496,26 +505,45 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, key connecto
 			use.revoke(id, key, caller)
 		}
 		g.refuse(w, http.StatusForbidden, fmt.Sprintf("%s may not use %s %s (it needs verb %q on %s.%s %q in namespace %q)",
-			caller.User.Username, use.kind, key, UseVerb, use.resource, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace))
+			caller.Username, use.kind, key, UseVerb, use.resource, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace))
 		return nil, false
 	}
 	return caller, true
 }
 
+// ResourceMetadata writes the WWW-Authenticate challenge of a 401 answered on an endpoint's
+// path: one that names the endpoint's protected resource metadata (RFC 9728) when it is
+// published, else a plain Bearer challenge. catalog.ResourceMetadata is the manager's.
+type ResourceMetadata interface {
+	Challenge(endpointPath string) string
+}
+
+// plainChallenge is the challenge of a 401 when no ResourceMetadata is set: the one
+// catalog.ResourceMetadata gives when it publishes nothing.
+const plainChallenge = `Bearer realm="switchboard"`
+
+// challenge is the WWW-Authenticate challenge of a 401 answered on path.
+func (g *Gateway) challenge(path string) string {
+	if g.opts.ResourceMetadata == nil {
+		return plainChallenge
+	}
+	return g.opts.ResourceMetadata.Challenge(path)
+}
+
 // authenticate tells who the caller is, answering 401, 429 or 503 when it cannot. With
-// no Authenticator every caller is catalog.Anonymous.
-func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*catalog.Identity, bool) {
+// no Authenticator every caller is identity.Anonymous.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*identity.Caller, bool) {
 	if g.opts.Authenticator == nil {
-		return catalog.Anonymous, true
+		return identity.Anonymous, true
 	}
 	caller, err := g.opts.Authenticator.AuthenticateRequest(r.Context(), r)
 	switch {
-	case errors.Is(err, catalog.ErrUnauthenticated):
-		w.Header().Set("WWW-Authenticate", g.opts.ResourceMetadata.Challenge(r.URL.Path))
+	case errors.Is(err, identity.ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", g.challenge(r.URL.Path))
 		g.refuse(w, http.StatusUnauthorized, err.Error())
 		return nil, false
-	case errors.Is(err, catalog.ErrTooManyReviews):
-		w.Header().Set("Retry-After", strconv.Itoa(int(catalog.ReviewRetryAfter.Seconds())))
+	case errors.Is(err, identity.ErrTooManyReviews):
+		w.Header().Set("Retry-After", strconv.Itoa(int(identity.ReviewRetryAfter.Seconds())))
 		g.refuse(w, http.StatusTooManyRequests, err.Error())
 		return nil, false
 	case err != nil:
@@ -535,7 +563,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, code int, message string) {
 // admitRate applies spec.gateway.requestsPerSecond to the caller's requests to the
 // server, charging n requests (each message of a batch counts as if it came alone), and
 // answers 429 with Retry-After beyond it.
-func (g *Gateway) admitRate(w http.ResponseWriter, caller *catalog.Identity, srv *server, key connector.Key, n int) bool {
+func (g *Gateway) admitRate(w http.ResponseWriter, caller *identity.Caller, srv *server, key connector.Key, n int) bool {
 	if delay := g.rateDelay(caller, srv, key, n); delay > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(delay.Seconds()))))
 		g.refuse(w, http.StatusTooManyRequests, fmt.Sprintf("more than %d requests per second to MCPServer %s (spec.gateway.requestsPerSecond)", srv.requestsPerSecond, key))
@@ -548,7 +576,7 @@ func (g *Gateway) admitRate(w http.ResponseWriter, caller *catalog.Identity, srv
 // zero, or how long the caller must wait when they are beyond the server's
 // spec.gateway.requestsPerSecond (they are then not counted; more than a second's worth
 // at once is never admitted).
-func (g *Gateway) rateDelay(caller *catalog.Identity, srv *server, key connector.Key, n int) time.Duration {
+func (g *Gateway) rateDelay(caller *identity.Caller, srv *server, key connector.Key, n int) time.Duration {
 	if srv.requestsPerSecond <= 0 {
 		return 0
 	}
@@ -568,7 +596,7 @@ func (g *Gateway) rateDelay(caller *catalog.Identity, srv *server, key connector
 
 // servePOST relays a message to its session, or starts a session for an initialize
 // request without a session id.
-func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity, srv *server) {
+func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, key connector.Key, caller *identity.Caller, srv *server) {
 	if !mcphttp.CheckPOST(w, r) {
 		return
 	}
@@ -645,7 +673,7 @@ func refuseBatch(w http.ResponseWriter, msgs *mcpmsg.Body, version string) bool 
 
 // requestSession returns the session a request names, or answers 400 (no id) or 404
 // (no such session, or one of another server or caller) and returns nil.
-func (g *Gateway) requestSession(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity) *session {
+func (g *Gateway) requestSession(w http.ResponseWriter, r *http.Request, key connector.Key, caller *identity.Caller) *session {
 	id, ok := requestSessionID(w, r)
 	if !ok {
 		return nil
@@ -678,7 +706,7 @@ func (g *Gateway) lookup(id string) *session {
 // startSession reserves a session slot (the replica's, the namespace's, the caller's and
 // the server's, at the caller's session rate), opens an upstream session and starts
 // relaying. The upstream session acts for who. A refusal is a *sessionRefusal.
-func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *catalog.Identity, who *connector.Caller, srv *server) (*session, error) {
+func (g *Gateway) startSession(ctx context.Context, key connector.Key, caller *identity.Caller, who *connector.Caller, srv *server) (*session, error) {
 	start, err := g.reserveSessionStart(caller)
 	if err != nil {
 		return nil, err
@@ -756,7 +784,7 @@ func sessionsFull(format string, args ...any) *sessionRefusal {
 // with a JSON-RPC error, the refusal's status and its Retry-After, and audits the
 // refusal: the caller, the target ("server", name or "toolset", name) and the reason,
 // the connector's (a refused token exchange is InvalidGrant, say) or the HTTP status's.
-func (g *Gateway) refuseSession(w http.ResponseWriter, id jsonrpc.ID, caller *catalog.Identity, namespace string, target []any, err error) {
+func (g *Gateway) refuseSession(w http.ResponseWriter, id jsonrpc.ID, caller *identity.Caller, namespace string, target []any, err error) {
 	status, retryAfter := http.StatusInternalServerError, time.Duration(0)
 	var refusal *sessionRefusal
 	if errors.As(err, &refusal) {
@@ -766,7 +794,7 @@ func (g *Gateway) refuseSession(w http.ResponseWriter, id jsonrpc.ID, caller *ca
 	if reason == "" {
 		reason = strings.ReplaceAll(http.StatusText(status), " ", "")
 	}
-	kv := append([]any{"caller", caller.User.Username, "namespace", namespace}, target...)
+	kv := append([]any{"caller", caller.Username, "namespace", namespace}, target...)
 	g.audit.Info("Session refused", append(kv, "status", status, "reason", reason)...)
 	g.metrics.refused.WithLabelValues(strconv.Itoa(status)).Inc()
 	if retryAfter > 0 {
@@ -792,7 +820,7 @@ func cachedLimiter(c *cache.LRUExpireCache, key string, limit rate.Limit, burst 
 // reserveSessionStart takes one session start from the caller's limiter
 // (--gateway-session-rate-per-caller), or refuses it with 429 and how long to wait. The
 // reservation is the caller's to cancel when the session is refused for another reason.
-func (g *Gateway) reserveSessionStart(caller *catalog.Identity) (*rate.Reservation, error) {
+func (g *Gateway) reserveSessionStart(caller *identity.Caller) (*rate.Reservation, error) {
 	limit, burst := rate.Limit(g.opts.SessionRatePerCaller), g.opts.SessionBurstPerCaller
 	// Kept until its bucket would be full again: forgetting it then loses nothing.
 	refill := time.Minute
@@ -804,7 +832,7 @@ func (g *Gateway) reserveSessionStart(caller *catalog.Identity) (*rate.Reservati
 		res.Cancel()
 		return nil, &sessionRefusal{status: http.StatusTooManyRequests, retryAfter: delay, err: fmt.Errorf(
 			"%s started more than %d gateway sessions at once or %g per second (--gateway-session-rate-per-caller); retry after %s",
-			caller.User.Username, burst, g.opts.SessionRatePerCaller, delay.Round(time.Millisecond))}
+			caller.Username, burst, g.opts.SessionRatePerCaller, delay.Round(time.Millisecond))}
 	}
 	return res, nil
 }
@@ -813,7 +841,7 @@ func (g *Gateway) reserveSessionStart(caller *catalog.Identity) (*rate.Reservati
 // namespace against the replica's, the namespace's and the caller's limits: a server's
 // session, a toolset's, or the upstream session that serves a sessionless client (see
 // takeServerSession).
-func (g *Gateway) takeSessionSlotLocked(namespace string, caller *catalog.Identity) error {
+func (g *Gateway) takeSessionSlotLocked(namespace string, caller *identity.Caller) error {
 	switch {
 	case g.openSessions >= g.opts.MaxSessions:
 		return sessionsFull("the gateway holds its maximum of %d sessions (--gateway-max-sessions); retry later", g.opts.MaxSessions)
@@ -822,7 +850,7 @@ func (g *Gateway) takeSessionSlotLocked(namespace string, caller *catalog.Identi
 			namespace, g.opts.MaxSessionsPerNamespace)
 	case g.callerSessions[caller.Key] >= g.opts.MaxSessionsPerCaller:
 		return sessionsFull("%s holds its maximum of %d gateway sessions on this replica (--gateway-max-sessions-per-caller); end one or retry later",
-			caller.User.Username, g.opts.MaxSessionsPerCaller)
+			caller.Username, g.opts.MaxSessionsPerCaller)
 	}
 	g.openSessions++
 	g.namespaceSessions[namespace]++
@@ -841,7 +869,7 @@ func (g *Gateway) releaseSessionSlotLocked(namespace, callerKey string) {
 // every session quota: a session slot (the replica's, the namespace's and the caller's)
 // and a server slot (the server's and the caller's with it). Sessions of the server's
 // endpoint and the upstream sessions of sessionless clients both take theirs here.
-func (g *Gateway) takeServerSessionLocked(key connector.Key, srv *server, caller *catalog.Identity) error {
+func (g *Gateway) takeServerSessionLocked(key connector.Key, srv *server, caller *identity.Caller) error {
 	if err := g.takeSessionSlotLocked(key.Namespace, caller); err != nil {
 		return err
 	}
@@ -863,7 +891,7 @@ func (g *Gateway) releaseServerSessionLocked(key connector.Key, callerKey string
 // session era: a session start at the caller's rate and the slots takeServerSessionLocked
 // takes, as startSession reserves them for a session. A refusal is a *sessionRefusal;
 // release gives the slots back, once however often it is called.
-func (g *Gateway) takeServerSession(key connector.Key, caller *catalog.Identity) (release func(), err error) {
+func (g *Gateway) takeServerSession(key connector.Key, caller *identity.Caller) (release func(), err error) {
 	start, err := g.reserveSessionStart(caller)
 	if err != nil {
 		return nil, err
@@ -884,7 +912,7 @@ func (g *Gateway) takeServerSession(key connector.Key, caller *catalog.Identity)
 
 // callerServer is one caller's use of one server.
 type callerServer struct {
-	caller string // catalog.Identity.Key
+	caller string // identity.Caller.Key
 	server connector.Key
 }
 
@@ -892,7 +920,7 @@ type callerServer struct {
 // endpoint's or a toolset's, against its spec.gateway.maxSessions, and one more of the
 // caller against its spec.gateway.maxSessionsPerCaller, which cannot raise
 // --gateway-max-sessions-per-caller.
-func (g *Gateway) takeServerSlotLocked(key connector.Key, srv *server, caller *catalog.Identity) error {
+func (g *Gateway) takeServerSlotLocked(key connector.Key, srv *server, caller *identity.Caller) error {
 	if srv.maxSessions > 0 && g.counts[key] >= srv.maxSessions {
 		return sessionsFull("MCPServer %s holds its maximum of %d gateway sessions (spec.gateway.maxSessions); retry later", key, srv.maxSessions)
 	}
@@ -903,7 +931,7 @@ func (g *Gateway) takeServerSlotLocked(key connector.Key, srv *server, caller *c
 	}
 	if g.callerCounts[cs] >= limit {
 		return sessionsFull("%s holds its maximum of %d gateway sessions with MCPServer %s (%s); end one or retry later",
-			caller.User.Username, limit, key, setting)
+			caller.Username, limit, key, setting)
 	}
 	g.counts[key]++
 	g.callerCounts[cs]++
@@ -927,7 +955,7 @@ func decrement[K comparable](counts map[K]int, k K) {
 
 // takeServerSlot is takeServerSlotLocked for a caller without the lock; the release it
 // returns may be called any number of times and gives the slot back once.
-func (g *Gateway) takeServerSlot(key connector.Key, caller *catalog.Identity) (release func(), err error) {
+func (g *Gateway) takeServerSlot(key connector.Key, caller *identity.Caller) (release func(), err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	srv := g.servers[key]

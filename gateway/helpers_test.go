@@ -20,10 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
@@ -233,7 +233,7 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 		return nil
 	})
 
-	opts := gateway.Options{Pool: pool, Registerer: h.registry, Audit: h.audit.logger()}
+	opts := gateway.Options{Pool: pool, NewToolIndex: catalogToolIndex, Registerer: h.registry, Audit: h.audit.logger()}
 	if ho.gateway != nil {
 		ho.gateway(&opts)
 	}
@@ -276,7 +276,7 @@ func readyServer(key connector.Key) *mcpv1alpha1.MCPServer {
 }
 
 // url is the gateway endpoint of the harness's server.
-func (h *harness) url() string { return h.front.URL + catalog.GatewayPath(h.key.Namespace, h.key.Name) }
+func (h *harness) url() string { return h.front.URL + gatewaypath.Server(h.key.Namespace, h.key.Name) }
 
 // connect opens a client session through the gateway, sending the caller's token.
 func (h *harness) connect(opts *mcp.ClientOptions) *mcp.ClientSession {
@@ -294,7 +294,7 @@ func (h *harness) connectTo(key connector.Key) *mcp.ClientSession {
 	h.t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: h.front.URL + catalog.GatewayPath(key.Namespace, key.Name), MaxRetries: -1,
+		Endpoint: h.front.URL + gatewaypath.Server(key.Namespace, key.Name), MaxRetries: -1,
 	}, sessionEraClient)
 	if err != nil {
 		h.t.Fatalf("connecting to %s through the gateway: %v", key, err)

@@ -44,7 +44,7 @@ const elicitationInputKey = "elicitation"
 // answers questions with multi round-trip requests.
 type bridgedCall struct {
 	key    connector.Key
-	caller string // catalog.Identity.Key
+	caller string // identity.Caller.Key
 	tool   string
 	// questions carries the server's elicitations to whichever request of the client
 	// waits for the call; outcome its result.
@@ -131,7 +131,7 @@ func takesInput(req mcp.Request) bool {
 // the tool as the caller names it.
 type bridgeTarget struct {
 	key    connector.Key
-	caller string // catalog.Identity.Key
+	caller string // identity.Caller.Key
 	tool   string
 	bridge *inputBridge
 	cs     *mcp.ClientSession

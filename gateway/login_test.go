@@ -26,6 +26,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -104,7 +105,7 @@ func newLoginFront(t *testing.T, providers *identity.Providers) *loginFront {
 	}
 	f := &loginFront{url: public, reviews: &refusingReviews{}, rbac: &rbac{server: "notes"}, log: &logLines{}}
 	f.h = newHarness(t, harnessOptions{gateway: func(o *gateway.Options) {
-		o.Authenticator = catalog.NewAuthenticator(f.reviews, nil, catalog.AuthenticatorOptions{IdentityProviders: providers})
+		o.Authenticator = identity.NewAuthenticator(f.reviews, nil, identity.AuthenticatorOptions{IdentityProviders: providers})
 		o.Access = f.rbac.clientset().AuthorizationV1().SubjectAccessReviews()
 		o.ResourceMetadata = md
 		o.Logger = f.log.logger()
@@ -123,7 +124,7 @@ func newLoginFront(t *testing.T, providers *identity.Providers) *loginFront {
 func (f *loginFront) transport(t *testing.T, issuer, server string, token func(*oauth2.Token) *oauth2.Token) *mcp.StreamableClientTransport {
 	t.Helper()
 	handler := testenv.ZitadelOAuthHandler(t, issuer, token)
-	return &mcp.StreamableClientTransport{Endpoint: f.url + catalog.GatewayPath(namespace, server), OAuthHandler: handler}
+	return &mcp.StreamableClientTransport{Endpoint: f.url + gatewaypath.Server(namespace, server), OAuthHandler: handler}
 }
 
 // useNotes lists and calls the tools of notes through the gateway as the logged-in
@@ -196,7 +197,7 @@ func TestLoginFromAnMCPClient(t *testing.T) {
 		f := newLoginFront(t, providers)
 		f.rbac.grant("oidc:test-user@zitadel.ch")
 
-		resp := initialize(t, f.url+catalog.GatewayPath(namespace, "notes"), "")
+		resp := initialize(t, f.url+gatewaypath.Server(namespace, "notes"), "")
 		t.Logf("1. no token: %d, WWW-Authenticate: %s", resp.status, resp.header.Get("WWW-Authenticate"))
 		var tokens []string
 		f.useNotes(t, issuer, func(tok *oauth2.Token) *oauth2.Token {

@@ -3,8 +3,8 @@ package gateway
 import (
 	"net/http"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/identity"
 )
 
 // upstreamCaller is who an upstream session opened for r acts for: the caller's identity
@@ -13,8 +13,8 @@ import (
 // caller's own, and the identity provider that vouched for that token, the only one at
 // whose token endpoint the connector may exchange it. The token was judged by the
 // authenticator already; its expiry and provider are the authenticator's.
-func upstreamCaller(r *http.Request, id *catalog.Identity) *connector.Caller {
-	token, _ := catalog.BearerToken(r)
+func upstreamCaller(r *http.Request, id *identity.Caller) *connector.Caller {
+	token, _ := identity.BearerToken(r)
 	return &connector.Caller{Key: id.Key, Token: token, Provider: id.Provider, Expiry: id.Expiry}
 }
 

@@ -20,13 +20,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
@@ -182,13 +182,13 @@ type vouched map[string]vouchedCaller
 // vouchedCaller is a caller's username and the provider that vouched for its token.
 type vouchedCaller struct{ user, provider string }
 
-func (v vouched) AuthenticateRequest(_ context.Context, r *http.Request) (*catalog.Identity, error) {
+func (v vouched) AuthenticateRequest(_ context.Context, r *http.Request) (*identity.Caller, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	c, known := v[token]
 	if !ok || !known {
-		return nil, catalog.ErrUnauthenticated
+		return nil, identity.ErrUnauthenticated
 	}
-	return &catalog.Identity{User: authenticationv1.UserInfo{Username: c.user}, Key: c.user, Provider: c.provider}, nil
+	return &identity.Caller{Username: c.user, Key: c.user, Provider: c.provider}, nil
 }
 
 // corp returns the caller user as corpIDP vouched for it.
@@ -230,7 +230,7 @@ func perCallerGateway(t *testing.T, w *perCallerWorld, callers vouched) *perCall
 	var grants atomic.Pointer[map[string][]string]
 	grants.Store(&allowed)
 	sar := toolsetGrantsFrom(&grants)
-	gw, err := gateway.New(gateway.Options{Pool: pool, Audit: h.audit.logger(), Logger: f.log.logger(), Registerer: h.registry,
+	gw, err := gateway.New(gateway.Options{Pool: pool, NewToolIndex: catalogToolIndex, Audit: h.audit.logger(), Logger: f.log.logger(), Registerer: h.registry,
 		Authenticator: callers, Access: sar.AuthorizationV1().SubjectAccessReviews()})
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +287,7 @@ const perCallerToolset = "per-caller"
 
 // toolsetURL is the gateway endpoint of the toolset perCallerGateway serves.
 func (h *harness) toolsetURL() string {
-	return h.front.URL + catalog.ToolsetGatewayPath(namespace, perCallerToolset)
+	return h.front.URL + gatewaypath.Toolset(namespace, perCallerToolset)
 }
 
 // connectAs opens a client session through the gateway's server endpoint with token,

@@ -16,9 +16,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
@@ -85,8 +85,8 @@ type endpoint struct {
 }
 
 var endpoints = []endpoint{
-	{"server", func(ns string) string { return catalog.GatewayPath(ns, "notes") }},
-	{"toolset", func(ns string) string { return catalog.ToolsetGatewayPath(ns, "helpdesk") }},
+	{"server", func(ns string) string { return gatewaypath.Server(ns, "notes") }},
+	{"toolset", func(ns string) string { return gatewaypath.Toolset(ns, "helpdesk") }},
 }
 
 // url is the gateway URL of an endpoint in a namespace.
@@ -276,7 +276,7 @@ func TestSessionSlotsComeBackWhenSessionsEndOrFailToOpen(t *testing.T) {
 		ghost.Spec.Gateway = &mcpv1alpha1.GatewaySpec{MaxSessions: 1}
 		ts.gw.Update(ghost)
 		for i := range 4 {
-			resp := initialize(t, ts.front.URL+catalog.GatewayPath(namespace, "ghost"), aliceToken)
+			resp := initialize(t, ts.front.URL+gatewaypath.Server(namespace, "ghost"), aliceToken)
 			if resp.status != http.StatusBadGateway {
 				t.Fatalf("attempt %d on a server without upstream: status %d %s; want 502 every time", i+1, resp.status, resp.body)
 			}

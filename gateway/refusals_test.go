@@ -14,8 +14,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 )
 
 // jwtOP is an OpenID provider in the test: discovery and a key set with one published
@@ -113,7 +113,7 @@ func TestProviderTokenRefusals(t *testing.T) {
 	}
 	f := newLoginFront(t, providers)
 	f.rbac.grant("oidc:bob@example.com") // alice may use nothing
-	path := catalog.GatewayPath(namespace, "notes")
+	path := gatewaypath.Server(namespace, "notes")
 	challenge := `Bearer resource_metadata="` + f.url + `/.well-known/oauth-protected-resource` + path + `"`
 
 	var sent []string

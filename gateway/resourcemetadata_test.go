@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 )
 
 // Every 401 of a gateway endpoint points to that endpoint's protected resource metadata
@@ -23,7 +24,7 @@ func TestUnauthenticatedCallersAreToldWhereToLogIn(t *testing.T) {
 		o.Access = sar.AuthorizationV1().SubjectAccessReviews()
 		o.ResourceMetadata = md
 	}})
-	for _, path := range []string{catalog.GatewayPath(namespace, "notes"), catalog.ToolsetGatewayPath(namespace, "tools")} {
+	for _, path := range []string{gatewaypath.Server(namespace, "notes"), gatewaypath.Toolset(namespace, "tools")} {
 		for _, token := range []string{"", "forged"} {
 			resp := initialize(t, h.front.URL+path, token)
 			want := `Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource` + path + `"`
@@ -32,7 +33,7 @@ func TestUnauthenticatedCallersAreToldWhereToLogIn(t *testing.T) {
 			}
 		}
 	}
-	resp := initialize(t, h.front.URL+catalog.GatewayPath(namespace, "billing"), callerToken)
+	resp := initialize(t, h.front.URL+gatewaypath.Server(namespace, "billing"), callerToken)
 	if resp.status != http.StatusForbidden || resp.header.Get("WWW-Authenticate") != "" {
 		t.Errorf("no use: %d, WWW-Authenticate %q; want 403 without a challenge", resp.status, resp.header.Get("WWW-Authenticate"))
 	}

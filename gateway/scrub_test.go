@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
@@ -85,7 +85,7 @@ func newEchoingToolset(t *testing.T, url string) string {
 		}
 		return nil
 	})
-	gw, err := gateway.New(gateway.Options{Pool: pool, Audit: (&logLines{}).logger()})
+	gw, err := gateway.New(gateway.Options{Pool: pool, NewToolIndex: catalogToolIndex, Audit: (&logLines{}).logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func newEchoingToolset(t *testing.T, url string) string {
 	})
 	front := httptest.NewServer(gw.Handler())
 	t.Cleanup(front.Close)
-	return front.URL + catalog.ToolsetGatewayPath(namespace, "echoing")
+	return front.URL + gatewaypath.Toolset(namespace, "echoing")
 }
 
 // An upstream that echoes its credential hands it to no agent: whatever the gateway

@@ -16,8 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
@@ -38,7 +38,7 @@ type session struct {
 	traceID  string // what spans record as mcp.session.id: a digest of id
 	seq      uint64 // names the session in logs
 	key      connector.Key
-	caller   *catalog.Identity
+	caller   *identity.Caller
 	audit    logr.Logger
 	started  time.Time
 	upstream *connector.Upstream
@@ -82,7 +82,7 @@ func (c *call) finish(outcome string) { c.end(outcome, outcome, time.Time{}) }
 // its client span ends (the server span ends now, with the answer written).
 func (c *call) finishAnswered(outcome string, answered time.Time) { c.end(outcome, outcome, answered) }
 
-func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *catalog.Identity, up *connector.Upstream) (*session, error) {
+func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *identity.Caller, up *connector.Upstream) (*session, error) {
 	s := &session{
 		g:         g,
 		id:        id,
@@ -98,7 +98,7 @@ func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *ca
 		done: make(chan struct{}),
 	}
 	s.activity = mcphttp.NewActivity(g.opts.IdleTimeout, func() { s.end(errIdle) })
-	s.audit = g.audit.WithValues("caller", caller.User.Username, "namespace", key.Namespace, "server", key.Name, "session", seq)
+	s.audit = g.audit.WithValues("caller", caller.Username, "namespace", key.Namespace, "server", key.Name, "session", seq)
 	client, err := s.transport.Connect(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("connecting the client transport: %w", err)

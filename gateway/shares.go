@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 )
@@ -26,7 +26,7 @@ const sharesRetryAfter = 1
 type shares struct {
 	mu       sync.Mutex
 	total    int
-	byCaller map[string]int // by catalog.Identity.Key
+	byCaller map[string]int // by identity.Caller.Key
 }
 
 // take counts one more for the caller unless it holds perCaller already (429) or all
@@ -65,12 +65,12 @@ func (s *shares) give(caller string) {
 // 429). A request beyond them is answered with a JSON-RPC error and Retry-After and
 // admitSessionless returns false; otherwise the caller calls release once the request
 // is answered (a stream closed).
-func (g *Gateway) admitSessionless(w http.ResponseWriter, caller *catalog.Identity, msg *mcpmsg.Message) (release func(), ok bool) {
+func (g *Gateway) admitSessionless(w http.ResponseWriter, caller *identity.Caller, msg *mcpmsg.Message) (release func(), ok bool) {
 	if msg.Method != methodListen {
 		if g.inflight.take(caller.Key, g.opts.MaxInflightPerCaller, 0) != 0 {
 			g.refuseShare(w, msg.ID, http.StatusTooManyRequests, fmt.Sprintf(
 				"%s has its maximum of %d sessionless requests in flight on this replica (--gateway-max-inflight-per-caller); retry once one is answered",
-				caller.User.Username, g.opts.MaxInflightPerCaller))
+				caller.Username, g.opts.MaxInflightPerCaller))
 			return nil, false
 		}
 		return func() { g.inflight.give(caller.Key) }, true
@@ -79,7 +79,7 @@ func (g *Gateway) admitSessionless(w http.ResponseWriter, caller *catalog.Identi
 	case http.StatusTooManyRequests:
 		g.refuseShare(w, msg.ID, status, fmt.Sprintf(
 			"%s holds its maximum of %d subscriptions/listen streams on this replica (--gateway-max-listen-streams-per-caller); close one or retry later",
-			caller.User.Username, g.opts.MaxListenStreamsPerCaller))
+			caller.Username, g.opts.MaxListenStreamsPerCaller))
 		return nil, false
 	case http.StatusServiceUnavailable:
 		g.refuseShare(w, msg.ID, status, fmt.Sprintf(

@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
@@ -34,7 +34,7 @@ type statelessRequestKey struct{}
 // request is relayed through.
 type statelessRequest struct {
 	key    connector.Key
-	caller *catalog.Identity
+	caller *identity.Caller
 	srv    *server
 	client *upstreamClient
 }
@@ -54,7 +54,7 @@ func (g *Gateway) newStatelessHandler() http.Handler {
 
 // serveStateless relays one sessionless request of an authorized caller. Nothing it
 // needs lives in this replica's memory beyond caches: any replica serves any request.
-func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity, srv *server, body *mcpmsg.Body) {
+func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, key connector.Key, caller *identity.Caller, srv *server, body *mcpmsg.Body) {
 	var id jsonrpc.ID
 	if len(body.Messages) == 1 {
 		id = body.Messages[0].ID
@@ -340,7 +340,7 @@ func (g *Gateway) observePin(ctx context.Context, sr *statelessRequest, srv *ser
 // through the upstream client that relays it, audited in the request's caller's name.
 func (g *Gateway) statelessPinCheck(sr *statelessRequest, srv *server, tool string) pinCheck {
 	return pinCheck{srv: srv, conn: &sr.client.pin, audit: g.audit, tool: tool,
-		who: []any{"caller", sr.caller.User.Username, "namespace", sr.key.Namespace, "server", sr.key.Name, "era", sessionlessVersion}}
+		who: []any{"caller", sr.caller.Username, "namespace", sr.key.Namespace, "server", sr.key.Name, "era", sessionlessVersion}}
 }
 
 // judgeStatelessToolList removes the tools the server's policy hides from a tools/list
@@ -408,7 +408,7 @@ func upstreamError(key connector.Key, err error) error {
 // which server goes into the line itself rather than into a logger derived per call with
 // WithValues, which would copy the audit logger's state on every request.
 func (g *Gateway) auditStatelessCall(sr *statelessRequest, c *call, outcome string, extra ...any) {
-	kv := append([]any{"caller", sr.caller.User.Username, "namespace", sr.key.Namespace, "server", sr.key.Name,
+	kv := append([]any{"caller", sr.caller.Username, "namespace", sr.key.Namespace, "server", sr.key.Name,
 		"tool", clip(c.tool), "outcome", outcome,
 		"duration", time.Since(c.start).Round(time.Microsecond).String(), "era", sessionlessVersion}, extra...)
 	if c.span != nil && c.span.SpanContext().HasTraceID() {
@@ -427,7 +427,7 @@ func (g *Gateway) upstreamMeta(ctx context.Context, sr *statelessRequest, req mc
 // toolsetCaller names one caller's use of one toolset.
 type toolsetCaller struct {
 	toolset connector.Key
-	caller  string // catalog.Identity.Key
+	caller  string // identity.Caller.Key
 }
 
 // statelessToolsetKey carries the toolset session that serves a sessionless request from
@@ -455,7 +455,7 @@ func (g *Gateway) newStatelessToolsetHandler() http.Handler {
 // requests share a toolset session on this replica (its tools and its origins' upstream
 // sessions, a cache any replica rebuilds), counted against the caller's session quotas
 // and ended when idle like any other.
-func (g *Gateway) serveToolsetStateless(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity, body *mcpmsg.Body) {
+func (g *Gateway) serveToolsetStateless(w http.ResponseWriter, r *http.Request, key connector.Key, caller *identity.Caller, body *mcpmsg.Body) {
 	var id jsonrpc.ID
 	if len(body.Messages) == 1 {
 		id = body.Messages[0].ID
@@ -486,7 +486,7 @@ func (g *Gateway) serveToolsetStateless(w http.ResponseWriter, r *http.Request, 
 
 // sessionlessToolsetSession returns the caller's sessionless session with the toolset,
 // opening one when there is none.
-func (g *Gateway) sessionlessToolsetSession(key connector.Key, caller *catalog.Identity) (*toolsetSession, error) {
+func (g *Gateway) sessionlessToolsetSession(key connector.Key, caller *identity.Caller) (*toolsetSession, error) {
 	tc := toolsetCaller{toolset: key, caller: caller.Key}
 	g.mu.RLock()
 	s := g.sessionlessToolsets[tc]

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
@@ -115,7 +115,7 @@ func TestGatewayLetsFreshServiceAccountTokensInDuringAFlood(t *testing.T) {
 	held := &heldReviews{release: make(chan struct{}), valid: map[string]bool{}, reviewed: map[string]bool{}}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(held.wrap)
-	authn, err := catalog.NewAuthenticatorForConfig(cfg, catalog.AuthenticatorOptions{MaxConcurrentReviews: maxReviews})
+	authn, err := identity.NewAuthenticatorForConfig(cfg, identity.AuthenticatorOptions{MaxConcurrentReviews: maxReviews})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,10 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
+	"github.com/switchboard-mcp/switchboard/internal/objectevents"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
@@ -56,7 +57,7 @@ func (g *Gateway) DeleteToolset(key connector.Key) {
 // ToolsetEventHandler keeps the gateway's picture of MCPToolsets in step with an
 // informer.
 func (g *Gateway) ToolsetEventHandler() toolscache.ResourceEventHandler {
-	return catalog.ObjectEventHandler(g.UpdateToolset, func(o *mcpv1alpha1.MCPToolset) {
+	return objectevents.Handler(g.UpdateToolset, func(o *mcpv1alpha1.MCPToolset) {
 		g.DeleteToolset(connector.Key{Namespace: o.Namespace, Name: o.Name})
 	})
 }
@@ -124,7 +125,7 @@ func (g *Gateway) serveToolset(w http.ResponseWriter, r *http.Request) {
 
 // serveToolsetPOST hands a message to its session, or starts a session for an
 // initialize request without a session id.
-func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity) {
+func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key connector.Key, caller *identity.Caller) {
 	if !mcphttp.CheckPOST(w, r) {
 		return
 	}
@@ -174,7 +175,7 @@ func (g *Gateway) serveToolsetPOST(w http.ResponseWriter, r *http.Request, key c
 }
 
 // requestToolsetSession returns the session a request names, or answers 400 or 404.
-func (g *Gateway) requestToolsetSession(w http.ResponseWriter, r *http.Request, key connector.Key, caller *catalog.Identity) *toolsetSession {
+func (g *Gateway) requestToolsetSession(w http.ResponseWriter, r *http.Request, key connector.Key, caller *identity.Caller) *toolsetSession {
 	id, ok := requestSessionID(w, r)
 	if !ok {
 		return nil
@@ -197,14 +198,14 @@ func (g *Gateway) lookupToolsetSession(id string) *toolsetSession {
 // caller's, at the caller's session rate) and connects a go-sdk server of the session's
 // own to a Streamable HTTP transport. No upstream session opens until the client lists
 // or calls tools. A refusal is a *sessionRefusal.
-func (g *Gateway) startToolsetSession(key connector.Key, caller *catalog.Identity) (*toolsetSession, error) {
+func (g *Gateway) startToolsetSession(key connector.Key, caller *identity.Caller) (*toolsetSession, error) {
 	return g.openToolsetSession(key, caller, false)
 }
 
 // openToolsetSession is startToolsetSession; a sessionless session serves the
 // sessionless era's requests of its caller (see serveToolsetStateless) and is connected
 // to no client transport.
-func (g *Gateway) openToolsetSession(key connector.Key, caller *catalog.Identity, sessionless bool) (*toolsetSession, error) {
+func (g *Gateway) openToolsetSession(key connector.Key, caller *identity.Caller, sessionless bool) (*toolsetSession, error) {
 	start, err := g.reserveSessionStart(caller)
 	if err != nil {
 		return nil, err

@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
@@ -35,7 +35,7 @@ func serverEverythingThroughAToolset(t *testing.T, version string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	gw, err := gateway.New(gateway.Options{Pool: pool})
+	gw, err := gateway.New(gateway.Options{Pool: pool, NewToolIndex: catalogToolIndex})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func serverEverythingThroughAToolset(t *testing.T, version string) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada", "check": true}}, nil
 		},
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: front.URL + catalog.ToolsetGatewayPath(namespace, "everything"), MaxRetries: -1},
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: front.URL + gatewaypath.Toolset(namespace, "everything"), MaxRetries: -1},
 		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)

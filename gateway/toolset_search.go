@@ -9,8 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/switchboard-mcp/switchboard/catalog"
 )
 
 // The two tools a toolset in Search mode serves instead of its whole list.
@@ -25,19 +23,34 @@ const (
 	maxFindLimit     = 50
 )
 
-// searchTools is a Search-mode toolset session's view of its exposed tools: their
-// definitions and the catalogue's ranking over them.
-type searchTools struct {
-	defs  map[string]*mcp.Tool
-	index *catalog.ToolIndex
+// ToolIndex ranks a fixed set of tools by a query, for a toolset's find_tools: the names
+// of at most limit tools that match query, best first; an empty query matches every tool,
+// in name order. It is immutable once built and safe for concurrent use. The manager's
+// comes from the catalogue (catalog.NewToolIndex), so that find_tools ranks a toolset's
+// tools the way the catalogue's search_tools ranks a server's.
+type ToolIndex interface {
+	Search(query string, limit int) []string
 }
 
-func newSearchTools(exposed map[string]*mcp.Tool) *searchTools {
-	items := make([]catalog.IndexedTool, 0, len(exposed))
+// IndexedTool is one tool a ToolIndex is built over: its exposed name, title and
+// description, and Extra, more text to find it by (the words of its input schema).
+type IndexedTool struct {
+	Name, Title, Description, Extra string
+}
+
+// searchTools is a Search-mode toolset session's view of its exposed tools: their
+// definitions and a ToolIndex over them.
+type searchTools struct {
+	defs  map[string]*mcp.Tool
+	index ToolIndex
+}
+
+func newSearchTools(newIndex func([]IndexedTool) ToolIndex, exposed map[string]*mcp.Tool) *searchTools {
+	items := make([]IndexedTool, 0, len(exposed))
 	for name, t := range exposed {
-		items = append(items, catalog.IndexedTool{Name: name, Title: t.Title, Description: t.Description, Extra: schemaWords(t.InputSchema)})
+		items = append(items, IndexedTool{Name: name, Title: t.Title, Description: t.Description, Extra: schemaWords(t.InputSchema)})
 	}
-	return &searchTools{defs: exposed, index: catalog.NewToolIndex(items)}
+	return &searchTools{defs: exposed, index: newIndex(items)}
 }
 
 // schemaWords returns the property names and descriptions of an input schema, for the

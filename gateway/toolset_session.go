@@ -18,8 +18,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 	"github.com/switchboard-mcp/switchboard/internal/toolsets"
@@ -43,7 +43,7 @@ type toolsetSession struct {
 	id      string // Mcp-Session-Id; a bearer secret, never logged
 	seq     uint64
 	key     connector.Key
-	caller  *catalog.Identity
+	caller  *identity.Caller
 	audit   logr.Logger
 	started time.Time
 
@@ -141,7 +141,7 @@ type origin struct {
 	pin pinWatch
 }
 
-func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, caller *catalog.Identity) *toolsetSession {
+func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, caller *identity.Caller) *toolsetSession {
 	s := &toolsetSession{
 		g: g, id: id, seq: seq, key: key, caller: caller, started: time.Now(),
 		transport:  &mcp.StreamableServerTransport{SessionID: id},
@@ -150,7 +150,7 @@ func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, cal
 		registered: map[string]string{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.audit = g.audit.WithValues("caller", caller.User.Username, "namespace", key.Namespace, "toolset", key.Name, "session", seq)
+	s.audit = g.audit.WithValues("caller", caller.Username, "namespace", key.Namespace, "toolset", key.Name, "session", seq)
 	s.activity = mcphttp.NewActivity(g.opts.IdleTimeout, func() { s.end(errIdle) })
 	return s
 }
@@ -342,7 +342,7 @@ func (s *toolsetSession) sync(ctx context.Context) {
 	if ts != nil && ts.Spec.Discovery == mcpv1alpha1.ToolsetDiscoverySearch {
 		// The client sees find_tools and call_tool; the exposed tools are found through
 		// the index and called through call_tool.
-		search = newSearchTools(want)
+		search = newSearchTools(s.g.opts.NewToolIndex, want)
 		want = search.tools()
 	}
 
@@ -760,7 +760,7 @@ func (s *toolsetSession) refusal(ctx context.Context, key connector.Key, tool st
 		return fmt.Sprintf("MCPServer %s is not Ready (%s): %s", key, srv.reason, srv.message)
 	case !s.mayUse(ctx, key.Name):
 		return fmt.Sprintf("%s may not use MCPServer %s (it needs verb %q on mcpservers.%s %q in namespace %q)",
-			s.caller.User.Username, key, UseVerb, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace)
+			s.caller.Username, key, UseVerb, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace)
 	}
 	if why := srv.toolRefusal(tool); why != "" {
 		return why

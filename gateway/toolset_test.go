@@ -23,9 +23,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
@@ -93,7 +93,7 @@ func newToolsetHarness(t testing.TB, opts func(*gateway.Options)) *toolsetHarnes
 		})
 	}
 	h.metrics = prometheus.NewRegistry()
-	o := gateway.Options{Pool: pool, Audit: h.audit.logger(), Registerer: h.metrics}
+	o := gateway.Options{Pool: pool, NewToolIndex: catalogToolIndex, Audit: h.audit.logger(), Registerer: h.metrics}
 	if opts != nil {
 		opts(&o)
 	}
@@ -128,7 +128,7 @@ func newToolsetHarness(t testing.TB, opts func(*gateway.Options)) *toolsetHarnes
 }
 
 func (h *toolsetHarness) url() string {
-	return h.front.URL + catalog.ToolsetGatewayPath(namespace, "support-agent")
+	return h.front.URL + gatewaypath.Toolset(namespace, "support-agent")
 }
 
 // connect opens a client session on the toolset endpoint with the caller's token.

@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
@@ -95,7 +95,7 @@ func requestHeader(extra any) http.Header {
 type target struct {
 	key     connector.Key
 	toolset bool
-	caller  *catalog.Identity
+	caller  *identity.Caller
 	session string // what mcp.session.id records: tracing.SessionID of the client session's id
 	version string // the protocol version, when known
 }
@@ -159,7 +159,7 @@ func (g *Gateway) startCallSpan(ctx context.Context, header http.Header, meta tr
 		rec.attrs = append(rec.attrs, tracing.JSONRPCRequestID.String(idText(id)))
 	}
 	if t.caller != nil {
-		rec.attrs = append(rec.attrs, tracing.UserName.String(tracing.ClipText(t.caller.User.Username)))
+		rec.attrs = append(rec.attrs, tracing.UserName.String(tracing.ClipText(t.caller.Username)))
 	}
 	if t.session != "" {
 		rec.attrs = append(rec.attrs, tracing.MCPSessionID.String(t.session))

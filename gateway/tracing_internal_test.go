@@ -9,10 +9,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	authenticationv1 "k8s.io/api/authentication/v1"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
@@ -30,7 +29,7 @@ import (
 func BenchmarkCallSpans(b *testing.B) {
 	testutil.TraceEverything(b)
 	g := &Gateway{}
-	caller := &catalog.Identity{User: authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:agent"}}
+	caller := &identity.Caller{Username: "system:serviceaccount:team-a:agent"}
 	key := connector.Key{Namespace: "team-a", Name: "notes"}
 	t := target{key: key, caller: caller, session: tracing.SessionID("session-id"), version: "2025-11-25"}
 	params := []byte(`{"name":"search_notes","arguments":{"q":"tracing cost"}}`)

@@ -25,9 +25,9 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/bridge"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/gateway"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
@@ -204,7 +204,7 @@ func TestTracesInJaeger(t *testing.T) {
 		find(t, spans, "notes", "notes tools/call search_notes", client.SpanID)
 	})
 	t.Run("toolset", func(t *testing.T) {
-		url := h.front.URL + catalog.ToolsetGatewayPath(namespace, "support-agent")
+		url := h.front.URL + gatewaypath.Toolset(namespace, "support-agent")
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 )
 
@@ -77,7 +77,7 @@ func (u *upstreamClients) sessionless(key connector.Key) bool {
 
 // acquire returns a connected client for the caller's requests to the server, acting for
 // who; the caller must call done once its request is answered.
-func (u *upstreamClients) acquire(ctx context.Context, key connector.Key, caller *catalog.Identity, who *connector.Caller) (c *upstreamClient, done func(), err error) {
+func (u *upstreamClients) acquire(ctx context.Context, key connector.Key, caller *identity.Caller, who *connector.Caller) (c *upstreamClient, done func(), err error) {
 	ck := upstreamClientKey{server: key}
 	perCaller := u.g.opts.Pool.PerCaller(key)
 	switch {
@@ -134,7 +134,7 @@ func (u *upstreamClients) acquire(ctx context.Context, key connector.Key, caller
 // connect opens the client session; a session-era client is a session of the caller's
 // with the server, and first takes what a session takes (see takeServerSession), so that
 // every session quota holds on this path too.
-func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller *catalog.Identity, who *connector.Caller) error {
+func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller *identity.Caller, who *connector.Caller) error {
 	if c.key.caller != "" {
 		release, err := u.g.takeServerSession(c.key.server, caller)
 		if err != nil {

@@ -2,14 +2,10 @@ package identity
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -30,66 +26,6 @@ const (
 	// maxGroups bounds how many groups one token may map to.
 	maxGroups = 1024
 )
-
-// Caller is who a provider's token says the caller is, mapped by the provider's claim
-// mappings.
-type Caller struct {
-	// Username is the Kubernetes username SubjectAccessReviews ask about: the username
-	// prefix and the username claim's value.
-	Username string
-	// Groups are the Kubernetes groups SubjectAccessReviews ask about: the groups prefix
-	// and each value of the groups claim, sorted.
-	Groups []string
-	// Provider is the MCPIdentityProvider whose issuer vouched for the token.
-	Provider string
-	// Key identifies the caller for caches, rate limits and session ownership:
-	// CallerKey of Username and Groups (no UID), the same for every token of one
-	// identity and the same as the catalogue's key of that Kubernetes user, so the
-	// gateway's caches treat one identity alike however it authenticated.
-	Key string
-	// Expiry is when the token expires (its verified exp claim, or the exp of an
-	// introspection answer); zero when the issuer did not say. Whatever is obtained with
-	// the token on the caller's behalf lives no longer.
-	Expiry time.Time
-}
-
-// clone returns a copy of c that shares nothing with it: remembered callers are handed
-// out as copies.
-func (c *Caller) clone() *Caller {
-	cc := *c
-	cc.Groups = slices.Clone(c.Groups)
-	return &cc
-}
-
-// UserInfo returns the caller as a Kubernetes user, for SubjectAccessReviews.
-func (c *Caller) UserInfo() authenticationv1.UserInfo {
-	return authenticationv1.UserInfo{Username: c.Username, Groups: slices.Clone(c.Groups)}
-}
-
-// CallerKey identifies a Kubernetes identity for caches, rate limits and session
-// ownership: the hex SHA-256 of its fields, each encoded as a tag byte ('u' username, 'i'
-// UID, 'g' group), its length as 8 bytes big-endian, and its bytes; the groups sorted
-// and without repeats. No two identities share an encoding, whatever bytes their names
-// hold. The catalogue's Identity.Key is CallerKey of the reviewed user, so one identity
-// has one key however it authenticated (TokenReview or an MCPIdentityProvider).
-func CallerKey(username, uid string, groups []string) string {
-	h := sha256.New()
-	field := func(tag byte, s string) {
-		var head [9]byte
-		head[0] = tag
-		binary.BigEndian.PutUint64(head[1:], uint64(len(s)))
-		h.Write(head[:])
-		h.Write([]byte(s))
-	}
-	field('u', username)
-	field('i', uid)
-	sorted := slices.Clone(groups)
-	slices.Sort(sorted)
-	for _, g := range slices.Compact(sorted) {
-		field('g', g)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // checkName refuses a claim value that is not valid UTF-8 or holds a control character
 // (C0, DEL or C1): no issuer has a reason to put one in a name, and a NUL or a line break
@@ -219,7 +155,9 @@ func (p *provider) mapCaller(ctx context.Context, claims map[string]any) (*Calle
 			return nil, refuse(name, ReasonRuleFailed, "%s", r.message)
 		}
 	}
-	return &Caller{Username: username, Groups: groups, Provider: name, Key: CallerKey(username, "", groups)}, nil
+	caller := NewCaller(authenticationv1.UserInfo{Username: username, Groups: groups})
+	caller.Provider = name
+	return caller, nil
 }
 
 // mapGroups maps the groups claim (a string or a list of strings; absent is none).

@@ -1,7 +1,10 @@
-// Package identity says who a caller of the gateway and the catalogue is and what it may
-// use. This package is being built up: Kubernetes tokens are still authenticated by
-// catalog.Authenticator (to move here); the tokens of MCPIdentityProviders' OpenID
-// issuers are verified here.
+// Package identity says who a caller of the gateway and the catalogue is. It owns the one
+// Caller type (username, UID, groups, extra, a key per identity computed in one place,
+// the token's expiry and the provider that vouched) and the Authenticator that returns
+// it: Kubernetes tokens are checked locally against the cluster's ServiceAccount issuer
+// keys and then reviewed with TokenReview (bounded, cached by digest, in lanes no flood
+// of unknown tokens can fill); the tokens of MCPIdentityProviders' OpenID issuers are
+// verified here too.
 //
 // Providers holds the applied MCPIdentityProviders. The controller calls Apply with each
 // provider's ProviderConfig (which fetches the issuer's discovery document and key set at
@@ -28,7 +31,8 @@
 //     opaque tokens: Conflicts decides which may be applied (the older keeps its claim),
 //     and Apply keeps the applied set free of conflicts whatever order it is called in.
 //   - A username or group with a control character, or not UTF-8, refuses the token, and
-//     CallerKey encodes every field with its length, so no name reads as two.
+//     a Caller's Key (computed by NewCaller alone) encodes every field with its length,
+//     so no name reads as two.
 //   - The claims routed, mapped and checked by rules are decoded once, strictly:
 //     duplicate keys, and keys that differ from a registered claim only in case, are
 //     refused, so go-oidc's own (case-insensitive) reading of iss, aud and exp agrees
@@ -42,7 +46,10 @@
 //     message carries a token, a secret, a query string or a claim beyond the mapped
 //     username.
 //
-// It must not: log (callers decide what to log, from the typed errors), import the
-// gateway, the catalogue or the controllers, or keep a token itself in memory (caches
-// are keyed by digest).
+// The Authenticator logs only whether ServiceAccount tokens can be verified locally; a
+// Caller prints and logs as its username and provider only.
+//
+// It must not: log anything else (callers decide what to log, from the typed errors),
+// import the gateway, the catalogue or the controllers, or keep a token itself in memory
+// (caches are keyed by digest; a Caller holds no token).
 package identity

@@ -43,8 +43,10 @@ const (
 
 // Errors a TokenError matches with errors.Is, by whether it heals by itself.
 var (
-	// ErrUnauthenticated matches every refusal that is the token's fault: answer 401.
-	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrUnauthenticated matches every refusal that is the token's fault, and every
+	// error of an Authenticator that means the request carries no valid bearer token:
+	// answer 401.
+	ErrUnauthenticated = errors.New("a valid bearer token (a ServiceAccount token) is required")
 	// ErrIssuerUnavailable matches a refusal because the issuer could not be asked:
 	// answer 503, the caller may try again.
 	ErrIssuerUnavailable = errors.New("identity provider unavailable")

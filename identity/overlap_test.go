@@ -225,11 +225,11 @@ func TestCallerKeyIsUnambiguous(t *testing.T) {
 		{{"alice", "", []string{"g:x"}}, {"alice", "", []string{"x"}}},
 		{{"alice\x00\x00g:x", "", nil}, {"alice", "", []string{"x"}}},
 	} {
-		if CallerKey(pair[0].user, pair[0].uid, pair[0].groups) == CallerKey(pair[1].user, pair[1].uid, pair[1].groups) {
+		if callerKey(pair[0].user, pair[0].uid, pair[0].groups) == callerKey(pair[1].user, pair[1].uid, pair[1].groups) {
 			t.Errorf("%q and %q have one key", pair[0], pair[1])
 		}
 	}
-	if CallerKey("alice", "", []string{"b", "a", "b"}) != CallerKey("alice", "", []string{"a", "b"}) {
+	if callerKey("alice", "", []string{"b", "a", "b"}) != callerKey("alice", "", []string{"a", "b"}) {
 		t.Error("the order or a repeat of groups changes the key")
 	}
 }

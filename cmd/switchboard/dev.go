@@ -32,10 +32,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/catalog"
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
 	"github.com/switchboard-mcp/switchboard/internal/devcluster"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/kustomize"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
@@ -592,12 +592,12 @@ func gatewayEndpoints(catalogAddr string, objects []*unstructured.Unstructured) 
 		case "MCPServer":
 			endpoints = append(endpoints, gatewayEndpoint{
 				name: obj.GetName(),
-				url:  "http://" + catalogAddr + catalog.GatewayPath(obj.GetNamespace(), obj.GetName()),
+				url:  "http://" + catalogAddr + gatewaypath.Server(obj.GetNamespace(), obj.GetName()),
 			})
 		case "MCPToolset":
 			endpoints = append(endpoints, gatewayEndpoint{
 				name: obj.GetName(), toolset: true,
-				url: "http://" + catalogAddr + catalog.ToolsetGatewayPath(obj.GetNamespace(), obj.GetName()),
+				url: "http://" + catalogAddr + gatewaypath.Toolset(obj.GetNamespace(), obj.GetName()),
 			})
 		}
 	}

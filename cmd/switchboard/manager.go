@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"os"
 	"runtime/debug"
@@ -43,6 +42,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/identity"
+	"github.com/switchboard-mcp/switchboard/internal/frontdoor"
 	"github.com/switchboard-mcp/switchboard/internal/sharding"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
@@ -187,7 +187,7 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Namespace the manager runs in, whose pods may reach stdio server bridges; defaults to $POD_NAMESPACE.")
 	fs.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", "",
 		"Namespace holding the Secrets that cluster-scoped objects (MCPIdentityProviders) reference, as cert-manager's for ClusterIssuers; defaults to --operator-namespace. With --watch-namespaces, the manager also watches Secrets there and needs get, list and watch on them.")
-	fs.StringVar(&o.catalogAddr, "catalog-bind-address", catalog.DefaultBindAddress,
+	fs.StringVar(&o.catalogAddr, "catalog-bind-address", frontdoor.DefaultAddress,
 		"Address the catalogue (REST under /api/v1, MCP at /mcp) listens on; 0 disables it.")
 	fs.StringVar(&o.catalogAuth, "catalog-auth", string(catalog.AuthTokenReview),
 		"How catalogue callers are authenticated: tokenreview, or none (for switchboard dev only).")
@@ -526,9 +526,11 @@ func (o *managerOptions) newMembership(mgr ctrl.Manager) (*sharding.Membership, 
 	return membership, mgr.Add(membership)
 }
 
-// setupCatalog adds the catalogue and the gateway, which every replica serves on the
-// catalogue's address: the catalogue from its informer cache, the gateway over upstream
-// sessions built from pool's.
+// setupCatalog adds the catalogue and the gateway, which every replica serves side by side
+// on one listener (--catalog-bind-address): the catalogue from its informer cache, the
+// gateway over upstream sessions built from pool's. The two share the catalogue's
+// identity.Authenticator and know nothing of each other: what the gateway needs of the
+// catalogue (its tool ranking, the resource metadata's challenge) is handed to it here.
 func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) error {
 	mode, err := catalog.ParseAuthMode(opts.catalogAuth)
 	if err != nil {
@@ -538,14 +540,9 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	if err != nil {
 		return fmt.Errorf("--gateway-public-url: %w", err)
 	}
-	// The gateway shares the catalogue's Authenticator, which exists only once the
-	// catalogue does; requests reach the gateway only after both are built.
-	var gw *gateway.Gateway
 	cat, err := catalog.New(mgr, catalog.Options{
 		ResourceMetadata: metadata,
-		BindAddress:      opts.catalogAddr,
 		Auth:             mode,
-		Gateway:          http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gw.Handler().ServeHTTP(w, r) }),
 		Logger:           ctrl.Log.WithName("catalog"),
 
 		ServiceAccountTokensOnly: opts.catalogSATokenOnly,
@@ -558,6 +555,7 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	gatewayOpts := gateway.Options{
 		Pool:                      pool,
 		ResourceMetadata:          metadata,
+		NewToolIndex:              catalogToolIndex,
 		MaxSessions:               opts.gatewayMaxSessions,
 		MaxSessionsPerCaller:      opts.gatewayMaxSessionsPerCaller,
 		MaxSessionsPerNamespace:   opts.gatewayMaxSessionsPerNamespace,
@@ -572,18 +570,17 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		Audit:                     opts.auditRoot().WithName("gateway").WithName("audit"),
 	}
 	if mode != catalog.AuthNone {
-		reviewCfg := rest.CopyConfig(mgr.GetConfig())
 		// An API client of its own, so that the gateway's reviews do not queue behind
 		// the manager's other requests.
-		reviewCfg.QPS, reviewCfg.Burst, reviewCfg.RateLimiter = 50, 100, nil
-		access, err := authorizationv1client.NewForConfig(reviewCfg)
+		access, err := authorizationv1client.NewForConfig(identity.ReviewClientConfig(mgr.GetConfig()))
 		if err != nil {
 			return fmt.Errorf("creating the gateway's SubjectAccessReview client: %w", err)
 		}
 		gatewayOpts.Authenticator = cat.Authenticator()
 		gatewayOpts.Access = access.SubjectAccessReviews()
 	}
-	if gw, err = gateway.New(gatewayOpts); err != nil {
+	gw, err := gateway.New(gatewayOpts)
+	if err != nil {
 		return fmt.Errorf("creating the gateway: %w", err)
 	}
 	informer, err := mgr.GetCache().GetInformer(context.Background(), &mcpv1alpha1.MCPServer{})
@@ -600,7 +597,16 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	if _, err := toolsetInformer.AddEventHandler(gw.ToolsetEventHandler()); err != nil {
 		return fmt.Errorf("adding the gateway's MCPToolset event handler: %w", err)
 	}
-	if err := mgr.Add(cat); err != nil {
+	door, err := frontdoor.New(frontdoor.Options{
+		Address:   opts.catalogAddr,
+		Catalogue: cat.Handler(),
+		Gateway:   gw.Handler(),
+		Logger:    ctrl.Log.WithName("catalog"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(door); err != nil {
 		return err
 	}
 	if err := mgr.Add(gw); err != nil {
@@ -608,6 +614,17 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	}
 	// Not ready until the catalogue's index has synced.
 	return mgr.AddReadyzCheck("catalog", cat.ReadyCheck)
+}
+
+// catalogToolIndex is the catalogue's ranking (catalog.NewToolIndex) as the gateway's
+// ToolIndex: a toolset's find_tools ranks its tools as the catalogue's search_tools ranks
+// a server's.
+func catalogToolIndex(tools []gateway.IndexedTool) gateway.ToolIndex {
+	items := make([]catalog.IndexedTool, len(tools))
+	for i, t := range tools {
+		items[i] = catalog.IndexedTool(t)
+	}
+	return catalog.NewToolIndex(items)
 }
 
 // containerMemoryLimitEnv carries the container's memory limit in bytes, from the

@@ -1,4 +1,4 @@
-package catalog
+package identity
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
@@ -37,10 +36,10 @@ func (op *smallOP) sign(key *ecdsa.PrivateKey, kid string) string {
 }
 
 // providersFor applies one provider for op, introspecting opaque tokens.
-func providersFor(t *testing.T, op *smallOP) *identity.Providers {
+func providersFor(t *testing.T, op *smallOP) *Providers {
 	t.Helper()
-	ps := identity.NewProviders(identity.Options{})
-	err := ps.Apply(context.Background(), identity.ProviderConfig{
+	ps := NewProviders(Options{})
+	err := ps.Apply(context.Background(), ProviderConfig{
 		Name:              "corp",
 		Generation:        1,
 		IssuerURL:         op.URL(),
@@ -51,7 +50,7 @@ func providersFor(t *testing.T, op *smallOP) *identity.Providers {
 		GroupsClaim:       "groups",
 		GroupsPrefix:      "oidc:",
 		Advertise:         true,
-		Introspection:     &identity.Introspection{ClientID: "switchboard-gateway", ClientSecret: "client-secret"},
+		Introspection:     &Introspection{ClientID: "switchboard-gateway", ClientSecret: "client-secret"},
 	})
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -71,10 +70,10 @@ func TestAuthenticatorProviderJWTsNeedNoTokenReview(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Authenticate(provider JWT): %v", err)
 	}
-	if id.User.Username != "oidc:alice@example.com" || !slices.Equal(id.User.Groups, []string{"oidc:mcp-users"}) {
-		t.Errorf("caller = %q %q, want oidc:alice@example.com [oidc:mcp-users]", id.User.Username, id.User.Groups)
+	if id.Username != "oidc:alice@example.com" || !slices.Equal(id.Groups, []string{"oidc:mcp-users"}) {
+		t.Errorf("caller = %q %q, want oidc:alice@example.com [oidc:mcp-users]", id.Username, id.Groups)
 	}
-	if id.Key != NewIdentity(id.User).Key {
+	if id.Key != NewCaller(id.UserInfo()).Key {
 		t.Errorf("the key of a provider's caller differs from the key of the same Kubernetes user")
 	}
 
@@ -105,7 +104,7 @@ func TestAuthenticatorOpaqueTokensReviewedBeforeIntrospection(t *testing.T) {
 	a := NewAuthenticator(reviews, nil, AuthenticatorOptions{IdentityProviders: providersFor(t, op)})
 
 	id, err := a.Authenticate(context.Background(), "opaque-of-the-cluster")
-	if err != nil || id.User.Username != "carol" {
+	if err != nil || id.Username != "carol" {
 		t.Fatalf("Authenticate(cluster's opaque token) = %v, %v; want carol", id, err)
 	}
 	if calls, _ := reviews.counts(); calls != 1 || op.Introspections() != 0 {
@@ -116,8 +115,8 @@ func TestAuthenticatorOpaqueTokensReviewedBeforeIntrospection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Authenticate(issuer's opaque token): %v", err)
 	}
-	if id.User.Username != "oidc:bob@example.com" || !slices.Equal(id.User.Groups, []string{"oidc:search"}) {
-		t.Errorf("caller = %q %q, want oidc:bob@example.com [oidc:search]", id.User.Username, id.User.Groups)
+	if id.Username != "oidc:bob@example.com" || !slices.Equal(id.Groups, []string{"oidc:search"}) {
+		t.Errorf("caller = %q %q, want oidc:bob@example.com [oidc:search]", id.Username, id.Groups)
 	}
 	if calls, _ := reviews.counts(); calls != 2 || op.Introspections() != 1 {
 		t.Errorf("reviews %d, introspections %d; want 2 and 1: reviewed first, then introspected", calls, op.Introspections())
@@ -127,7 +126,7 @@ func TestAuthenticatorOpaqueTokensReviewedBeforeIntrospection(t *testing.T) {
 	// API server, so introspected without a review.
 	jweLike := "eyJhbGciOiJkaXIifQ.a.b.c.d"
 	op.Activate(jweLike, bob)
-	if id, err := a.Authenticate(context.Background(), jweLike); err != nil || id.User.Username != "oidc:bob@example.com" {
+	if id, err := a.Authenticate(context.Background(), jweLike); err != nil || id.Username != "oidc:bob@example.com" {
 		t.Fatalf("Authenticate(five-segment opaque token) = %v, %v", id, err)
 	}
 	if calls, _ := reviews.counts(); calls != 2 || op.Introspections() != 2 {

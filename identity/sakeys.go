@@ -1,4 +1,4 @@
-package catalog
+package identity
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	josejwt "github.com/go-jose/go-jose/v4/jwt"
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
-	"k8s.io/client-go/discovery"
+	k8sdiscovery "k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 )
 
@@ -33,8 +33,8 @@ const (
 	jwksPath                = "/openid/v1/jwks"
 )
 
-// maxDiscoveryBytes bounds a discovery document or key set read from the API server.
-const maxDiscoveryBytes = 1 << 20
+// maxServiceAccountKeysBytes bounds a discovery document or key set read from the API server.
+const maxServiceAccountKeysBytes = 1 << 20
 
 // APIServerServiceAccountKeys reads the service-account issuer from the API server's
 // /.well-known/openid-configuration and its keys from /openid/v1/jwks, through cfg (an
@@ -44,7 +44,7 @@ const maxDiscoveryBytes = 1 << 20
 // Kubernetes grants it to every ServiceAccount by default
 // (system:service-account-issuer-discovery), and the manager's ClusterRole asks for it too.
 func APIServerServiceAccountKeys(cfg *rest.Config) (ServiceAccountKeys, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(reviewConfig(cfg))
+	dc, err := k8sdiscovery.NewDiscoveryClientForConfig(ReviewClientConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("creating the service-account key client: %w", err)
 	}
@@ -55,12 +55,12 @@ func APIServerServiceAccountKeys(cfg *rest.Config) (ServiceAccountKeys, error) {
 			return nil, fmt.Errorf("getting %s: %w", path, err)
 		}
 		defer body.Close()
-		b, err := io.ReadAll(io.LimitReader(body, maxDiscoveryBytes+1))
+		b, err := io.ReadAll(io.LimitReader(body, maxServiceAccountKeysBytes+1))
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", path, err)
 		}
-		if len(b) > maxDiscoveryBytes {
-			return nil, fmt.Errorf("reading %s: larger than %d bytes", path, maxDiscoveryBytes)
+		if len(b) > maxServiceAccountKeysBytes {
+			return nil, fmt.Errorf("reading %s: larger than %d bytes", path, maxServiceAccountKeysBytes)
 		}
 		return b, nil
 	}
@@ -159,7 +159,7 @@ func (v *serviceAccountVerifier) ready(ctx context.Context) bool {
 
 // check decides on token, a token that passed CheckTokenShape.
 func (v *serviceAccountVerifier) check(ctx context.Context, token string) verdict {
-	if !looksLikeJWT(token) {
+	if !meantAsJWT(token) {
 		return unverified
 	}
 	tok, err := josejwt.ParseSigned(token, signatureAlgorithms)
@@ -283,9 +283,9 @@ func (v *serviceAccountVerifier) fetchSet(ctx context.Context) (*keySet, error) 
 	return set, nil
 }
 
-// looksLikeJWT reports whether a token is meant as a JWT: it begins with "eyJ" (how the
+// meantAsJWT reports whether a token is meant as a JWT: it begins with "eyJ" (how the
 // base64url of every JWT header begins) and has a dot. CheckTokenShape holds such tokens
 // to the compact JWS form.
-func looksLikeJWT(token string) bool {
+func meantAsJWT(token string) bool {
 	return strings.HasPrefix(token, "eyJ") && strings.Contains(token, ".")
 }

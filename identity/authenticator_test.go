@@ -1,4 +1,4 @@
-package catalog
+package identity
 
 import (
 	"context"
@@ -35,10 +35,10 @@ func TestCheckTokenShape(t *testing.T) {
 		{"static base64 token", "c2VjcmV0+/c2VjcmV0==", true, time.Time{}},
 		{"opaque token beginning with eyJ, no dot", "eyJzb21ldGhpbmc", true, time.Time{}},
 		{"opaque punctuation", "a!b#c$d%e&f'g(h)i*j,k:l;m<n>o?p@q[r]s^t`u{v|w}x~y", true, time.Time{}},
-		{"longest", strings.Repeat("a", maxTokenBytes), true, time.Time{}},
+		{"longest", strings.Repeat("a", maxBearerTokenBytes), true, time.Time{}},
 
 		{"empty", "", false, time.Time{}},
-		{"too long", strings.Repeat("a", maxTokenBytes+1), false, time.Time{}},
+		{"too long", strings.Repeat("a", maxBearerTokenBytes+1), false, time.Time{}},
 		{"space", "abc def", false, time.Time{}},
 		{"tab", "abc\tdef", false, time.Time{}},
 		{"NUL", "abc\x00def", false, time.Time{}},
@@ -79,7 +79,7 @@ func FuzzCheckTokenShape(f *testing.F) {
 		if _, err := CheckTokenShape(token); err != nil {
 			return
 		}
-		if token == "" || len(token) > maxTokenBytes || strings.ContainsFunc(token, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		if token == "" || len(token) > maxBearerTokenBytes || strings.ContainsFunc(token, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 			t.Errorf("accepted %q", token)
 		}
 	})
@@ -148,8 +148,8 @@ func TestAuthenticatorSharesReviewsAndRemembersFailures(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			id, err := a.Authenticate(context.Background(), "good")
-			if err == nil && id.User.Username != "alice" {
-				err = errors.New("wrong user " + id.User.Username)
+			if err == nil && id.Username != "alice" {
+				err = errors.New("wrong user " + id.Username)
 			}
 			errs <- err
 		})
@@ -197,7 +197,7 @@ func TestAuthenticatorKnownTokensBypassAFlood(t *testing.T) {
 	}
 	for range 3 {
 		id, err := a.Authenticate(context.Background(), "good")
-		if err != nil || id.User.Username != "alice" {
+		if err != nil || id.Username != "alice" {
 			t.Fatalf("known token during the flood: %v, %v", id, err)
 		}
 	}

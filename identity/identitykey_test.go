@@ -1,4 +1,4 @@
-package catalog
+package identity
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func (f *userReviews) Create(_ context.Context, tr *authenticationv1.TokenReview
 }
 
 // One Kubernetes identity has one key whether TokenReview or an MCPIdentityProvider
-// vouched for it: the two places that compute it agree.
+// vouched for it.
 func TestOneIdentityHasOneKeyHoweverItAuthenticated(t *testing.T) {
 	op := newSmallOP(t)
 	ps := providersFor(t, op)
@@ -43,7 +43,7 @@ func TestOneIdentityHasOneKeyHoweverItAuthenticated(t *testing.T) {
 		t.Fatal(err)
 	}
 	if caller.Key != viaProvider.Key || viaProvider.Key != viaReview.Key {
-		t.Errorf("one identity, three keys: identity.Caller %s, provider through the Authenticator %s, TokenReview %s", caller.Key, viaProvider.Key, viaReview.Key)
+		t.Errorf("one identity, three keys: Caller %s, provider through the Authenticator %s, TokenReview %s", caller.Key, viaProvider.Key, viaReview.Key)
 	}
 	other := &userReviews{user: authenticationv1.UserInfo{Username: "oidc:alice@example.com", Groups: []string{"oidc:mcp-users", "oidc:admins"}}}
 	if id, err := NewAuthenticator(other, nil, AuthenticatorOptions{}).Authenticate(context.Background(), "opaque-cluster-token"); err != nil || id.Key == caller.Key {
@@ -58,11 +58,11 @@ func TestIdentityKeyIsUnambiguous(t *testing.T) {
 		{{Username: "alice\x00"}, {Username: "alice", UID: "\x00"}},
 		{{Username: "alice", Groups: []string{"uid"}}, {Username: "alice", UID: "uid"}},
 	} {
-		if identityKey(pair[0]) == identityKey(pair[1]) {
+		if NewCaller(pair[0]).Key == NewCaller(pair[1]).Key {
 			t.Errorf("%+v and %+v have one identity key", pair[0], pair[1])
 		}
 	}
-	for _, pair := range [][2]map[string]authenticationv1.ExtraValue{
+	for _, pair := range [][2]map[string][]string{
 		{{"a": {"b\x00e:c"}}, {"a": {"b"}, "c": {}}},
 		{{"a": {"b", "c"}}, {"a": {"bc"}}},
 		{{"a": {}, "b": {"c"}}, {"a": {"b", "c"}}},

@@ -4,11 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/policy"
 )
 
@@ -41,14 +39,11 @@ func computeAccessPolicyStatus(p *mcpv1alpha1.MCPAccessPolicy, obs *accessPolicy
 	}
 
 	ready := accessPolicyReadyCondition(p, obs)
-	setAccessPolicyCondition(p, ready)
-	if ready.Status == metav1.ConditionTrue {
-		meta.RemoveStatusCondition(&st.Conditions, mcpv1alpha1.ConditionStalled)
-	} else {
-		setAccessPolicyCondition(p, &metav1.Condition{Type: mcpv1alpha1.ConditionStalled, Status: metav1.ConditionTrue,
-			Reason: ready.Reason, Message: ready.Message})
+	s := summary{ready: conditionState{ready.Status, ready.Reason, ready.Message}}
+	if ready.Status != metav1.ConditionTrue {
+		s.progress, s.reason, s.message = progressStalled, ready.Reason, ready.Message
 	}
-	meta.RemoveStatusCondition(&st.Conditions, mcpv1alpha1.ConditionReconciling)
+	setSummary(&st.Conditions, p.Generation, s)
 }
 
 // accessPolicyReadyCondition is the summary: True when the policy compiled.
@@ -71,11 +66,4 @@ func accessPolicyReadyCondition(p *mcpv1alpha1.MCPAccessPolicy, obs *accessPolic
 		c.Message = fmt.Sprintf("%s %d rules on %d targets", verb, len(p.Spec.Rules), len(obs.targets))
 	}
 	return c
-}
-
-// setAccessPolicyCondition sets c with the policy's generation and a bounded message.
-func setAccessPolicyCondition(p *mcpv1alpha1.MCPAccessPolicy, c *metav1.Condition) {
-	c.ObservedGeneration = p.Generation
-	c.Message = connector.TruncateUTF8(c.Message, maxMessageLength)
-	meta.SetStatusCondition(&p.Status.Conditions, *c)
 }

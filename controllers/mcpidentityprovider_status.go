@@ -4,11 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/connector"
 )
 
 // providerObservation is what one reconcile saw of an MCPIdentityProvider: the first
@@ -90,34 +88,11 @@ func (o *providerObservation) failure() *notReady {
 // condition is set, or removed, on every call. Messages are cut to 1 KiB.
 func computeProviderStatus(obj *mcpv1alpha1.MCPIdentityProvider, obs *providerObservation) {
 	obj.Status.ObservedGeneration = obj.Generation
-	set := func(condType string, c *conditionState) {
-		if c == nil {
-			meta.RemoveStatusCondition(&obj.Status.Conditions, condType)
-			return
-		}
-		meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
-			Type:               condType,
-			Status:             c.status,
-			Reason:             c.reason,
-			Message:            connector.TruncateUTF8(c.message, maxMessageLength),
-			ObservedGeneration: obj.Generation,
-		})
-	}
 	failed := obs.failure()
 	if failed == nil {
-		set(mcpv1alpha1.ConditionReady, &conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
-			fmt.Sprintf("Discovery document and key set of %s fetched; tokens it issues are accepted", obj.Spec.Issuer.URL)})
-		set(mcpv1alpha1.ConditionReconciling, nil)
-		set(mcpv1alpha1.ConditionStalled, nil)
+		setSummary(&obj.Status.Conditions, obj.Generation, summary{ready: conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded,
+			fmt.Sprintf("Discovery document and key set of %s fetched; tokens it issues are accepted", obj.Spec.Issuer.URL)}})
 		return
 	}
-	set(mcpv1alpha1.ConditionReady, &conditionState{metav1.ConditionFalse, failed.reason, failed.message})
-	reconciling, stalled := (*conditionState)(nil), (*conditionState)(nil)
-	if failed.progress == progressStalled {
-		stalled = &conditionState{metav1.ConditionTrue, failed.reason, failed.message}
-	} else {
-		reconciling = &conditionState{metav1.ConditionTrue, failed.reason, failed.message}
-	}
-	set(mcpv1alpha1.ConditionReconciling, reconciling)
-	set(mcpv1alpha1.ConditionStalled, stalled)
+	setSummary(&obj.Status.Conditions, obj.Generation, notReadySummary(failed.progress, failed.reason, failed.message))
 }

@@ -61,18 +61,6 @@ type workloadObservation struct {
 	err error
 }
 
-// progress is what kstatus should make of a server that is not Ready.
-type progress int
-
-const (
-	// progressIdle means nothing is being worked on and nothing is wrong (suspended).
-	progressIdle progress = iota
-	// progressReconciling means the failure heals by itself: Reconciling=True.
-	progressReconciling
-	// progressStalled means a person has to change something: Stalled=True.
-	progressStalled
-)
-
 // notReady is the outcome of the first failing readiness check.
 type notReady struct {
 	reason, message string
@@ -192,45 +180,23 @@ func computeStatus(obj *mcpv1alpha1.MCPServer, obs *observation) {
 			break
 		}
 	}
-	if failed == nil {
-		// Ready: the server serves. Whether the current generation is what serves is
-		// kstatus's to say, through Reconciling and Stalled.
-		message := "Connected and tools discovered"
-		if failed = rolloutPending(obj, obs); failed != nil {
-			message += "; " + uncapitalize(failed.message)
-		} else {
-			failed = &notReady{progress: progressIdle}
-		}
-		setCondition(obj, mcpv1alpha1.ConditionReady, metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, message)
-	} else {
-		setCondition(obj, mcpv1alpha1.ConditionReady, metav1.ConditionFalse, failed.reason, failed.message)
+	if failed != nil {
+		setSummary(&obj.Status.Conditions, obj.Generation, notReadySummary(failed.progress, failed.reason, failed.message))
+		return
 	}
-	// kstatus: Reconciling and Stalled are present only while True.
-	reconciling, stalled := (*conditionState)(nil), (*conditionState)(nil)
-	switch failed.progress {
-	case progressReconciling:
-		reconciling = &conditionState{metav1.ConditionTrue, failed.reason, failed.message}
-	case progressStalled:
-		stalled = &conditionState{metav1.ConditionTrue, failed.reason, failed.message}
+	// Ready: the server serves. Whether the current generation is what serves is
+	// kstatus's to say, through Reconciling and Stalled.
+	s := summary{ready: conditionState{metav1.ConditionTrue, mcpv1alpha1.ReasonSucceeded, "Connected and tools discovered"}}
+	if pending := rolloutPending(obj, obs); pending != nil {
+		s.ready.message += "; " + uncapitalize(pending.message)
+		s.progress, s.reason, s.message = pending.progress, pending.reason, pending.message
 	}
-	setOrRemove(obj, mcpv1alpha1.ConditionReconciling, reconciling)
-	setOrRemove(obj, mcpv1alpha1.ConditionStalled, stalled)
-}
-
-// conditionState is a condition's status, reason and message; nil means the condition
-// is absent.
-type conditionState struct {
-	status          metav1.ConditionStatus
-	reason, message string
+	setSummary(&obj.Status.Conditions, obj.Generation, s)
 }
 
 // setOrRemove sets the condition to c, or removes it when c is nil.
 func setOrRemove(obj *mcpv1alpha1.MCPServer, condType string, c *conditionState) {
-	if c == nil {
-		meta.RemoveStatusCondition(&obj.Status.Conditions, condType)
-		return
-	}
-	setCondition(obj, condType, c.status, c.reason, c.message)
+	setConditionState(&obj.Status.Conditions, obj.Generation, condType, c)
 }
 
 // keep returns the condition as it is, or nil when it is absent.

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/toolsets"
 )
@@ -96,22 +95,16 @@ func computeToolsetStatus(ts *mcpv1alpha1.MCPToolset, obs *toolsetObservation) {
 	setToolsetCondition(ts, namesUniqueCondition(obs))
 
 	readyCond := toolsetReadyCondition(obs, ready, notReady)
-	setToolsetCondition(ts, readyCond)
+	s := summary{ready: conditionState{readyCond.Status, readyCond.Reason, readyCond.Message}}
 	switch {
 	case obs.invalidSelector != "":
-		setToolsetCondition(ts, &metav1.Condition{Type: mcpv1alpha1.ConditionStalled, Status: metav1.ConditionTrue,
-			Reason: mcpv1alpha1.ReasonInvalidSpec, Message: readyCond.Message})
-		meta.RemoveStatusCondition(&st.Conditions, mcpv1alpha1.ConditionReconciling)
+		s.progress, s.reason, s.message = progressStalled, mcpv1alpha1.ReasonInvalidSpec, readyCond.Message
 	case readyCond.Status != metav1.ConditionTrue:
 		// Waiting for servers to become Ready (or to exist) is progress the toolset
 		// itself cannot make: it resumes on the servers' own changes.
-		setToolsetCondition(ts, &metav1.Condition{Type: mcpv1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
-			Reason: readyCond.Reason, Message: readyCond.Message})
-		meta.RemoveStatusCondition(&st.Conditions, mcpv1alpha1.ConditionStalled)
-	default:
-		meta.RemoveStatusCondition(&st.Conditions, mcpv1alpha1.ConditionReconciling)
-		meta.RemoveStatusCondition(&st.Conditions, mcpv1alpha1.ConditionStalled)
+		s.progress, s.reason, s.message = progressReconciling, readyCond.Reason, readyCond.Message
 	}
+	setSummary(&st.Conditions, ts.Generation, s)
 }
 
 // toolsetReadyCondition is the summary: True when at least one selected server is Ready
@@ -234,7 +227,5 @@ func toolsetDigest(obs *toolsetObservation) string {
 
 // setToolsetCondition sets c with the toolset's generation and a bounded message.
 func setToolsetCondition(ts *mcpv1alpha1.MCPToolset, c *metav1.Condition) {
-	c.ObservedGeneration = ts.Generation
-	c.Message = connector.TruncateUTF8(c.Message, maxMessageLength)
-	meta.SetStatusCondition(&ts.Status.Conditions, *c)
+	setConditionState(&ts.Status.Conditions, ts.Generation, c.Type, &conditionState{c.Status, c.Reason, c.Message})
 }

@@ -15,6 +15,11 @@ BIN_DIR := bin
 TEST_PACKAGES ?= ./...
 GO_TEST_FLAGS ?=
 
+# The release `make release` writes: SemVer without a leading v, the image's tag and the
+# chart's version and appVersion (make release VERSION=1.2.3).
+VERSION ?= 0.0.0-dev
+DIST_DIR := dist
+
 # Paths written by `make generate manifests docs`; `make verify` requires them to be current.
 GENERATED_PATHS := api config/crd config/rbac docs charts/switchboard/files
 
@@ -120,6 +125,11 @@ verify: generate manifests docs ## Fail when generated files are stale, go.mod i
 .PHONY: build
 build: ## Build the switchboard binary into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/switchboard ./cmd/switchboard
+
+.PHONY: release
+release: ## Write a release into dist/, pushing nothing: the image for linux/amd64 and linux/arm64 as an OCI layout tarball, the chart packaged with VERSION as version and appVersion, SHA256SUMS.
+	rm -rf $(DIST_DIR)
+	$(GO) run ./hack/release -version $(VERSION) -out $(DIST_DIR)
 
 .PHONY: dev
 dev: build ## Run Switchboard on this machine: a control plane, the manager and demo MCP servers; Ctrl-C stops it all.

@@ -2,7 +2,8 @@
 //
 //   - switchboard-VERSION.oci.tar: the switchboard image for linux/amd64 and
 //     linux/arm64 as an OCI image layout in a tar (what `docker buildx build --output
-//     type=oci` writes; `crane push`, `skopeo copy oci-archive:...` or `oras cp` push it).
+//     type=oci` writes; `skopeo copy --all oci-archive:FILE docker://REF` pushes it, as
+//     does `crane push` of the unpacked folder).
 //     Its index.json names one image index, tagged VERSION, of the two images, each
 //     assembled as the Dockerfile builds it (internal/imagebuild): the static binary at
 //     /switchboard, USER 65532:65532, no shell, the host's CA bundle.

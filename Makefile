@@ -15,6 +15,11 @@ BIN_DIR := bin
 TEST_PACKAGES ?= ./...
 GO_TEST_FLAGS ?=
 
+# The release `make release` writes: SemVer without a leading v, the image's tag and the
+# chart's version and appVersion (make release VERSION=1.2.3).
+VERSION ?= 0.0.0-dev
+DIST_DIR := dist
+
 # Paths written by `make generate manifests docs`; `make verify` requires them to be current.
 GENERATED_PATHS := api config/crd config/rbac docs charts/switchboard/files
 
@@ -60,7 +65,7 @@ envtest: ## Build or find kube-apiserver and etcd for the tests and print their 
 	@hack/envtest-assets.sh
 
 .PHONY: test
-test: ## Run all tests (unit and envtest integration) with the race detector, then the heap tests without it.
+test: ## Run all tests (unit and envtest integration) with the race detector, then the heap tests without it, then go-sdk's own tests against the patched copy.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
 	SWITCHBOARD_SUPERGATEWAY="$$(hack/test-servers.sh --supergateway)" \
@@ -74,6 +79,11 @@ test: ## Run all tests (unit and envtest integration) with the race detector, th
 	@# slowdown would distort their figures (they carry a !race build tag).
 	$(GO) test -count=1 $(GO_TEST_FLAGS) -run 'TestHostileServersStayWithinTheDiscoveryMemoryBudget' ./connector/
 	$(GO) test -count=1 $(GO_TEST_FLAGS) -run 'TestAThousandSessionsOnAHungServerLeaveOtherServersAlone' ./gateway/
+	@$(MAKE) --no-print-directory test-go-sdk
+
+.PHONY: test-go-sdk
+test-go-sdk: ## Run go-sdk's own tests against third_party/go-sdk (its patches applied), a module of its own.
+	cd third_party/go-sdk && $(GO) test -race -count=1 ./...
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary, real MCP servers, an OpenID provider.
@@ -99,7 +109,7 @@ bench-node: ## Measure on the node (hack/node.sh, needs root): apply of a stdio 
 	$(GO) test -tags node -count=1 -run '^$$' -bench . -benchtime 5x -timeout 45m $(GO_TEST_FLAGS) ./test/node/
 
 .PHONY: verify
-verify: generate manifests docs ## Fail when generated files are stale, go.mod is untidy, third_party/go-sdk is not go-sdk with its patch, or gofmt, go vet or golangci-lint complain.
+verify: generate manifests docs ## Fail when generated files are stale, go.mod is untidy, third_party/go-sdk is not go-sdk with its patches, or gofmt, go vet or golangci-lint complain.
 	@changed="$$(git status --porcelain -- $(GENERATED_PATHS))"; \
 	if [ -n "$$changed" ]; then \
 		echo "Generated files are stale; run 'make generate manifests docs' and commit:"; \
@@ -115,6 +125,11 @@ verify: generate manifests docs ## Fail when generated files are stale, go.mod i
 .PHONY: build
 build: ## Build the switchboard binary into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/switchboard ./cmd/switchboard
+
+.PHONY: release
+release: ## Write a release into dist/, pushing nothing: the image for linux/amd64 and linux/arm64 as an OCI layout tarball, the chart packaged with VERSION as version and appVersion, SHA256SUMS.
+	rm -rf $(DIST_DIR)
+	$(GO) run ./hack/release -version $(VERSION) -out $(DIST_DIR)
 
 .PHONY: dev
 dev: build ## Run Switchboard on this machine: a control plane, the manager and demo MCP servers; Ctrl-C stops it all.

@@ -42,7 +42,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -55,6 +54,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/switchboard-mcp/switchboard/internal/imagebuild"
 )
 
 const (
@@ -62,8 +63,6 @@ const (
 	// internal/cri/config/config.go); the node's containerd runs every pod's sandbox
 	// from it and must find it without a registry.
 	pauseRef = "registry.k8s.io/pause:3.10.2"
-	// nonroot is distroless's nonroot user and group.
-	nonroot = "65532:65532"
 	// pauseUser is the user the pause image runs as, as Kubernetes builds it.
 	pauseUser = "65535:65535"
 	// listName is the list file's name in the output folder.
@@ -76,12 +75,6 @@ const (
 	nodePath   = "/usr/local/bin/node"
 	appModules = "/app/node_modules"
 )
-
-// env is the environment of every image but pause, as distroless sets it.
-var env = []string{
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-}
 
 // listHeader opens the list file: which line is which.
 const listHeader = `# Images for the node, built by hack/node-images; import each with
@@ -161,7 +154,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	base, err := baseLayer(o.caBundle)
+	base, err := imagebuild.BaseLayer(o.caBundle)
 	if err != nil {
 		return err
 	}
@@ -191,43 +184,40 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	platform := v1.Platform{OS: "linux", Architecture: "amd64"}
 	var images []image
-	add := func(repo, tag string, layers []layer, cfg config, command []string) error {
-		img, err := buildImage(tmp, layers, cfg)
+	add := func(repo, tag string, layers []imagebuild.Layer, cfg imagebuild.Config, command []string) error {
+		img, err := imagebuild.Build(tmp, platform, layers, cfg, imagebuild.Docker)
 		if err != nil {
 			return fmt.Errorf("%s: %w", repo, err)
 		}
 		images = append(images, image{repo: repo, tag: tag, img: img, command: command})
 		return nil
 	}
+	addSwitchboard := func(repo string, labels map[string]string) error {
+		img, err := imagebuild.Switchboard(tmp, platform, base, o.switchboard, labels, imagebuild.Docker)
+		if err != nil {
+			return fmt.Errorf("%s: %w", repo, err)
+		}
+		images = append(images, image{repo: repo, img: img})
+		return nil
+	}
 
 	logf("assembling the switchboard image")
-	if err := add(o.registry+"/switchboard", "", []layer{base, binaryLayer(o.switchboard, "/switchboard")}, config{
-		user: nonroot, entrypoint: []string{"/switchboard"}, cmd: []string{"manager"}, env: env,
-		labels: map[string]string{
-			"org.opencontainers.image.title":       "switchboard",
-			"org.opencontainers.image.description": "Kubernetes operator for MCP server connections",
-			"org.opencontainers.image.source":      "https://github.com/switchboard-mcp/switchboard",
-		},
-	}, nil); err != nil {
+	if err := addSwitchboard(o.registry+"/switchboard", nil); err != nil {
 		return err
 	}
 	// What an upgrade rolls to: the same binary in an image of its own digest, as a
 	// rebuild from the same commit gives.
-	if err := add(o.registry+"/switchboard-rebuilt", "", []layer{base, binaryLayer(o.switchboard, "/switchboard")}, config{
-		user: nonroot, entrypoint: []string{"/switchboard"}, cmd: []string{"manager"}, env: env,
-		labels: map[string]string{
-			"org.opencontainers.image.title":       "switchboard",
-			"org.opencontainers.image.description": "Kubernetes operator for MCP server connections (rebuilt)",
-			"org.opencontainers.image.source":      "https://github.com/switchboard-mcp/switchboard",
-		},
-	}, nil); err != nil {
+	if err := addSwitchboard(o.registry+"/switchboard-rebuilt", map[string]string{
+		"org.opencontainers.image.description": "Kubernetes operator for MCP server connections (rebuilt)",
+	}); err != nil {
 		return err
 	}
 
 	pauseRepo, pauseTag, _ := strings.Cut(pauseRef, ":")
-	if err := add(pauseRepo, pauseTag, []layer{binaryLayer(pauseBin, "/pause")},
-		config{user: pauseUser, entrypoint: []string{"/pause"}}, nil); err != nil {
+	if err := add(pauseRepo, pauseTag, []imagebuild.Layer{imagebuild.BinaryLayer(pauseBin, "/pause")},
+		imagebuild.Config{User: pauseUser, Entrypoint: []string{"/pause"}}, nil); err != nil {
 		return err
 	}
 
@@ -236,30 +226,30 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := add(o.registry+"/server-everything", "", append([]layer{base}, nodeLayers...),
-		config{user: nonroot, entrypoint: command, env: env}, command); err != nil {
+	if err := add(o.registry+"/server-everything", "", append([]imagebuild.Layer{base}, nodeLayers...),
+		imagebuild.Config{User: imagebuild.NonRoot, Entrypoint: command, Env: imagebuild.Env}, command); err != nil {
 		return err
 	}
 
 	helloCmd := []string{"/usr/local/bin/hello"}
-	helloLayer := binaryLayer(hello, helloCmd[0])
-	if err := add(o.registry+"/go-sdk-hello", "", []layer{base, helloLayer},
-		config{user: nonroot, entrypoint: helloCmd, env: env}, helloCmd); err != nil {
+	helloLayer := imagebuild.BinaryLayer(hello, helloCmd[0])
+	if err := add(o.registry+"/go-sdk-hello", "", []imagebuild.Layer{base, helloLayer},
+		imagebuild.Config{User: imagebuild.NonRoot, Entrypoint: helloCmd, Env: imagebuild.Env}, helloCmd); err != nil {
 		return err
 	}
 	fetchCmd := []string{"/usr/local/bin/fetchserver"}
-	if err := add(o.registry+"/fetchserver", "", []layer{base, binaryLayer(fetch, fetchCmd[0])},
-		config{user: nonroot, entrypoint: fetchCmd, env: env}, fetchCmd); err != nil {
+	if err := add(o.registry+"/fetchserver", "", []imagebuild.Layer{base, imagebuild.BinaryLayer(fetch, fetchCmd[0])},
+		imagebuild.Config{User: imagebuild.NonRoot, Entrypoint: fetchCmd, Env: imagebuild.Env}, fetchCmd); err != nil {
 		return err
 	}
-	if err := add(o.registry+"/go-sdk-hello-root", "", []layer{base, helloLayer},
-		config{entrypoint: helloCmd, env: env}, helloCmd); err != nil {
+	if err := add(o.registry+"/go-sdk-hello-root", "", []imagebuild.Layer{base, helloLayer},
+		imagebuild.Config{Entrypoint: helloCmd, Env: imagebuild.Env}, helloCmd); err != nil {
 		return err
 	}
 	if o.coredns != "" {
 		// Unprivileged: its pod lowers net.ipv4.ip_unprivileged_port_start to bind 53.
-		if err := add(o.registry+"/coredns", "", []layer{base, binaryLayer(o.coredns, "/coredns")},
-			config{user: nonroot, entrypoint: []string{"/coredns"}, env: env}, nil); err != nil {
+		if err := add(o.registry+"/coredns", "", []imagebuild.Layer{base, imagebuild.BinaryLayer(o.coredns, "/coredns")},
+			imagebuild.Config{User: imagebuild.NonRoot, Entrypoint: []string{"/coredns"}, Env: imagebuild.Env}, nil); err != nil {
 			return err
 		}
 	}
@@ -327,36 +317,10 @@ func writeAtomically(file string, data []byte) error {
 	return os.Rename(part, file)
 }
 
-// binaryLayer is a layer of one executable, the host file bin at the image path at.
-func binaryLayer(bin, at string) layer {
-	return layer{comment: at, files: []file{copied(at, bin, 0o755)}}
-}
-
-// baseLayer is what distroless static:nonroot carries that a program may need: users
-// and groups (root, nobody and nonroot), name service order, the CA bundle, /tmp and
-// the home folders.
-func baseLayer(caBundle string) (layer, error) {
-	if _, err := os.Stat(caBundle); err != nil {
-		return layer{}, fmt.Errorf("CA bundle: %w", err)
-	}
-	return layer{comment: "base: users, CA bundle, /tmp, /home/nonroot", files: []file{
-		content("/etc/passwd", "root:x:0:0:root:/root:/sbin/nologin\n"+
-			"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"+
-			"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"),
-		content("/etc/group", "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n"),
-		content("/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n"),
-		copied("/etc/ssl/certs/ca-certificates.crt", caBundle, 0o644),
-		dir("/tmp", fs.ModeSticky|0o777),
-		dir("/root", 0o700),
-		dir("/home", 0o755),
-		{path: "/home/nonroot", mode: fs.ModeDir | 0o700, uid: 65532, gid: 65532},
-	}}, nil
-}
-
 // serverEverythingLayers returns the layers of the server-everything image, node with
 // its shared libraries and the npm install's node_modules, and the command that starts
 // its stdio server.
-func serverEverythingLayers(ctx context.Context, o options) ([]layer, []string, error) {
+func serverEverythingLayers(ctx context.Context, o options) ([]imagebuild.Layer, []string, error) {
 	node := o.node
 	if node == "" {
 		var err error
@@ -375,7 +339,7 @@ func serverEverythingLayers(ctx context.Context, o options) ([]layer, []string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	runtime := []file{copied(nodePath, node, 0o755)}
+	runtime := []imagebuild.File{imagebuild.Copied(nodePath, node, 0o755)}
 	for _, lib := range libs {
 		source, err := filepath.EvalSymlinks(lib)
 		if err != nil {
@@ -385,7 +349,7 @@ func serverEverythingLayers(ctx context.Context, o options) ([]layer, []string, 
 		if err != nil {
 			return nil, nil, err
 		}
-		runtime = append(runtime, copied(lib, source, info.Mode().Perm()))
+		runtime = append(runtime, imagebuild.Copied(lib, source, info.Mode().Perm()))
 	}
 
 	prefix, err := npmPrefix(o.serverEverything)
@@ -396,14 +360,14 @@ func serverEverythingLayers(ctx context.Context, o options) ([]layer, []string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	modules, err := tree(filepath.Join(prefix, "node_modules"), appModules)
+	modules, err := imagebuild.Tree(filepath.Join(prefix, "node_modules"), appModules)
 	if err != nil {
 		return nil, nil, err
 	}
 	command := []string{nodePath, path.Join(appModules, serverEverything, entry), "stdio"}
-	return []layer{
-		{comment: "node and its shared libraries", files: runtime},
-		{comment: serverEverything, files: modules},
+	return []imagebuild.Layer{
+		{Comment: "node and its shared libraries", Files: runtime},
+		{Comment: serverEverything, Files: modules},
 	}, command, nil
 }
 
@@ -509,19 +473,6 @@ func binEntry(dir string) (string, error) {
 	return bin, nil
 }
 
-// checkAMD64 fails unless bin is an x86-64 ELF executable: the images are linux/amd64.
-func checkAMD64(bin string) error {
-	f, err := elf.Open(bin)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Close() }()
-	if f.Machine != elf.EM_X86_64 {
-		return fmt.Errorf("%s: %s, not x86-64", bin, f.Machine)
-	}
-	return nil
-}
-
 // moduleRoot returns the folder of the main module, switchboard's.
 func moduleRoot(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
@@ -545,13 +496,15 @@ func goCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// goBuild builds the package pkg of the module in dir into out, static and stripped,
-// as the Dockerfile builds switchboard.
+// goBuild builds the package pkg of the module in dir into out for linux/amd64,
+// static and stripped, as the Dockerfile builds switchboard.
 func goBuild(ctx context.Context, dir, pkg, out string) error {
-	if err := goCommand(ctx, dir, "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg).Run(); err != nil {
-		return fmt.Errorf("go build %s: %w", pkg, err)
-	}
-	return nil
+	return imagebuild.GoBuild(ctx, dir, pkg, out, "amd64", os.Stderr)
+}
+
+// checkAMD64 fails unless bin is an x86-64 ELF executable: the images are linux/amd64.
+func checkAMD64(bin string) error {
+	return imagebuild.CheckArch(bin, "amd64")
 }
 
 // downloadModule returns the folder of module@version in the module cache, downloading

@@ -31,11 +31,12 @@ type codeBlock struct {
 	lines []string
 }
 
-// docPages reads README.md and every Markdown file under docs/.
+// docPages reads README.md, CONTRIBUTING.md, SECURITY.md, CHANGELOG.md and every
+// Markdown file under docs/.
 func docPages(t *testing.T) []*page {
 	t.Helper()
 	root := testenv.RepoRoot()
-	paths := []string{"README.md"}
+	paths := []string{"README.md", "CONTRIBUTING.md", "SECURITY.md", "CHANGELOG.md"}
 	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err

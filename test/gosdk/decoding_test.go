@@ -1,6 +1,8 @@
 // Package gosdk_test holds go-sdk, as Switchboard builds it (third_party/go-sdk), to
-// what Switchboard relies on in its JSON decoding: what the patch in
-// third_party/go-sdk.patch changed, and what it must not have changed.
+// what Switchboard relies on in its JSON decoding: what the patches in
+// third_party/go-sdk-patches changed, and what they must not have changed. These tests
+// are the patches' exit condition: a go-sdk release that passes them without the
+// patches makes the copy unnecessary (third_party/README.md).
 package gosdk_test
 
 import (
@@ -50,7 +52,7 @@ func TestGoSDKDecodesWithoutAReadBufferPerValue(t *testing.T) {
 	t.Logf("allocated per decoding: %d bytes for a response message, %d for a tools/call result", perMessage, perResult)
 	const limit = 8 << 10 // a quarter of the buffer; the decodings take about 1 KiB
 	if perMessage > limit || perResult > limit {
-		t.Errorf("go-sdk allocates %d bytes to decode a %d-byte message and %d for its result: is third_party/go-sdk.patch applied?",
+		t.Errorf("go-sdk allocates %d bytes to decode a %d-byte message and %d for its result: is third_party/go-sdk-patches/0001 applied?",
 			perMessage, len(msg), perResult)
 	}
 }

@@ -355,6 +355,7 @@ func newMethodInfo[P paramsPtr[T], R Result, T any](flags methodFlags) methodInf
 					return nil, fmt.Errorf("%w: unmarshaling %q into a %T: %w", jsonrpc2.ErrInvalidParams, m, p, err)
 				}
 			}
+			// An empty _meta, like an absent one, reads as nil.
 			if p != nil && len(p.GetMeta()) == 0 {
 				p.SetMeta(nil)
 			}

@@ -272,6 +272,22 @@ const (
 	// Kubernetes ServiceAccount, or another provider's user): its token is sent nowhere.
 	// It is a caller's refusal, never a server condition.
 	ReasonCallerNotAllowed = "CallerNotAllowed"
+
+	// ReasonPerUserNotConfigured means the MCPIdentityProvider a perUser server names
+	// has no spec.perUser: no cluster admin said where its persons may authorize, so
+	// nobody is sent anywhere.
+	ReasonPerUserNotConfigured = "PerUserNotConfigured"
+
+	// ReasonResourceNotAllowed means a perUser server's URL is not among (or beneath)
+	// its MCPIdentityProvider's spec.perUser.resources: no person's token is obtained
+	// for it.
+	ReasonResourceNotAllowed = "ResourceNotAllowed"
+
+	// ReasonAuthorizationRequired is the answer a caller of a perUser server gets while
+	// it holds no grant for the server (or its grant was refused on refresh): the
+	// person authorizes at the URL the gateway elicits. It is a caller's answer, never
+	// a server condition.
+	ReasonAuthorizationRequired = "AuthorizationRequired"
 )
 
 // Condition types and reasons of an MCPToolset.

@@ -46,6 +46,71 @@ type MCPIdentityProviderSpec struct {
 	// no MCPServer can name another endpoint.
 	// +optional
 	TokenExchange *IdentityTokenExchange `json:"tokenExchange,omitempty"`
+
+	// perUser, when set, lets this provider's callers (persons) authorize MCPServers in
+	// the namespaces it lists at their own accounts of the servers' authorization
+	// servers (spec.http.auth.oauth2.perUser): a person's token is requested only from
+	// an authorization server listed here and sent only to a server whose URL is listed
+	// here. No MCPServer can name another.
+	// +optional
+	PerUser *IdentityPerUser `json:"perUser,omitempty"`
+}
+
+// IdentityPerUser is where, and for which namespaces, the persons a provider vouches for
+// may link their own accounts of an MCP server's authorization server
+// (spec.http.auth.oauth2.perUser of an MCPServer).
+type IdentityPerUser struct {
+	// namespaces are the namespaces whose perUser MCPServers may name this provider, 1
+	// to 256 names; "*" (alone) means every namespace.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
+	// +kubebuilder:validation:XValidation:rule="!self.exists(n, n == '*') || size(self) == 1",message="\"*\" (every namespace) must be the only entry of namespaces"
+	Namespaces []string `json:"namespaces"`
+
+	// authorizationServers are the issuer identifiers (RFC 8414) of the authorization
+	// servers where persons may authorize, 1 to 32: a perUser MCPServer's authorization
+	// server (pinned by its issuer, or named first by its protected resource metadata)
+	// must be one of them, compared exactly (a trailing slash aside), or no person is
+	// sent there and no code is exchanged.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.all(s, s.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(s))",message="authorizationServers must be absolute http:// or https:// issuer identifiers with a host and no user information, query or fragment"
+	AuthorizationServers []string `json:"authorizationServers"`
+
+	// resources are the MCP server URLs persons' tokens may be sent to, 1 to 32: a
+	// perUser MCPServer's url (without its query, lower-case scheme and host, no
+	// default port) must equal one of them or lie beneath one of them at a path
+	// boundary (https://mcp.example.com covers https://mcp.example.com/v1/mcp, not
+	// https://mcp.example.com.evil.test).
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.all(s, s.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(s))",message="resources must be absolute http:// or https:// URLs with a host and no user information, query or fragment"
+	Resources []string `json:"resources"`
+
+	// scopes, when set, are the only scopes a perUser MCPServer naming this provider
+	// may request, at most 32; a server that asks for another is refused at admission
+	// and, should one exist, sends nobody to authorize (Stalled, reason
+	// ScopeNotAllowed). Discovered scopes outside them are not requested.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[\x21\x23-\x5B\x5D-\x7E]+$`
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // IdentityTokenExchange is where, and for which namespaces, the gateway exchanges the

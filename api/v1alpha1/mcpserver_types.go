@@ -91,6 +91,7 @@ type MCPServerSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.headers) || !self.headers.exists(h, h.name.lowerAscii() == 'authorization')",message="auth and an Authorization header are mutually exclusive: the OAuth token is sent in the Authorization header"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.tokenURL) || size(self.auth.oauth2.clientCredentials.tokenURL) == 0 || self.auth.oauth2.clientCredentials.tokenURL.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.tokenURL",message="tokenURL must use https; set allowInsecureHTTP: true to allow plain http to a loopback token endpoint"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.clientCredentials) || !has(self.auth.oauth2.clientCredentials.issuer) || size(self.auth.oauth2.clientCredentials.issuer) == 0 || self.auth.oauth2.clientCredentials.issuer.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.clientCredentials.issuer",message="issuer must use https; set allowInsecureHTTP: true to allow a plain http authorization server"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.perUser) || !has(self.auth.oauth2.perUser.issuer) || size(self.auth.oauth2.perUser.issuer) == 0 || self.auth.oauth2.perUser.issuer.lowerAscii().startsWith('https://') || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.perUser.issuer",message="issuer must use https; set allowInsecureHTTP: true to allow a plain http authorization server"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.oauth2) || !has(self.auth.oauth2.workloadIdentity) || ((!has(self.auth.oauth2.workloadIdentity.tokenURL) || size(self.auth.oauth2.workloadIdentity.tokenURL) == 0 || self.auth.oauth2.workloadIdentity.tokenURL.lowerAscii().startsWith('https://')) && (!has(self.auth.oauth2.workloadIdentity.issuer) || size(self.auth.oauth2.workloadIdentity.issuer) == 0 || self.auth.oauth2.workloadIdentity.issuer.lowerAscii().startsWith('https://'))) || (has(self.allowInsecureHTTP) && self.allowInsecureHTTP)",fieldPath=".auth.oauth2.workloadIdentity",message="workloadIdentity tokenURL and issuer must use https; set allowInsecureHTTP: true to allow plain http to a loopback authorization server"
 type HTTPServerSpec struct {
 	// url is the absolute http or https URL of the server's MCP endpoint, at most 2048
@@ -145,7 +146,8 @@ type HTTPAuth struct {
 }
 
 // OAuth2Auth configures OAuth 2.1 for the server (MCP authorization).
-// +kubebuilder:validation:XValidation:rule="has(self.clientCredentials) || has(self.workloadIdentity) || has(self.enterpriseManaged) || has(self.tokenExchange)",message="oauth2 must set one of clientCredentials, workloadIdentity, enterpriseManaged or tokenExchange"
+// +kubebuilder:validation:XValidation:rule="has(self.clientCredentials) || has(self.workloadIdentity) || has(self.enterpriseManaged) || has(self.tokenExchange) || has(self.perUser)",message="oauth2 must set one of clientCredentials, workloadIdentity, enterpriseManaged, tokenExchange or perUser"
+// +kubebuilder:validation:XValidation:rule="!has(self.perUser) || !(has(self.clientCredentials) || has(self.workloadIdentity) || has(self.enterpriseManaged) || has(self.tokenExchange))",message="perUser cannot be combined with clientCredentials, workloadIdentity, enterpriseManaged or tokenExchange: each person's own token is the only credential the server gets"
 // +kubebuilder:validation:XValidation:rule="!(has(self.clientCredentials) && has(self.workloadIdentity))",message="clientCredentials and workloadIdentity are mutually exclusive: the operator authenticates with one credential"
 // +kubebuilder:validation:XValidation:rule="!(has(self.enterpriseManaged) && has(self.tokenExchange))",message="enterpriseManaged and tokenExchange are mutually exclusive: a caller's token is exchanged one way"
 type OAuth2Auth struct {
@@ -194,6 +196,72 @@ type OAuth2Auth struct {
 	// beside it is the operator's own credential, as for enterpriseManaged.
 	// +optional
 	TokenExchange *OAuth2TokenExchange `json:"tokenExchange,omitempty"`
+
+	// perUser has each person who calls the server through the gateway authorize
+	// Switchboard at the server's own authorization server (the OAuth authorization
+	// code flow with PKCE), once, in their browser: a caller without a grant gets a
+	// URL elicitation instead of a failure; the tokens issued are stored encrypted per
+	// person and server and sent for that person's requests only. The authorization
+	// server and the server's URL must both be listed by the MCPIdentityProvider named
+	// by identityProvider (spec.perUser, a cluster admin's), which vouches for the
+	// persons; a Kubernetes ServiceAccount caller is refused, with a message naming a
+	// workload credential instead. The redirect URI to register at the authorization
+	// server is <gateway public URL>/oauth2/callback. Mutually exclusive with every
+	// other mode.
+	// +optional
+	PerUser *OAuth2PerUser `json:"perUser,omitempty"`
+}
+
+// OAuth2PerUser configures each person's own authorization at the server's
+// authorization server (OAuth 2.1 authorization code with PKCE, RFC 7636).
+//
+// The issuer rule lives on this object so that a rejection never echoes the issuer back.
+// +kubebuilder:validation:XValidation:rule="!has(self.issuer) || size(self.issuer) == 0 || (self.issuer.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(self.issuer))",fieldPath=".issuer",message="issuer must be an absolute http:// or https:// URL with no user information, query or fragment"
+type OAuth2PerUser struct {
+	// identityProvider is the name of the MCPIdentityProvider (cluster-scoped, written
+	// by a cluster admin) whose callers may authorize this server, and whose
+	// spec.perUser must list the MCPServer's namespace, the server's authorization
+	// server (authorizationServers) and the server's URL (resources): a person's token
+	// is obtained only from, and sent only to, places a cluster admin named. Callers
+	// another provider vouched for, and Kubernetes ServiceAccounts, are refused.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="identityProvider must be the name of an MCPIdentityProvider: lower-case letters, digits, '-' and '.'"
+	IdentityProvider string `json:"identityProvider"`
+
+	// issuer pins the server's authorization server: the issuer identifier of its RFC
+	// 8414 metadata. Empty discovers it from the server's protected resource metadata
+	// (RFC 9728, its first authorization server). Either way it must be one of the
+	// identity provider's perUser.authorizationServers, compared exactly (a trailing
+	// slash aside). It must use https unless allowInsecureHTTP is set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Issuer string `json:"issuer,omitempty"`
+
+	// clientID is Switchboard's client at the authorization server, registered with the
+	// redirect URI <gateway public URL>/oauth2/callback.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ClientID string `json:"clientID"`
+
+	// clientSecret authenticates the client at the token endpoint
+	// (client_secret_basic), read from a Secret in the MCPServer's namespace. Without it
+	// the client is public and PKCE alone binds the code to the flow.
+	// +optional
+	ClientSecret *SecretKeySource `json:"clientSecret,omitempty"`
+
+	// scopes are requested in every person's authorization. Empty requests the
+	// scopes_supported of the server's protected resource metadata, else none. When the
+	// identity provider lists perUser.scopes, each must be one of them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[\x21\x23-\x5B\x5D-\x7E]+$`
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // OAuth2WorkloadIdentity is a workload JWT the operator presents as a JWT-bearer

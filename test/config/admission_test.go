@@ -180,6 +180,8 @@ func TestAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 		{name: "workload JWT from a Secret the author may not read", by: bob, obj: oauthModesServer("bob-wif-secret", workloadJWTSecret("wif-jwt")), wantErr: secretDenial("bob", "wif-jwt")},
 		{name: "enterprise-managed client secret the author may read", by: alice, obj: oauthModesServer("alice-em", enterpriseManaged("not-yet-created", "gh-token"))},
 		{name: "enterprise-managed client secret the author may not read", by: alice, obj: oauthModesServer("alice-em-as", enterpriseManaged("not-yet-created", "as-secret")), wantErr: secretDenial("alice", "as-secret")},
+		{name: "per-user client secret the author may read", by: alice, obj: oauthModesServer("alice-pu", perUser("not-yet-created", "gh-token"))},
+		{name: "per-user client secret the author may not read", by: alice, obj: oauthModesServer("alice-pu-as", perUser("not-yet-created", "as-secret")), wantErr: secretDenial("alice", "as-secret")},
 		{name: "token exchange, which references no Secret of the namespace", by: bob, obj: oauthModesServer("bob-sts", tokenExchange("not-yet-created"))},
 		{name: "16 distinct Secrets the author may read", by: carol, obj: httpServer("carol-16", "s15", secretNames(15)...)},
 		{name: "17 distinct Secrets", by: carol, obj: httpServer("carol-17", "s16", secretNames(16)...), wantErr: "an MCPServer may reference at most 16 distinct Secrets"},
@@ -280,6 +282,16 @@ func enterpriseManaged(provider, asSecret string) *mcpv1alpha1.OAuth2Auth {
 		em.ClientSecret = secretKey(asSecret)
 	}
 	return &mcpv1alpha1.OAuth2Auth{EnterpriseManaged: em}
+}
+
+// perUser is each person's own authorization with the identity provider provider and
+// the client secret in secret (none when empty).
+func perUser(provider, secret string) *mcpv1alpha1.OAuth2Auth {
+	pu := &mcpv1alpha1.OAuth2PerUser{IdentityProvider: provider, ClientID: "switchboard"}
+	if secret != "" {
+		pu.ClientSecret = secretKey(secret)
+	}
+	return &mcpv1alpha1.OAuth2Auth{PerUser: pu}
 }
 
 // tokenExchangeFor is an RFC 8693 token exchange at the identity provider provider

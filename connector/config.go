@@ -137,6 +137,9 @@ type Config struct {
 	// by exchanging the caller's own token (see [PerCallerAuth]). Nil means every
 	// Upstream presents the server's own credentials.
 	PerCaller *PerCallerAuth
+	// PerUser makes each person authorize the server at its own authorization server
+	// (see [PerUser], [UserAuthorizer]). Nil means nobody is asked to.
+	PerUser *PerUser
 }
 
 // Token endpoint client authentication methods (RFC 7591, RFC 7523).
@@ -346,7 +349,8 @@ func sameSession(a, b Config) bool {
 		sameValue(a.Resolver, b.Resolver) &&
 		a.OAuth2.equal(b.OAuth2) &&
 		a.WorkloadIdentity.equal(b.WorkloadIdentity) &&
-		a.PerCaller.equal(b.PerCaller)
+		a.PerCaller.equal(b.PerCaller) &&
+		a.PerUser.equal(b.PerUser)
 }
 
 // sameDecision reports whether two egress deciders allow the same connections: equal
@@ -432,6 +436,9 @@ func (c Config) secrets() []string {
 		for _, raw := range pc.tokenURLs() {
 			addURL(raw)
 		}
+	}
+	if pu := c.PerUser; pu != nil {
+		add(pu.ClientSecret)
 	}
 	// Longest first, so a value that contains another is redacted whole.
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })

@@ -106,6 +106,11 @@ type authMeta struct {
 	issuer   string // empty when the token URL was configured
 	method   string
 	scopes   []string
+	// authorizationURL, issParameter and codeChallengeMethods are what the metadata
+	// says about the authorization code flow (peruser.go); the other flows ignore them.
+	authorizationURL     string
+	issParameter         bool
+	codeChallengeMethods []string
 }
 
 // newTokenSource checks the credentials and returns the session's token source. Its
@@ -443,6 +448,9 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 		GrantTypesSupported       []string `json:"grant_types_supported"`
 		TokenEndpointAuthMethods  []string `json:"token_endpoint_auth_methods_supported"`
 		TokenEndpointSigningAlgos []string `json:"token_endpoint_auth_signing_alg_values_supported"`
+		AuthorizationEndpoint     string   `json:"authorization_endpoint"`
+		IssParameterSupported     bool     `json:"authorization_response_iss_parameter_supported"`
+		CodeChallengeMethods      []string `json:"code_challenge_methods_supported"`
 	}
 	asURL, e := a.fetchFirst("authorization server metadata", candidates, &asm)
 	if e != nil {
@@ -466,6 +474,8 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 		return nil, e
 	}
 	meta.tokenURL, meta.issuer = tu, asm.Issuer
+	meta.authorizationURL, meta.issParameter = asm.AuthorizationEndpoint, asm.IssParameterSupported
+	meta.codeChallengeMethods = boundedScopes(asm.CodeChallengeMethods)
 	if meta.method == "" {
 		meta.method = a.defaultMethod(asm.TokenEndpointAuthMethods)
 	}

@@ -39,7 +39,7 @@ const (
 	// secretType is the type of the Secrets, so they stand apart in kubectl get.
 	secretType corev1.SecretType = "mcp.switchboard.dev/user-authorization"
 	// dataKey is the data key that holds the sealed value.
-	dataKey = "sealed"
+	dataKey   = "sealed"
 	managedBy = "switchboard"
 )
 

@@ -77,6 +77,28 @@ func StartZitadelOPWithAdmins(t testing.TB) string {
 	return startZitadelOP(t, "USERS_FILE="+path)
 }
 
+// StartZitadelOPWithAdminsRedirectingTo is StartZitadelOPWithAdmins whose clients
+// ("web", "api", "native") also accept the redirect URIs given, besides
+// ZitadelRedirect: a test's own callback, say.
+func StartZitadelOPWithAdminsRedirectingTo(t testing.TB, redirectURIs ...string) string {
+	t.Helper()
+	users := map[string]map[string]any{}
+	for _, name := range ZitadelAdmins {
+		id, _, _ := strings.Cut(name, "@")
+		users[id] = map[string]any{"ID": id, "Username": name, "Password": ZitadelPassword, "FirstName": id, "LastName": "Example",
+			"Email": id + "@example.test", "EmailVerified": true, "PreferredLanguage": "en", "IsAdmin": true}
+	}
+	data, err := json.Marshal(users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "users.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startZitadelOP(t, "USERS_FILE="+path, "REDIRECT_URI="+strings.Join(append([]string{ZitadelRedirect}, redirectURIs...), ","))
+}
+
 func startZitadelOP(t testing.TB, env ...string) string {
 	t.Helper()
 	bin := os.Getenv(ZitadelOPEnv)

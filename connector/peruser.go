@@ -436,6 +436,9 @@ func (u *UserAuthorizer) Complete(ctx context.Context, c Completion) *Error {
 	tok, err := cfg.Exchange(ctx, c.Code, oauth2.VerifierOption(c.Verifier), oauth2.SetAuthURLParam("resource", u.resource))
 	if err != nil {
 		e := tokenRequestError("token endpoint "+origin(meta.tokenURL), u.cfg.ClientID, meta.scopes, err, capture)
+		if e.Reason != ReasonTokenRequestFailed {
+			return e // a denied redirect, a response over the bound: its own reason
+		}
 		out := *e
 		out.Reason = ReasonAuthorizationFailed
 		return &out

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
+	"github.com/switchboard-mcp/switchboard/policy"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
 
@@ -71,7 +72,9 @@ type call struct {
 	tool   string // for tools/call
 	// firstPage is true for a tools/list without a cursor.
 	firstPage bool
-	start     time.Time
+	// decided are the audit line's fields of the access policy that let the call run.
+	decided []any
+	start   time.Time
 	callSpans
 }
 
@@ -143,7 +146,7 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 	traced := tracing.Enabled()
 	var params *mcpmsg.Params
 	var paramsErr error
-	if traced || req.Method == "tools/list" || req.Method == "tools/call" {
+	if traced || req.Method == "tools/list" || req.Method == "tools/call" || judged[req.Method] && s.g.hasPolicies(s.key.Namespace) {
 		// The front door checked the body; this is the one decoding of params the
 		// decisions (and the call's trace context) are made on, and req.Params, the bytes
 		// it read, are what the server is sent.
@@ -176,14 +179,17 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 			return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, paramsErr))
 		}
 		c.tool = params.Name
-		decided := time.Now()
-		why := s.refusal(c.tool)
-		c.record.decided(decided, why)
-		if why != "" {
-			s.g.metrics.call(s.key, c.method, outcomeDenied, time.Since(c.start))
-			s.auditCall(req.ID, c, outcomeDenied, "reason", why)
+	}
+	if judged[req.Method] && (req.Method == "tools/call" || s.g.hasPolicies(s.key.Namespace)) {
+		if paramsErr != nil {
 			c.finish(outcomeDenied)
-			return relay.Answer(relay.ErrorResponse(req.ID, codeRefused, errors.New(why)))
+			return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, paramsErr))
+		}
+		v := s.g.decide(ctx, s.ask(req, c, params))
+		c.decided = verdictKV(v)
+		if v.Effect == policy.EffectDeny {
+			c.finish(outcomeDenied)
+			return relay.Answer(relay.ErrorResponse(req.ID, codeRefused, errors.New(v.Reason)))
 		}
 	}
 	s.mu.Lock()
@@ -225,39 +231,54 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 	return relay.ForwardContext(ctx, req)
 }
 
-// refusal says why the tool may not be called now, or "".
-func (s *session) refusal(tool string) string {
-	srv := s.g.server(s.key)
-	if srv == nil {
-		return errServerDeleted.Error()
-	}
-	if why := srv.toolRefusal(tool); why != "" {
-		return why
-	}
-	if srv.pinned == "" {
-		return ""
-	}
-	return s.g.judgePin(pinCheck{srv: srv, conn: &s.pin, audit: s.audit, tool: tool})
+// judged are the methods of a client's call the gateway's decision judges (decide).
+var judged = map[string]bool{
+	policy.MethodToolsCall: true, policy.MethodResourcesRead: true, policy.MethodPromptsGet: true,
 }
 
-// judgeToolList filters a tools/list result by the server's tool policy and, for a
-// pinned server, has the pin judge what is left (judgePin): a list with a tool that is
-// not pinned, or changed, is withheld, and the session's calls are refused from then on.
-func (s *session) judgeToolList(result json.RawMessage, firstPage bool) (json.RawMessage, error) {
-	srv := s.g.server(s.key)
-	filtered, err := filterToolList(result, srv)
-	if err != nil || srv == nil || srv.pinned == "" {
-		return filtered, err
+// ask is what the session asks the gateway's decision about a call: its audit
+// line (and its count) are the session's, and the pin judges the session's upstream.
+func (s *session) ask(req *jsonrpc.Request, c *call, params *mcpmsg.Params) *query {
+	q := &query{caller: s.caller, server: s.key, method: req.Method, arguments: params.Arguments,
+		conn: &s.pin, log: s.audit, record: c.record}
+	switch req.Method {
+	case policy.MethodToolsCall:
+		q.tool = params.Name
+		q.audit = func(outcome string, kv ...any) {
+			s.g.metrics.call(s.key, c.method, outcome, time.Since(c.start))
+			s.auditCall(req.ID, c, outcome, kv...)
+		}
+	case policy.MethodResourcesRead:
+		q.resource = params.URI
+	case policy.MethodPromptsGet:
+		q.prompt = params.Name
 	}
-	tools, next, err := servedTools(filtered)
+	if req.Method != policy.MethodToolsCall {
+		q.audit = func(outcome string, kv ...any) {
+			s.g.metrics.call(s.key, c.method, outcome, time.Since(c.start))
+			s.audit.Info("Request refused", append([]any{"method", req.Method, "id", clip(fmt.Sprint(req.ID.Raw()))}, kv...)...)
+		}
+	}
+	return q
+}
+
+// judgeToolList judges a tools/list result as the gateway's decision judges lists
+// (judgeList): for a pinned server, a list with a tool that is not pinned, or changed, is
+// withheld, and the session's calls are refused from then on; the tools the caller may
+// not see (spec.tools, access policies) are removed.
+func (s *session) judgeToolList(result json.RawMessage, firstPage bool) (json.RawMessage, error) {
+	srv, shows, err := s.g.judgeList(&query{caller: s.caller, server: s.key, conn: &s.pin, log: s.audit},
+		func() ([]connector.Tool, bool, error) {
+			tools, next, err := servedTools(result)
+			return s.upstream.ConvertTools(tools), firstPage && next == "", err
+		})
 	if err != nil {
 		return nil, err
 	}
-	if why := s.g.judgePin(pinCheck{srv: srv, conn: &s.pin, audit: s.audit,
-		listed: s.upstream.ConvertTools(tools), isList: true, complete: firstPage && next == ""}); why != "" {
-		return nil, withheld(why)
+	if !s.g.filtersList(srv) {
+		return result, nil
 	}
-	return filtered, nil
+	return filterToolList(result, shows)
 }
 
 // answer settles the call resp answers: tools/list answers lose the tools the server's
@@ -338,6 +359,9 @@ func (s *session) auditCall(id jsonrpc.ID, c *call, outcome string, extra ...any
 	kv = append(kv, "tool", clip(c.tool), "outcome", outcome,
 		"duration", time.Since(c.start).Round(time.Microsecond).String(), "id", clip(fmt.Sprint(id.Raw())))
 	kv = append(kv, extra...)
+	if len(extra) == 0 {
+		kv = append(kv, c.decided...)
+	}
 	if c.span != nil && c.span.SpanContext().HasTraceID() {
 		kv = append(kv, "traceID", c.span.SpanContext().TraceID().String())
 	}
@@ -378,6 +402,13 @@ func (s *session) closed(side relay.Side, err error) {
 		return
 	}
 	s.end(errClientEnded)
+}
+
+// notifyClient sends the client a notification of the gateway's own.
+func (s *session) notifyClient(n *jsonrpc.Request) {
+	if err := s.client.Write(context.Background(), n); err != nil {
+		s.g.log.V(1).Info("Could not notify the client", "session", s.seq, "method", n.Method, "reason", err.Error())
+	}
 }
 
 func (s *session) replyError(id jsonrpc.ID, reason error) {
@@ -448,12 +479,9 @@ func (s *session) end(reason error) {
 		"duration", time.Since(s.started).Round(time.Millisecond).String())
 }
 
-// filterToolList removes from a tools/list result the tools srv's policy hides, keeping
+// filterToolList removes from a tools/list result the tools shows does not show, keeping
 // every other field of the result and of each tool as the server sent it.
-func filterToolList(result json.RawMessage, srv *server) (json.RawMessage, error) {
-	if srv == nil || len(srv.allow) == 0 && len(srv.deny) == 0 {
-		return result, nil
-	}
+func filterToolList(result json.RawMessage, shows func(tool string) bool) (json.RawMessage, error) {
 	// Read as the client reads it: no member names two readers could take apart, and
 	// exact-case names.
 	if err := mcpmsg.Check(result); err != nil {
@@ -474,7 +502,7 @@ func filterToolList(result json.RawMessage, srv *server) (json.RawMessage, error
 		var tool struct {
 			Name string `json:"name"`
 		}
-		if jsonv2.Unmarshal(t, &tool) == nil && srv.toolRefusal(tool.Name) == "" {
+		if jsonv2.Unmarshal(t, &tool) == nil && shows(tool.Name) {
 			kept = append(kept, t)
 		}
 	}

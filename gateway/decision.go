@@ -62,6 +62,11 @@ type query struct {
 	// approve asks the calling client's user to approve a request a policy requires
 	// approval for, and returns nil when they did; nil when the client cannot be asked.
 	approve func(ctx context.Context, a approval) error
+	// later says the front door asks for approval itself, after decide (settle): its
+	// client's answer arrives on the loop decide runs on.
+	later bool
+
+	start time.Time // when the decision began
 }
 
 // approval is what the calling client's user is asked to approve.
@@ -94,8 +99,17 @@ type approval struct {
 // audit line (q.audit) with the deciding policy and rule, the "Access policy audit" line
 // of an Audit policy that would have refused or asked, and the decisions metric.
 func (g *Gateway) decide(ctx context.Context, q *query) policy.Verdict {
-	start := time.Now()
+	q.start = time.Now()
 	v := g.judge(ctx, q)
+	if v.Effect == policy.EffectRequireApproval && q.later {
+		return v
+	}
+	return g.settle(ctx, q, v)
+}
+
+// settle finishes decide's decision v: it asks for the approval v requires, and runs the
+// hooks. A front door that asks later (query.later) calls it with decide's verdict.
+func (g *Gateway) settle(ctx context.Context, q *query, v policy.Verdict) policy.Verdict {
 	if v.Effect == policy.EffectRequireApproval {
 		v = g.askApproval(ctx, q, v)
 	}
@@ -104,9 +118,9 @@ func (g *Gateway) decide(ctx context.Context, q *query) policy.Verdict {
 		why = v.Reason
 	}
 	if q.record != nil {
-		q.record.decided(start, why)
+		q.record.decided(q.start, why)
 	} else {
-		policySpan(ctx, start, why)
+		policySpan(ctx, q.start, why)
 	}
 	if why != "" && q.audit != nil {
 		q.audit(outcomeDenied, append([]any{"reason", why}, verdictKV(v)...)...)

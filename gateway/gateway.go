@@ -31,6 +31,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/objectevents"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
+	"github.com/switchboard-mcp/switchboard/policy"
 )
 
 // Defaults of Options fields left zero.
@@ -245,6 +246,8 @@ type Gateway struct {
 	// openQuestions are the elicitations of session-era servers waiting for the answer
 	// of a sessionless client (see input_bridge.go).
 	openQuestions openQuestions
+	// policies are the MCPAccessPolicies, compiled (see accessPolicies).
+	policies accessPolicies
 	// fronts are the front door's timings of the requests being served, for their spans.
 	fronts frontTraces
 }
@@ -277,6 +280,8 @@ func New(opts Options) (*Gateway, error) {
 		toolsetSessions: make(map[string]*toolsetSession),
 
 		sessionlessToolsets: make(map[toolsetCaller]*toolsetSession),
+
+		policies: accessPolicies{byKey: map[connector.Key]*policy.Compiled{}, byNS: map[string][]*policy.Compiled{}},
 	}
 	if opts.Authenticator != nil {
 		g.access = &accessReviewer{reviews: opts.Access, ttl: opts.AccessTTL, timeout: 5 * time.Second,

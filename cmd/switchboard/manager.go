@@ -59,6 +59,9 @@ const shardGroup = "switchboard-shard"
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
+// The gateway enforces the MCPAccessPolicies its informer holds.
+// +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpaccesspolicies,verbs=get;list;watch
+
 // managerOptions are the manager subcommand's flags.
 type managerOptions struct {
 	metricsAddr string
@@ -596,6 +599,13 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	}
 	if _, err := toolsetInformer.AddEventHandler(gw.ToolsetEventHandler()); err != nil {
 		return fmt.Errorf("adding the gateway's MCPToolset event handler: %w", err)
+	}
+	policyInformer, err := mgr.GetCache().GetInformer(context.Background(), &mcpv1alpha1.MCPAccessPolicy{})
+	if err != nil {
+		return fmt.Errorf("getting the MCPAccessPolicy informer: %w", err)
+	}
+	if _, err := policyInformer.AddEventHandler(gw.PolicyEventHandler()); err != nil {
+		return fmt.Errorf("adding the gateway's MCPAccessPolicy event handler: %w", err)
 	}
 	door, err := frontdoor.New(frontdoor.Options{
 		Address:   opts.catalogAddr,

@@ -218,5 +218,13 @@ func compileSubject(s mcpv1alpha1.AccessPolicySubject) subject {
 // serviceAccountPrefix starts the username of every Kubernetes ServiceAccount.
 const serviceAccountPrefix = "system:serviceaccount:"
 
-// allAuthenticated is the group every authenticated caller is in.
+// allAuthenticated is the group every authenticated caller is in, listed by its
+// authenticator or not (an MCPIdentityProvider caller's groups do not list it).
 const allAuthenticated = "system:authenticated"
+
+// anonymousUser is the caller of a gateway that authenticates nobody; as in Kubernetes,
+// it is in allUnauthenticated and never in allAuthenticated.
+const (
+	anonymousUser      = "system:anonymous"
+	allUnauthenticated = "system:unauthenticated"
+)

@@ -406,7 +406,13 @@ func (r *rule) appliesTo(c *Caller) bool {
 				return true
 			}
 		case s.group == allAuthenticated:
-			return true
+			if c.Username != anonymousUser {
+				return true
+			}
+		case s.group == allUnauthenticated:
+			if c.Username == anonymousUser {
+				return true
+			}
 		case s.group != "":
 			if slices.Contains(c.Groups, s.group) {
 				return true

@@ -259,3 +259,38 @@ func TestListable(t *testing.T) {
 		})
 	}
 }
+
+// TestTheAnonymousCallerIsNotAuthenticated: a gateway that authenticates nobody calls
+// everyone system:anonymous. A rule for system:authenticated must not let that caller
+// in (as in Kubernetes RBAC); one for system:unauthenticated names it.
+func TestTheAnonymousCallerIsNotAuthenticated(t *testing.T) {
+	authenticated := compiled(t, "authenticated", refs("MCPServer", "github"),
+		withRules(rule(allow, []string{"*"}, "", group("system:authenticated"))))
+	unauthenticated := compiled(t, "unauthenticated", refs("MCPServer", "github"),
+		withRules(rule(allow, []string{"*"}, "", group("system:unauthenticated"))))
+	anonymous := policy.Caller{Username: "system:anonymous"}
+	alice := policy.Caller{Username: "oidc:alice@example.com"}
+	target := policy.Target{Kind: mcpv1alpha1.AccessPolicyTargetMCPServer, Namespace: "team-a", Name: "github"}
+	req := policy.Request{Method: policy.MethodToolsCall, Tool: policy.Tool{Name: "get_issue"}}
+	cases := []struct {
+		name     string
+		caller   policy.Caller
+		policies []*policy.Compiled
+		want     policy.Effect
+	}{
+		{"anonymous under system:authenticated", anonymous, []*policy.Compiled{authenticated}, policy.EffectDeny},
+		{"alice under system:authenticated", alice, []*policy.Compiled{authenticated}, policy.EffectAllow},
+		{"anonymous under system:unauthenticated", anonymous, []*policy.Compiled{unauthenticated}, policy.EffectAllow},
+		{"alice under system:unauthenticated", alice, []*policy.Compiled{unauthenticated}, policy.EffectDeny},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if v := policy.Decide(tc.caller, target, req, tc.policies); v.Effect != tc.want {
+				t.Errorf("effect %s (%s), want %s", v.Effect, v.Reason, tc.want)
+			}
+			if listed := policy.Listable(tc.caller, target, req.Tool, tc.policies); listed != (tc.want == policy.EffectAllow) {
+				t.Errorf("listed %v, want %v", listed, tc.want == policy.EffectAllow)
+			}
+		})
+	}
+}

@@ -55,6 +55,8 @@ type rule struct {
 	globs [kindCount][]glob
 	// when is the compiled condition; nil when the rule has none.
 	when cel.Program
+	// whenText is when's source: one Decide evaluates each distinct condition once.
+	whenText string
 	// loops is true when when holds a comprehension, the one kind of expression whose
 	// time its cost does not bound well; it then runs with a deadline.
 	loops bool
@@ -181,7 +183,7 @@ func Compile(p *mcpv1alpha1.MCPAccessPolicy) (*Compiled, error) {
 			if err != nil {
 				errs = append(errs, err)
 			}
-			cr.when, cr.loops = prg, loops
+			cr.when, cr.whenText, cr.loops = prg, r.When, loops
 		}
 		c.rules = append(c.rules, cr)
 	}

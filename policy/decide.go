@@ -130,6 +130,10 @@ type evaluation struct {
 	kind   requestKind
 
 	vars map[string]any
+	// outcomes remembers each condition's outcome by its source: every variable it can
+	// read is the same for all the rules of one Decide, so a condition several rules
+	// share (the same guard copied into every policy) is evaluated once.
+	outcomes map[string]outcome
 
 	// ctx bounds the time of the call's expressions (evalTimeout); created with the
 	// first evaluation.
@@ -274,11 +278,37 @@ func kindNoun(k requestKind) string {
 	return "tool call"
 }
 
-// holds evaluates r's condition (true without one), charging its cost to budget.
+// outcome is what evaluating one condition gave, and what it cost.
+type outcome struct {
+	holds bool
+	err   error
+	cost  uint64
+}
+
+// holds evaluates r's condition (true without one), charging its cost to budget. A
+// condition evaluated before in this Decide is not evaluated again, but its cost is
+// charged again: each policy's budget pays for what its own rules need.
 func (e *evaluation) holds(r *rule, budget *uint64) (bool, error) {
 	if r.when == nil {
 		return true, nil
 	}
+	o, seen := e.outcomes[r.whenText]
+	if !seen {
+		o = e.evaluate(r)
+		if e.outcomes == nil {
+			e.outcomes = map[string]outcome{}
+		}
+		e.outcomes[r.whenText] = o
+	}
+	if o.cost > *budget {
+		return false, fmt.Errorf("the policy's expressions cost more than the %d one policy may spend on one request", policyBudget)
+	}
+	*budget -= o.cost
+	return o.holds, o.err
+}
+
+// evaluate runs r's condition once.
+func (e *evaluation) evaluate(r *rule) outcome {
 	var out ref.Val
 	var details *cel.EvalDetails
 	var err error
@@ -290,15 +320,12 @@ func (e *evaluation) holds(r *rule, budget *uint64) (bool, error) {
 	} else {
 		out, details, err = r.when.Eval(e)
 	}
+	var cost uint64
 	if details != nil && details.ActualCost() != nil {
-		cost := *details.ActualCost()
-		if cost > *budget {
-			return false, fmt.Errorf("the policy's expressions cost more than the %d one policy may spend on one request", policyBudget)
-		}
-		*budget -= cost
+		cost = *details.ActualCost()
 	}
 	if err != nil && e.ctx != nil && e.ctx.Err() != nil {
-		return false, fmt.Errorf("the request's expressions ran longer than %v and were cancelled", evalTimeout)
+		return outcome{cost: cost, err: fmt.Errorf("the request's expressions ran longer than %v and were cancelled", evalTimeout)}
 	}
 	if err != nil {
 		// Bounded: a CEL error may quote part of a value it could not convert.
@@ -306,13 +333,13 @@ func (e *evaluation) holds(r *rule, budget *uint64) (bool, error) {
 		if len(msg) > maxErrorBytes {
 			msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "..."
 		}
-		return false, fmt.Errorf("when: %s", msg)
+		return outcome{cost: cost, err: fmt.Errorf("when: %s", msg)}
 	}
 	b, ok := out.(types.Bool)
 	if !ok {
-		return false, fmt.Errorf("when evaluated to %s, not a bool", out.Type().TypeName())
+		return outcome{cost: cost, err: fmt.Errorf("when evaluated to %s, not a bool", out.Type().TypeName())}
 	}
-	return bool(b), nil
+	return outcome{holds: bool(b), cost: cost}
 }
 
 // ResolveName implements interpreter.Activation, building each variable's value the first

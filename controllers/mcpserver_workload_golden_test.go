@@ -189,7 +189,10 @@ func TestDeploymentCommandServesTheServer(t *testing.T) {
 			return errors.New("no session")
 		}
 		if snap.State != connector.StateReady {
-			return fmt.Errorf("state %v, last error: %v", snap.State, snap.LastError)
+			if snap.LastError != nil {
+				return fmt.Errorf("state %v, last error: %w", snap.State, snap.LastError)
+			}
+			return fmt.Errorf("state %v", snap.State)
 		}
 		names := []string{}
 		for _, tool := range snap.Tools {

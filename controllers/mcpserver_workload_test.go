@@ -345,8 +345,11 @@ func allExist(ctx context.Context, key client.ObjectKey, objs []client.Object) e
 // allGone says which of objs (their types; each named key) still exists.
 func allGone(ctx context.Context, key client.ObjectKey, objs []client.Object) error {
 	for _, o := range objs {
-		if err := k8sClient.Get(ctx, key, o); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("%T still exists (err %v)", o, err)
+		switch err := k8sClient.Get(ctx, key, o); {
+		case err == nil:
+			return fmt.Errorf("%T still exists", o)
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("%T: %w", o, err)
 		}
 	}
 	return nil

@@ -127,8 +127,11 @@ func TestIntrospectionAnswersAreCached(t *testing.T) {
 	}
 	testutil.Eventually(t, 5*time.Second, "a cached answer to end with the token's exp", func() error {
 		_, err := ps.Authenticate(ctx, shortLived)
+		if err == nil {
+			return errors.New("Authenticate passes the token")
+		}
 		if te := (*TokenError)(nil); !errors.As(err, &te) || te.Reason != ReasonExpired {
-			return fmt.Errorf("Authenticate answers %v, want reason %s", err, ReasonExpired)
+			return fmt.Errorf("Authenticate answers %w, want reason %s", err, ReasonExpired)
 		}
 		return nil
 	})

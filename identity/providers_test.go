@@ -256,8 +256,12 @@ func TestVerifiedJWTsAreNotRememberedPastExp(t *testing.T) {
 		t.Fatalf("Authenticate: %v", err)
 	}
 	testutil.Eventually(t, 5*time.Second, "a remembered token to end with its exp", func() error {
-		if _, err := ps.Authenticate(context.Background(), token); !errors.Is(err, ErrUnauthenticated) {
-			return fmt.Errorf("Authenticate answers %v, want ErrUnauthenticated", err)
+		_, err := ps.Authenticate(context.Background(), token)
+		if err == nil {
+			return errors.New("Authenticate passes the token")
+		}
+		if !errors.Is(err, ErrUnauthenticated) {
+			return fmt.Errorf("Authenticate answers %w, want ErrUnauthenticated", err)
 		}
 		return nil
 	})

@@ -87,8 +87,12 @@ func TestChartAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 	const secretDenied = `user "bob" may not get secrets "gh-token" in namespace "team-a"`
 	// The API server loads a new policy within moments.
 	testutil.Eventually(t, 30*time.Second, "the admission policy to reject bob", func() error {
-		if err := bob.Create(ctx, withSecret("probe"), client.DryRunAll); err == nil || !strings.Contains(err.Error(), secretDenied) {
-			return fmt.Errorf("the dry-run create answered %v, want a refusal saying %q", err, secretDenied)
+		err := bob.Create(ctx, withSecret("probe"), client.DryRunAll)
+		if err == nil {
+			return fmt.Errorf("the dry-run create passed, want a refusal saying %q", secretDenied)
+		}
+		if !strings.Contains(err.Error(), secretDenied) {
+			return fmt.Errorf("the dry-run create answered %w, want a refusal saying %q", err, secretDenied)
 		}
 		return nil
 	})

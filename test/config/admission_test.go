@@ -594,8 +594,11 @@ func secretReferences(typ reflect.Type, path string) []string {
 // refusedWith is nil when err is a refusal that says want, and otherwise says what the
 // API server answered instead.
 func refusedWith(err error, want string) error {
-	if err == nil || !strings.Contains(err.Error(), want) {
-		return fmt.Errorf("the dry-run create answered %v, want a refusal saying %q", err, want)
+	if err == nil {
+		return fmt.Errorf("the dry-run create passed, want a refusal saying %q", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		return fmt.Errorf("the dry-run create answered %w, want a refusal saying %q", err, want)
 	}
 	return nil
 }

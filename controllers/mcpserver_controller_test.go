@@ -24,11 +24,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
-const (
-	// eventually bounds every wait on the operator.
-	eventually = 20 * time.Second
-	poll       = 50 * time.Millisecond
-)
+// eventually bounds every wait on the operator.
+const eventually = 20 * time.Second
 
 // mcpServer is a real go-sdk MCP server on a loopback port that can be stopped and
 // started again on the same address, and that records the Authorization headers it

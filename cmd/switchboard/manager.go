@@ -105,6 +105,9 @@ type managerOptions struct {
 	// gatewayPublicURL is the base URL clients reach the catalogue's address at; empty
 	// publishes no protected resource metadata.
 	gatewayPublicURL string
+	// registryNamePrefix is the reverse-DNS part of the names the catalogue's MCP
+	// Registry API gives.
+	registryNamePrefix string
 	// gatewayScopes are the scopes_supported of the protected resource metadata.
 	gatewayScopes []string
 	// gatewayAudiences are the audiences a Kubernetes token must be issued for to be
@@ -198,6 +201,8 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Accept only ServiceAccount tokens of the cluster (checked against its issuer keys) at the catalogue and the gateway; other tokens get 401 without a TokenReview.")
 	fs.StringVar(&o.gatewayPublicURL, "gateway-public-url", "",
 		"Public base URL clients reach the catalogue and the gateway at (https://mcp.example.com). With it, /mcp and every gateway endpoint publish OAuth protected resource metadata (RFC 9728) under /.well-known/oauth-protected-resource<endpoint path>, naming the advertised MCPIdentityProviders, and their 401 answers point to it; without it no metadata is served.")
+	fs.StringVar(&o.registryNamePrefix, "registry-name-prefix", catalog.DefaultRegistryNamePrefix,
+		"Reverse-DNS part of the server names the catalogue's MCP Registry API (/v0.1/servers) gives: an MCPServer is <prefix>/<namespace>.<name>, an MCPToolset <prefix>/<namespace>.toolset_<name>. Use a domain your organisation owns and one value per cluster, such as com.example.prod. The entries' remotes are the gateway's endpoints under --gateway-public-url; without it they have none.")
 	o.gatewayScopes = slices.Clone(catalog.DefaultResourceScopes)
 	fs.Func("gateway-scopes",
 		"Comma-separated scopes the protected resource metadata lists in scopes_supported, which MCP clients ask their identity provider for; default openid,email,profile. Access is decided by RBAC, not by scopes.",
@@ -544,9 +549,10 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		return fmt.Errorf("--gateway-public-url: %w", err)
 	}
 	cat, err := catalog.New(mgr, catalog.Options{
-		ResourceMetadata: metadata,
-		Auth:             mode,
-		Logger:           ctrl.Log.WithName("catalog"),
+		ResourceMetadata:   metadata,
+		Auth:               mode,
+		Logger:             ctrl.Log.WithName("catalog"),
+		RegistryNamePrefix: opts.registryNamePrefix,
 
 		ServiceAccountTokensOnly: opts.catalogSATokenOnly,
 		IdentityProviders:        opts.identityProviders,

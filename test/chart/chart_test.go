@@ -457,6 +457,7 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		"--set", "manager.gateway.maxSessionsPerCaller=8", "--set-json", "manager.gateway.sessionRatePerCaller=2.5",
 		"--set", "manager.gateway.maxListenStreamsPerCaller=4", "--set", "manager.gateway.maxInflightPerCaller=16",
 		"--set", "manager.gateway.publicURL=https://mcp.example.com", "--set", "manager.gateway.scopes={openid,email}",
+		"--set", "catalog.registryNamePrefix=com.example.mcp",
 		"--set", "nodeSelector.pool=system", "--set", "tolerations[0].key=dedicated",
 		"--set", "tolerations[0].operator=Exists",
 		"--set", "resources.limits.memory=2Gi",
@@ -472,7 +473,8 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		"--gateway-max-sessions-per-caller=8", "--gateway-max-sessions-per-namespace=0",
 		"--gateway-session-rate-per-caller=2.5", "--gateway-session-burst-per-caller=32",
 		"--gateway-max-listen-streams=2048", "--gateway-max-listen-streams-per-caller=4", "--gateway-max-inflight-per-caller=16",
-		"--gateway-public-url=https://mcp.example.com", "--gateway-scopes=openid,email"} {
+		"--gateway-public-url=https://mcp.example.com", "--gateway-scopes=openid,email",
+		"--registry-name-prefix=com.example.mcp"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("manager args %v lack %s", c.Args, want)
 		}
@@ -489,7 +491,7 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 
 	defaults := managerContainer(t, render(t)).Args
 	for _, arg := range defaults {
-		if strings.HasPrefix(arg, "--gateway-public-url") || strings.HasPrefix(arg, "--gateway-scopes") {
+		if strings.HasPrefix(arg, "--gateway-public-url") || strings.HasPrefix(arg, "--gateway-scopes") || strings.HasPrefix(arg, "--registry-name-prefix") {
 			t.Errorf("the defaults pass %s; want the manager's own defaults", arg)
 		}
 	}

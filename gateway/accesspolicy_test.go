@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -22,6 +23,8 @@ import (
 const (
 	financeToken  = "alice-token-51c2"
 	outsiderToken = "bob-token-0d7e"
+	// carol is in finance too.
+	financeToken2 = "carol-token-9a41"
 )
 
 // tokenCallers authenticates the access policy tests' callers by their token.
@@ -37,6 +40,7 @@ func (c tokenCallers) AuthenticateRequest(_ context.Context, r *http.Request) (*
 var policyCallers = tokenCallers{
 	financeToken:  identity.NewCaller(authenticationv1.UserInfo{Username: "alice", Groups: []string{"finance", "system:authenticated"}}),
 	outsiderToken: identity.NewCaller(authenticationv1.UserInfo{Username: "bob", Groups: []string{"system:authenticated"}}),
+	financeToken2: identity.NewCaller(authenticationv1.UserInfo{Username: "carol", Groups: []string{"finance", "system:authenticated"}}),
 }
 
 // withPolicyCallers makes a gateway authenticate alice and bob, who may use every server
@@ -46,6 +50,7 @@ func withPolicyCallers(o *gateway.Options) {
 	o.Access = toolsetGrants(map[string][]string{
 		"alice": {"mcpservers/notes", "mcpservers/tickets", "mcptoolsets/support-agent"},
 		"bob":   {"mcpservers/notes", "mcpservers/tickets", "mcptoolsets/support-agent"},
+		"carol": {"mcpservers/notes", "mcpservers/tickets", "mcptoolsets/support-agent"},
 	}).AuthorizationV1().SubjectAccessReviews()
 }
 
@@ -267,8 +272,9 @@ func TestAToolsetPolicyGovernsCallsThroughTheToolset(t *testing.T) {
 }
 
 // A tool a policy requires approval for runs once the calling client's user approves it
-// (a 2025-11-25 client with form elicitation is asked), and is refused with a reason the
-// agent can show when the user declines or the client cannot be asked.
+// (a 2025-11-25 client with form elicitation is asked on its session, a 2026-07-28 one by
+// input_required), and is refused with a reason the agent can show when the user
+// declines or cancels, or the client cannot be asked.
 func TestRequireApprovalAsksTheCallingClient(t *testing.T) {
 	h, doors := policyFrontDoors(t, mcpv1alpha1.AccessPolicyEnforce)
 	answering := func(action string, asked *[]string) *mcp.ClientOptions {
@@ -280,31 +286,75 @@ func TestRequireApprovalAsksTheCallingClient(t *testing.T) {
 	for _, door := range doors {
 		t.Run(door.name, func(t *testing.T) {
 			before := h.notes.calls("tools/call")
-			if !strings.HasSuffix(door.name, "sessionless") {
-				var asked []string
-				accepting := door.connect(t, financeToken, answering("accept", &asked))
-				if text, err := callText(t, accepting, door.delete, nil); err != nil || text != "deleted" {
-					t.Errorf("an approved %s = %q, %v; want it to run", door.delete, text, err)
-				}
-				if len(asked) != 1 || !strings.Contains(asked[0], door.delete) || !strings.Contains(asked[0], "notes-access") {
-					t.Errorf("the user was asked %q; want one question naming the tool and the policy", asked)
-				}
+			var asked []string
+			accepting := door.connect(t, financeToken, answering("accept", &asked))
+			if text, err := callText(t, accepting, door.delete, nil); err != nil || text != "deleted" {
+				t.Errorf("an approved %s = %q, %v; want it to run", door.delete, text, err)
+			}
+			if len(asked) != 1 || !strings.Contains(asked[0], door.delete) || !strings.Contains(asked[0], "notes-access") {
+				t.Errorf("the user was asked %q; want one question naming the tool and the policy", asked)
+			}
+			for _, action := range []string{"decline", "cancel"} {
 				asked = nil
-				declining := door.connect(t, financeToken, answering("decline", &asked))
-				if _, err := callText(t, declining, door.delete, nil); err == nil || !strings.Contains(err.Error(), "declined") {
-					t.Errorf("a declined %s = %v; want it refused, saying the user declined", door.delete, err)
+				refusing := door.connect(t, financeToken, answering(action, &asked))
+				if _, err := callText(t, refusing, door.delete, nil); err == nil || !strings.Contains(err.Error(), "the user "+action) {
+					t.Errorf("%s answered %s = %v; want it refused, saying the user did", door.delete, action, err)
+				}
+				if len(asked) != 1 {
+					t.Errorf("the user was asked %d times, want once", len(asked))
 				}
 			}
 			unaskable := door.connect(t, financeToken, nil)
 			if _, err := callText(t, unaskable, door.delete, nil); err == nil || !strings.Contains(err.Error(), "cannot be asked") {
 				t.Errorf("%s from a client that cannot be asked = %v; want it refused, saying why", door.delete, err)
 			}
-			want := 0
-			if !strings.HasSuffix(door.name, "sessionless") {
-				want = 1
+			if got := h.notes.calls("tools/call") - before; got != 1 {
+				t.Errorf("the server received %d tools/call, want 1 (the approved one)", got)
 			}
-			if got := h.notes.calls("tools/call") - before; got != want {
-				t.Errorf("the server received %d tools/call, want %d (the approved one)", got, want)
+		})
+	}
+}
+
+// echoApproval is an access policy that has finance approve every echo of a text under
+// approve/ (the notes policy allows echo only under acme/).
+func echoApproval() *mcpv1alpha1.MCPAccessPolicy {
+	return &mcpv1alpha1.MCPAccessPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "echo-approval", Generation: 1},
+		Spec: mcpv1alpha1.MCPAccessPolicySpec{
+			TargetRefs: []mcpv1alpha1.AccessPolicyTargetRef{{Kind: mcpv1alpha1.AccessPolicyTargetMCPServer, Name: "notes"}},
+			Rules: []mcpv1alpha1.AccessPolicyRule{{
+				Subjects: []mcpv1alpha1.AccessPolicySubject{{Kind: mcpv1alpha1.AccessPolicySubjectGroup, Name: "finance"}},
+				Tools:    []string{"echo"}, Action: mcpv1alpha1.AccessPolicyRequireApproval,
+				When: `has(arguments.text) && arguments.text.startsWith("approve/")`,
+			}},
+		},
+	}
+}
+
+// The approval question shows the call's arguments, clipped to 1 KiB, at every front door.
+func TestAnApprovalShowsTheArguments(t *testing.T) {
+	h, doors := policyFrontDoors(t, mcpv1alpha1.AccessPolicyEnforce)
+	h.gw.UpdatePolicy(echoApproval())
+	long := "approve/" + strings.Repeat("x", 4096)
+	for _, door := range doors {
+		t.Run(door.name, func(t *testing.T) {
+			var asked []string
+			alice := door.connect(t, financeToken, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked = append(asked, req.Params.Message)
+				return &mcp.ElicitResult{Action: "accept"}, nil
+			}})
+			if text, err := callText(t, alice, door.echo, map[string]any{"text": "approve/budget"}); err != nil || text != "approve/budget" {
+				t.Errorf("an approved %s = %q, %v; want it to run", door.echo, text, err)
+			}
+			if len(asked) != 1 || !strings.Contains(asked[0], `{"text":"approve/budget"}`) || !strings.Contains(asked[0], "echo-approval") {
+				t.Errorf("the user was asked %q; want the arguments and the policy shown", asked)
+			}
+			asked = nil
+			if text, err := callText(t, alice, door.echo, map[string]any{"text": long}); err != nil || text != long {
+				t.Errorf("an approved %s of 4 KiB = %.40q, %v; want it to run", door.echo, text, err)
+			}
+			if len(asked) != 1 || !strings.Contains(asked[0], `{"text":"approve/xxx`) || !strings.Contains(asked[0], "clipped") || len(asked[0]) > 1024+512 {
+				t.Errorf("the user was asked %.200q (%d bytes in all); want the arguments shown clipped to 1 KiB", asked, len(strings.Join(asked, "")))
 			}
 		})
 	}
@@ -372,5 +422,74 @@ func TestAPinnedServerWhoseToolsLeftThePinRefusesInBothEras(t *testing.T) {
 	}
 	if n := h.upstream.calls("tools/call"); n != 0 {
 		t.Errorf("the server received %d tools/call", n)
+	}
+}
+
+// A 2026-07-28 client's approval answers one call: the requestState the gateway asked
+// under does not approve the call with other arguments, for another caller, once
+// altered, or a second time; the server sees only the approved call.
+func TestASessionlessApprovalAnswersOneCallOnly(t *testing.T) {
+	h, doors := policyFrontDoors(t, mcpv1alpha1.AccessPolicyEnforce)
+	h.gw.UpdatePolicy(echoApproval())
+	// Clients that see the input_required themselves, and answer by hand.
+	manual := &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return nil, errors.New("answered by hand")
+		},
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	}
+	call := func(cs *mcp.ClientSession, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return cs.CallTool(ctx, p)
+	}
+	for _, door := range doors {
+		if !strings.HasSuffix(door.name, "sessionless") {
+			continue
+		}
+		t.Run(door.name, func(t *testing.T) {
+			before := h.notes.calls("tools/call")
+			alice, carol := door.connect(t, financeToken, manual), door.connect(t, financeToken2, manual)
+			args := map[string]any{"text": "approve/q3"}
+			res, err := call(alice, &mcp.CallToolParams{Name: door.echo, Arguments: args})
+			if err != nil || !res.NeedsInput() || len(res.InputRequests) != 1 || res.RequestState == "" {
+				t.Fatalf("a call that needs approval = %+v, %v; want input_required with one question", res, err)
+			}
+			var key string
+			for k, q := range res.InputRequests {
+				key = k
+				if e, ok := q.(*mcp.ElicitParams); !ok || !strings.Contains(e.Message, "approve/q3") {
+					t.Errorf("the question is %#v; want a form elicitation showing the call", q)
+				}
+			}
+			accept := mcp.InputResponseMap{key: &mcp.ElicitResult{Action: "accept"}}
+			answer := func(cs *mcp.ClientSession, args map[string]any, state string) error {
+				_, err := call(cs, &mcp.CallToolParams{Name: door.echo, Arguments: args, InputResponses: accept, RequestState: state})
+				return err
+			}
+			tampered := []byte(res.RequestState)
+			tampered[len(tampered)-5] ^= 1
+			for what, err := range map[string]error{
+				"other arguments":  answer(alice, map[string]any{"text": "approve/all"}, res.RequestState),
+				"another caller":   answer(carol, args, res.RequestState),
+				"an altered state": answer(alice, args, string(tampered)),
+			} {
+				if err == nil || !strings.Contains(err.Error(), "does not verify") {
+					t.Errorf("an approval answered for %s = %v; want it refused, saying it does not verify", what, err)
+				}
+			}
+			if err := answer(alice, args, res.RequestState); err != nil {
+				t.Errorf("the approval of the call asked about = %v; want it to run", err)
+			}
+			if err := answer(alice, args, res.RequestState); err == nil || !strings.Contains(err.Error(), "used already") {
+				t.Errorf("the same approval a second time = %v; want it refused", err)
+			}
+			if got := h.notes.calls("tools/call") - before; got != 1 {
+				t.Errorf("the server received %d tools/call, want the approved one", got)
+			}
+		})
+	}
+	if lines := h.audit.matching(`"Approval requested"`, `"policy"="team-a/echo-approval"`); len(lines) == 0 {
+		t.Errorf("no audit line says an approval was requested:\n%s", h.audit.all())
 	}
 }

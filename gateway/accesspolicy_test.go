@@ -393,6 +393,48 @@ func TestAToolsetInSearchModeFindsOnlyWhatThePolicyAllows(t *testing.T) {
 	}
 }
 
+// A toolset in Search mode puts a call_tool that needs approval to a 2026-07-28 client's
+// user by input_required, as a direct call.
+func TestAToolsetInSearchModeAsksForApprovalByInput(t *testing.T) {
+	h, _ := policyFrontDoors(t, mcpv1alpha1.AccessPolicyEnforce)
+	ts := h.gwToolset()
+	ts.Spec.Discovery = mcpv1alpha1.ToolsetDiscoverySearch
+	h.gw.UpdateToolset(ts)
+	for _, action := range []string{"accept", "decline"} {
+		var asked []string
+		cs := connectSessionlessAs(t, h.url(), financeToken, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = append(asked, req.Params.Message)
+			return &mcp.ElicitResult{Action: action}, nil
+		}})
+		text, err := callText(t, cs, "call_tool", map[string]any{"name": "notes_delete_all"})
+		switch {
+		case action == "accept" && (err != nil || text != "deleted"):
+			t.Errorf("an approved call_tool(notes_delete_all) = %q, %v; want it to run", text, err)
+		case action == "decline" && (err == nil || !strings.Contains(err.Error(), "declined")):
+			t.Errorf("a declined call_tool(notes_delete_all) = %v; want it refused", err)
+		}
+		if len(asked) != 1 || !strings.Contains(asked[0], "notes_delete_all") {
+			t.Errorf("the user was asked %q; want one question naming the tool", asked)
+		}
+	}
+}
+
+// connectSessionlessAs connects a 2026-07-28 client to endpoint with token.
+func connectSessionlessAs(t *testing.T, endpoint, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token: token}}, MaxRetries: -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionlessVersion})
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", endpoint, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
 // gwToolset is a copy of the toolset as the harness last gave it, with delete_all shown.
 func (h *toolsetHarness) gwToolset() *mcpv1alpha1.MCPToolset {
 	ts := h.toolset.DeepCopy()
@@ -491,5 +533,130 @@ func TestASessionlessApprovalAnswersOneCallOnly(t *testing.T) {
 	}
 	if lines := h.audit.matching(`"Approval requested"`, `"policy"="team-a/echo-approval"`); len(lines) == 0 {
 		t.Errorf("no audit line says an approval was requested:\n%s", h.audit.all())
+	}
+}
+
+// A policy that names resources and prompts governs resources/read and prompts/get at a
+// server's endpoint in both eras: what a rule allows is read, everything else refused
+// before it reaches the server.
+func TestAnAccessPolicyGovernsResourcesAndPrompts(t *testing.T) {
+	h, doors := policyFrontDoors(t, mcpv1alpha1.AccessPolicyEnforce)
+	for _, uri := range []string{"note://public/readme", "note://private/salaries"} {
+		h.notes.mcp.AddResource(&mcp.Resource{URI: uri, Name: uri, MIMEType: "text/plain"},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "contents"}}}, nil
+			})
+	}
+	for _, name := range []string{"summarize", "leak"} {
+		h.notes.mcp.AddPrompt(&mcp.Prompt{Name: name}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "say it"}}}}, nil
+		})
+	}
+	h.gw.UpdatePolicy(&mcpv1alpha1.MCPAccessPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "notes-reads", Generation: 1},
+		Spec: mcpv1alpha1.MCPAccessPolicySpec{
+			TargetRefs: []mcpv1alpha1.AccessPolicyTargetRef{{Kind: mcpv1alpha1.AccessPolicyTargetMCPServer, Name: "notes"}},
+			Rules: []mcpv1alpha1.AccessPolicyRule{
+				{Subjects: []mcpv1alpha1.AccessPolicySubject{{Kind: mcpv1alpha1.AccessPolicySubjectGroup, Name: "finance"}},
+					Resources: []string{"note://public/*"}, Prompts: []string{"summarize"}, Action: mcpv1alpha1.AccessPolicyAllow},
+			},
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, door := range doors {
+		if strings.HasPrefix(door.name, "toolset") {
+			continue // a toolset serves tools only
+		}
+		t.Run(door.name, func(t *testing.T) {
+			before := h.notes.calls("resources/read") + h.notes.calls("prompts/get")
+			alice, bob := door.connect(t, financeToken, nil), door.connect(t, outsiderToken, nil)
+			if res, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: "note://public/readme"}); err != nil || len(res.Contents) != 1 {
+				t.Errorf("alice reading note://public/readme = %v; want it read", err)
+			}
+			if _, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: "summarize"}); err != nil {
+				t.Errorf("alice getting prompt summarize = %v; want it", err)
+			}
+			for what, err := range map[string]error{
+				"alice reading note://private/salaries": func() error {
+					_, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: "note://private/salaries"})
+					return err
+				}(),
+				"alice getting prompt leak": func() error { _, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: "leak"}); return err }(),
+				"bob reading note://public/readme": func() error {
+					_, err := bob.ReadResource(ctx, &mcp.ReadResourceParams{URI: "note://public/readme"})
+					return err
+				}(),
+				"bob getting prompt summarize": func() error { _, err := bob.GetPrompt(ctx, &mcp.GetPromptParams{Name: "summarize"}); return err }(),
+			} {
+				if err == nil || !strings.Contains(err.Error(), "access polic") {
+					t.Errorf("%s = %v; want it refused by the access policy", what, err)
+				}
+			}
+			if got := h.notes.calls("resources/read") + h.notes.calls("prompts/get") - before; got != 2 {
+				t.Errorf("the server received %d resources/read and prompts/get, want alice's 2 allowed ones", got)
+			}
+		})
+	}
+}
+
+// A stdio server behind the bridge, as a server pod runs it (npm server-everything), is
+// governed like any other at its endpoint, in both eras: allowed, denied, listed,
+// unlisted, and approval accepted, declined and unsupported.
+func TestAnAccessPolicyGovernsAStdioServerBehindTheBridge(t *testing.T) {
+	alice := policyCallers[financeToken]
+	h := newHarness(t, harnessOptions{upstreamURL: startEverythingBridge(t), gateway: func(o *gateway.Options) {
+		o.Authenticator = tokenCallers{callerToken: alice}
+		o.Access = toolsetGrants(map[string][]string{"alice": {"mcpservers/notes"}}).AuthorizationV1().SubjectAccessReviews()
+	}})
+	finance := []mcpv1alpha1.AccessPolicySubject{{Kind: mcpv1alpha1.AccessPolicySubjectGroup, Name: "finance"}}
+	h.gw.UpdatePolicy(&mcpv1alpha1.MCPAccessPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "everything-access", Generation: 1},
+		Spec: mcpv1alpha1.MCPAccessPolicySpec{
+			TargetRefs: []mcpv1alpha1.AccessPolicyTargetRef{{Kind: mcpv1alpha1.AccessPolicyTargetMCPServer, Name: "notes"}},
+			Rules: []mcpv1alpha1.AccessPolicyRule{
+				{Subjects: finance, Tools: []string{"echo"}, Action: mcpv1alpha1.AccessPolicyAllow,
+					When: `has(arguments.message) && arguments.message.startsWith("ok/")`},
+				{Subjects: finance, Tools: []string{"echo"}, Action: mcpv1alpha1.AccessPolicyRequireApproval,
+					When: `has(arguments.message) && arguments.message.startsWith("approve/")`},
+			},
+		},
+	})
+	answering := func(action string) *mcp.ClientOptions {
+		return &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: action}, nil
+		}}
+	}
+	for _, sessionless := range []bool{false, true} {
+		connect := h.connect
+		name := sessionEra
+		if sessionless {
+			connect = func(opts *mcp.ClientOptions) *mcp.ClientSession { return connectSessionlessTo(t, h.url(), opts) }
+			name = sessionlessVersion
+		}
+		t.Run(name, func(t *testing.T) {
+			cs := connect(nil)
+			if names := toolNames(t, cs); !slices.Equal(names, []string{"echo"}) {
+				t.Errorf("tools/list = %v, want only echo, which the policy lets alice call", names)
+			}
+			if text, err := callText(t, cs, "echo", map[string]any{"message": "ok/hello"}); err != nil || !strings.Contains(text, "ok/hello") {
+				t.Errorf("echo(ok/hello) = %q, %v; want it to run", text, err)
+			}
+			if _, err := callText(t, cs, "echo", map[string]any{"message": "elsewhere"}); err == nil || !strings.Contains(err.Error(), "no rule of the access policies") {
+				t.Errorf("echo(elsewhere) = %v; want it refused", err)
+			}
+			if _, err := callText(t, cs, "get-sum", map[string]any{"a": 1, "b": 2}); err == nil || !strings.Contains(err.Error(), "no rule of the access policies") {
+				t.Errorf("get-sum = %v; want it refused: no rule allows it", err)
+			}
+			if _, err := callText(t, cs, "echo", map[string]any{"message": "approve/x"}); err == nil || !strings.Contains(err.Error(), "cannot be asked") {
+				t.Errorf("echo(approve/x) from a client that cannot be asked = %v; want it refused", err)
+			}
+			if text, err := callText(t, connect(answering("accept")), "echo", map[string]any{"message": "approve/x"}); err != nil || !strings.Contains(text, "approve/x") {
+				t.Errorf("an approved echo(approve/x) = %q, %v; want it to run", text, err)
+			}
+			if _, err := callText(t, connect(answering("decline")), "echo", map[string]any{"message": "approve/x"}); err == nil || !strings.Contains(err.Error(), "declined") {
+				t.Errorf("a declined echo(approve/x) = %v; want it refused", err)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway"
 	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // Callers of the access policy tests: alice is in the finance group, bob in none.
@@ -656,6 +658,65 @@ func TestAnAccessPolicyGovernsAStdioServerBehindTheBridge(t *testing.T) {
 			}
 			if _, err := callText(t, connect(answering("decline")), "echo", map[string]any{"message": "approve/x"}); err == nil || !strings.Contains(err.Error(), "declined") {
 				t.Errorf("a declined echo(approve/x) = %v; want it refused", err)
+			}
+		})
+	}
+}
+
+// A policy judges an MCPIdentityProvider caller's token claims (caller.claims), in both
+// eras: a rule on the department claim allows the caller whose token says finance and
+// refuses one whose token says nothing of it.
+func TestAnAccessPolicyJudgesTheClaimsOfAnIdentityProviderCaller(t *testing.T) {
+	op := testutil.StartOP(t)
+	providers := identity.NewProviders(identity.Options{})
+	if err := providers.Apply(context.Background(), identity.ProviderConfig{
+		Name: "corp", Generation: 1, IssuerURL: op.URL(), Audiences: []string{"https://mcp.example.com"},
+		AllowInsecureHTTP: true, UsernameClaim: "email", UsernamePrefix: "oidc:",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	token := func(email string, extra map[string]any) string {
+		claims := map[string]any{"iss": op.URL(), "sub": email, "aud": "https://mcp.example.com", "email": email,
+			"exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()}
+		maps.Copy(claims, extra)
+		return op.Sign(op.Published, "k1", claims)
+	}
+	h := newHarness(t, harnessOptions{gateway: func(o *gateway.Options) {
+		o.Authenticator = identity.NewAuthenticator(&refusingReviews{}, nil, identity.AuthenticatorOptions{IdentityProviders: providers})
+		o.Access = toolsetGrants(map[string][]string{
+			"oidc:alice@example.com": {"mcpservers/notes"}, "oidc:bob@example.com": {"mcpservers/notes"},
+		}).AuthorizationV1().SubjectAccessReviews()
+	}})
+	h.gw.UpdatePolicy(&mcpv1alpha1.MCPAccessPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "finance-only", Generation: 1},
+		Spec: mcpv1alpha1.MCPAccessPolicySpec{
+			TargetRefs: []mcpv1alpha1.AccessPolicyTargetRef{{Kind: mcpv1alpha1.AccessPolicyTargetMCPServer, Name: "notes"}},
+			Rules: []mcpv1alpha1.AccessPolicyRule{{
+				Subjects: []mcpv1alpha1.AccessPolicySubject{{Kind: mcpv1alpha1.AccessPolicySubjectGroup, Name: "system:authenticated"}},
+				Tools:    []string{"search_notes"}, Action: mcpv1alpha1.AccessPolicyAllow,
+				When: `caller.claims.department == "finance"`,
+			}},
+		},
+	})
+	alice := token("alice@example.com", map[string]any{"department": "finance", "address": map[string]any{"city": "Oslo"}})
+	bob := token("bob@example.com", nil)
+	for _, version := range []string{sessionEra, sessionlessVersion} {
+		t.Run(version, func(t *testing.T) {
+			connect := func(token string) *mcp.ClientSession {
+				if version == sessionlessVersion {
+					return connectSessionlessAs(t, h.url(), token, nil)
+				}
+				cs, err := h.tryConnect(token, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return cs
+			}
+			if text, err := callText(t, connect(alice), "search_notes", nil); err != nil || text != "found" {
+				t.Errorf("search_notes by a caller of the finance department = %q, %v; want it to run", text, err)
+			}
+			if _, err := callText(t, connect(bob), "search_notes", nil); err == nil || !strings.Contains(err.Error(), "access polic") {
+				t.Errorf("search_notes by a caller whose token names no department = %v; want it refused by the policy", err)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -114,12 +115,9 @@ func (a *approvals) mac(head []byte, s approvalSubject) []byte {
 	m := hmac.New(sha256.New, a.key)
 	m.Write([]byte("switchboard approval\x00"))
 	m.Write(head)
-	for _, field := range []string{s.caller, s.server, s.toolset, s.tool, string(s.args[:]), s.policy} {
+	for _, field := range []string{s.caller, s.server, s.toolset, s.tool, string(s.args[:]), s.policy, strconv.Itoa(s.rule)} {
 		writeField(m, field)
 	}
-	var rule [8]byte
-	binary.BigEndian.PutUint64(rule[:], uint64(int64(s.rule)))
-	m.Write(rule[:])
 	return m.Sum(nil)
 }
 
@@ -135,12 +133,12 @@ func writeField(h hash.Hash, field string) {
 func (a *approvals) issue(s approvalSubject) (string, error) {
 	head := make([]byte, 1+8+approvalNonceSize, approvalStateSize)
 	head[0] = approvalStateVersion
-	binary.BigEndian.PutUint64(head[1:9], uint64(a.now().Add(approvalTTL).Unix()))
+	binary.BigEndian.PutUint64(head[1:9], uint64(a.now().Add(approvalTTL).Unix())) //nolint:gosec // a time after 1970
 	if _, err := rand.Read(head[9:]); err != nil {
 		return "", err
 	}
-	state := append(head, a.mac(head, s)...)
-	return approvalStatePrefix + base64.RawURLEncoding.EncodeToString(state), nil
+	head = append(head, a.mac(head, s)...)
+	return approvalStatePrefix + base64.RawURLEncoding.EncodeToString(head), nil
 }
 
 // Why an approval's requestState does not approve a call: the agent can show these, and
@@ -164,7 +162,7 @@ func (a *approvals) redeem(state string, s approvalSubject) error {
 		return errApprovalUnverified
 	}
 	now := a.now()
-	expires := time.Unix(int64(binary.BigEndian.Uint64(head[1:9])), 0)
+	expires := time.Unix(int64(binary.BigEndian.Uint64(head[1:9])), 0) //nolint:gosec // the MAC vouches that issue wrote it
 	if !now.Before(expires) {
 		return errApprovalExpired
 	}

@@ -120,11 +120,11 @@ func (g *Gateway) policiesChanged(namespace string) {
 	}
 }
 
-// policyCaller is the one conversion of who calls into what access policies judge.
-// identity.Caller keeps no token claims, so an MCPIdentityProvider caller's claims are
-// not offered (caller.claims is empty); its mapped username and groups are.
+// policyCaller is the one conversion of who calls into what access policies judge: an
+// MCPIdentityProvider caller's claims are the ones identity keeps for policies
+// (identity.PolicyClaims), a Kubernetes token's none.
 func policyCaller(c *identity.Caller) policy.Caller {
-	return policy.Caller{Username: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra}
+	return policy.Caller{Username: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra, Claims: c.Claims}
 }
 
 // serverTarget is the access policies' name for the endpoint of srv.

@@ -326,11 +326,7 @@ func (g *Gateway) askApproval(ctx context.Context, q *query, v policy.Verdict) p
 	if q.approve == nil {
 		err = errNoApproval
 	} else {
-		where := "MCPServer " + q.server.String()
-		if q.toolset != nil {
-			where = fmt.Sprintf("MCPToolset %s (MCPServer %s)", q.toolset, q.server)
-		}
-		err = q.approve(ctx, approval{tool: q.nameAsked(), where: where, arguments: q.arguments, reason: v.Reason})
+		err = q.approve(ctx, q.approval(v))
 	}
 	if err != nil {
 		v.Effect = policy.EffectDeny
@@ -342,6 +338,15 @@ func (g *Gateway) askApproval(ctx context.Context, q *query, v policy.Verdict) p
 	return v
 }
 
+// approval is what the user is asked to approve about q, which v requires approval for.
+func (q *query) approval(v policy.Verdict) approval {
+	where := "MCPServer " + q.server.String()
+	if q.toolset != nil {
+		where = fmt.Sprintf("MCPToolset %s (MCPServer %s)", q.toolset, q.server)
+	}
+	return approval{tool: q.nameAsked(), where: where, arguments: q.arguments, reason: v.Reason}
+}
+
 // message is what the user is asked: the tool, where it runs, its arguments (clipped)
 // and the policy that asks.
 func (a approval) message() string {
@@ -349,9 +354,7 @@ func (a approval) message() string {
 	if args == "" {
 		args = "{}"
 	}
-	if len(args) > maxApprovalArguments {
-		args = tracing.ClipText(args[:maxApprovalArguments])
-	}
+	args = tracing.ClipTo(args, maxApprovalArguments)
 	return fmt.Sprintf("Approve a call of tool %s on %s with arguments %s? (%s)", quoteName(a.tool), a.where, args, a.reason)
 }
 

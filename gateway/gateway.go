@@ -125,6 +125,11 @@ type Options struct {
 	// MaxInflightPerCaller bounds the sessionless requests of one caller this replica
 	// serves at once, listen streams aside. Zero means 32.
 	MaxInflightPerCaller int
+	// ApprovalKey is the HMAC key of the approval requests put to sessionless clients
+	// (see approval_input.go), at least 32 bytes; replicas that share it verify each
+	// other's. Empty gives each process a random key of its own: a client's answer must
+	// then reach the replica that asked, and elsewhere is refused, saying so.
+	ApprovalKey []byte
 	// Registerer receives the gateway's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger logs the gateway's operation; Audit gets one line per session start and end
@@ -246,6 +251,8 @@ type Gateway struct {
 	// openQuestions are the elicitations of session-era servers waiting for the answer
 	// of a sessionless client (see input_bridge.go).
 	openQuestions openQuestions
+	// approvals issue and verify the approval requests of sessionless clients.
+	approvals *approvals
 	// policies are the MCPAccessPolicies, compiled (see accessPolicies).
 	policies accessPolicies
 	// fronts are the front door's timings of the requests being served, for their spans.
@@ -261,7 +268,12 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	approvals, err := newApprovals(opts.ApprovalKey)
+	if err != nil {
+		return nil, err
+	}
 	g := &Gateway{
+		approvals:       approvals,
 		opts:            opts,
 		log:             opts.Logger,
 		audit:           auditLogger(opts.Audit),

@@ -255,12 +255,19 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 		g.metrics.call(sr.key, c.method, outcome, time.Since(start))
 		g.auditStatelessCall(sr, c, outcome, kv...)
 	}
-	v := g.decide(ctx, q)
+	// A call a policy requires approval for is put to the client's user by
+	// input_required (settleByInput).
+	q.later = true
+	v, ask := g.settleByInput(ctx, q, g.decide(ctx, q), roundOf(req, params), strings.HasPrefix(params.RequestState, inputStatePrefix))
+	if ask != nil {
+		return ask, nil
+	}
 	c.decided = verdictKV(v)
 	if v.Effect == policy.EffectDeny {
 		return nil, &jsonrpc.Error{Code: codeRefused, Message: v.Reason}
 	}
-	up := &mcp.CallToolParams{Name: params.Name, InputResponses: params.InputResponses, RequestState: params.RequestState}
+	up := &mcp.CallToolParams{Name: params.Name}
+	up.InputResponses, up.RequestState = forwardedInput(params)
 	if len(params.Arguments) > 0 {
 		up.Arguments = params.Arguments
 	}

@@ -692,11 +692,20 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 		span.SetAttributes(tracing.Origin.String(r.server))
 	}
 	q := &query{caller: s.caller, server: key, toolset: &s.key, exposed: name, method: policy.MethodToolsCall,
-		tool: r.tool, arguments: args, log: s.audit, who: []any{"server", key.Name}, audit: audit, approve: s.approver(req)}
+		tool: r.tool, arguments: args, log: s.audit, who: []any{"server", key.Name}, audit: audit, approve: s.approver(req), later: s.sessionless}
 	if o := s.existingOrigin(r.server); o != nil {
 		q.conn = &o.pin
 	}
 	v := s.g.decide(ctx, q)
+	if s.sessionless {
+		// A call a policy requires approval for is put to the client's user by
+		// input_required (settleByInput).
+		var ask *mcp.CallToolResult
+		v, ask = s.g.settleByInput(ctx, q, v, roundOf(req, params), strings.HasPrefix(params.RequestState, inputStatePrefix))
+		if ask != nil {
+			return ask, nil
+		}
+	}
 	decided = verdictKV(v)
 	if v.Effect == policy.EffectDeny {
 		return nil, &jsonrpc.Error{Code: codeRefused, Message: v.Reason}
@@ -721,7 +730,8 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 	meta, forget := s.originMeta(ctx, req, cs, params.Meta)
 	defer forget()
 	meta = tracing.InjectMeta(ctx, meta)
-	up := &mcp.CallToolParams{Meta: meta, Name: r.tool, InputResponses: params.InputResponses, RequestState: params.RequestState}
+	up := &mcp.CallToolParams{Meta: meta, Name: r.tool}
+	up.InputResponses, up.RequestState = forwardedInput(params)
 	if len(args) > 0 {
 		up.Arguments = args
 	}
@@ -757,7 +767,8 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 }
 
 // approver returns how the session asks its client's user to approve a call (see
-// elicitApproval): nil for a sessionless client, whose calls have no session to ask on.
+// elicitApproval): nil for a sessionless client, whose calls have no session to ask on
+// (it is asked by input_required: settleByInput).
 func (s *toolsetSession) approver(req *mcp.CallToolRequest) func(context.Context, approval) error {
 	if s.sessionless || req == nil || req.Session == nil {
 		return nil

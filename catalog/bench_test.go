@@ -101,11 +101,14 @@ func (r *loadResult) throughput() float64 {
 	return float64(len(r.latencies)) / r.elapsed.Seconds()
 }
 
-// runLoad sends benchRate requests per second for d to base, cycling through paths, and
+// loadRound is how long one runLoad sends requests.
+const loadRound = time.Second
+
+// runLoad sends benchRate requests per second for loadRound to base, cycling through paths, and
 // adds to res each latency measured from the request's scheduled start, so a stalled
 // server cannot hide queueing delay.
-func runLoad(client *http.Client, base, token string, paths []string, d time.Duration, res *loadResult) {
-	total := int(d.Seconds() * benchRate)
+func runLoad(client *http.Client, base, token string, paths []string, res *loadResult) {
+	total := int(loadRound.Seconds() * benchRate)
 	interval := time.Second / benchRate
 	type sample struct {
 		latency time.Duration
@@ -223,8 +226,8 @@ func BenchmarkSearchLoopback(b *testing.B) {
 	b.ResetTimer()
 	var cat, base loadResult
 	for range int(benchDuration / time.Second) {
-		runLoad(client, c.base, token, paths, time.Second, &cat)
-		runLoad(client, "http://"+ln.Addr().String(), token, paths, time.Second, &base)
+		runLoad(client, c.base, token, paths, &cat)
+		runLoad(client, "http://"+ln.Addr().String(), token, paths, &base)
 	}
 	b.StopTimer()
 	if len(cat.latencies) == 0 || len(base.latencies) == 0 {

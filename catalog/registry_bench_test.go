@@ -105,8 +105,8 @@ func BenchmarkRegistrySearchLoopback(b *testing.B) {
 	b.ResetTimer()
 	var reg, cat loadResult
 	for range int(benchDuration / time.Second) {
-		runLoad(client, c.base, token, registryPaths, time.Second, &reg)
-		runLoad(client, c.base, token, toolPaths, time.Second, &cat)
+		runLoad(client, c.base, token, registryPaths, &reg)
+		runLoad(client, c.base, token, toolPaths, &cat)
 	}
 	b.StopTimer()
 	if len(reg.latencies) == 0 || len(cat.latencies) == 0 {

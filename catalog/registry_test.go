@@ -173,15 +173,13 @@ func secretSpec(o *mcpv1alpha1.MCPServer) {
 // registryFixture is two namespaces of servers and toolsets, and two callers of
 // different RBAC.
 type registryFixture struct {
-	c                *running
-	one, two         string
-	tokenA, tokenB   string
-	wantA, wantB     []string
-	prefix           string
-	serverName       func(ns, name string) string
-	toolsetName      func(ns, name string) string
-	allNames         []string
-	nameOfEveryEntry map[string]bool
+	c              *running
+	one, two       string
+	tokenA, tokenB string
+	wantA, wantB   []string
+	prefix         string
+	serverName     func(ns, name string) string
+	toolsetName    func(ns, name string) string
 }
 
 func newRegistryFixture(t *testing.T) *registryFixture {

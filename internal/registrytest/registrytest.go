@@ -7,6 +7,7 @@ package registrytest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -110,7 +111,7 @@ func ValidateResponse(tb testing.TB, escapedPath string, code int, contentType s
 		openapi = v
 	}
 	path, query, _ := strings.Cut(escapedPath, "?")
-	req, err := http.NewRequest(http.MethodGet, "http://registry.test"+escapedPath, nil)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://registry.test"+escapedPath, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -44,7 +44,7 @@ const approvalStatePrefix = "switchboard-approval-"
 
 // approvalInputKey is the key of the approval question in inputRequests and of its answer
 // in inputResponses.
-const approvalInputKey = "switchboard_approval"
+const approvalInputKey = "switchboard.approval"
 
 // approvalTTL is how long an approval request holds: its user has that long to answer.
 const approvalTTL = 5 * time.Minute

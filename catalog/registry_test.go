@@ -54,7 +54,7 @@ func (r *running) registryGet(tb testing.TB, token, path string) response {
 	tb.Helper()
 	resp := r.get(tb, token, path)
 	for _, secret := range []string{querySecret, headerSecret, secretObjectName, ".example.com", token} {
-		if token != "" && strings.Contains(string(resp.body), secret) {
+		if secret != "" && strings.Contains(string(resp.body), secret) {
 			tb.Fatalf("GET %s answered %s, which contains %q", path, resp.body, secret)
 		}
 	}

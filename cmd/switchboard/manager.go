@@ -124,6 +124,7 @@ type managerOptions struct {
 	gatewayMaxListenStreams          int
 	gatewayMaxListenStreamsPerCaller int
 	gatewayMaxInflightPerCaller      int
+	gatewayApprovalKeySecret         string
 
 	watchNamespaces []string
 
@@ -240,6 +241,8 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"subscriptions/listen streams one caller holds open on this replica at most; its next one is answered 429 with Retry-After.")
 	fs.IntVar(&o.gatewayMaxInflightPerCaller, "gateway-max-inflight-per-caller", gateway.DefaultMaxInflightPerCaller,
 		"Sessionless requests (2026-07-28) of one caller this replica serves at once, listen streams aside; one more is answered 429 with Retry-After, so that no caller takes another's share of a server or a bridge.")
+	fs.StringVar(&o.gatewayApprovalKeySecret, "gateway-approval-key-secret", "",
+		"NAMESPACE/NAME of the Secret whose key "+approvalKeyField+" (at least 32 bytes) every replica signs and checks the approvals it asks 2026-07-28 clients for (RequireApproval) with; empty makes a key per replica, and an approval then holds only on the replica that asked.")
 	fs.Func("watch-namespaces",
 		"Comma-separated namespaces whose objects the manager watches and reconciles; empty watches every namespace. Its RBAC may then be Roles in those namespaces.",
 		func(v string) error {
@@ -577,6 +580,13 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		Registerer:                metrics.Registry,
 		Logger:                    ctrl.Log.WithName("gateway"),
 		Audit:                     opts.auditRoot().WithName("gateway").WithName("audit"),
+	}
+	if opts.gatewayApprovalKeySecret != "" {
+		if gatewayOpts.ApprovalKey, err = approvalKey(context.Background(), mgr.GetAPIReader(), opts.gatewayApprovalKeySecret); err != nil {
+			return err
+		}
+	} else {
+		ctrl.Log.WithName("gateway").Info("No --gateway-approval-key-secret: each replica signs the approvals it asks 2026-07-28 clients for with a key of its own, so a client's answer must reach the replica that asked")
 	}
 	if mode != catalog.AuthNone {
 		// An API client of its own, so that the gateway's reviews do not queue behind

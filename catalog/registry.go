@@ -637,6 +637,11 @@ func (a *registryAccess) filter(ctx context.Context, records []*registryRecord) 
 	return out, nil
 }
 
+// maxRegistryCursor bounds a cursor a caller sends back: ours are a name of at most
+// maxRegistryName bytes and a fingerprint, base64 encoded, well within it. A longer one
+// is refused before it is decoded.
+const maxRegistryCursor = 1024
+
 // listRegistry answers GET /v0.1/servers: entries in name order after the cursor that
 // match the filters and that the caller may see.
 func (s *Server) listRegistry(ctx context.Context, c *caller, q registryQuery) ([]byte, *apiError) {
@@ -645,8 +650,11 @@ func (s *Server) listRegistry(ctx context.Context, c *caller, q registryQuery) (
 	if q.cursor != "" {
 		var cur registryCursor
 		invalid := errorf(http.StatusBadRequest, "cursor is invalid or belongs to other filters; start again without it")
+		if len(q.cursor) > maxRegistryCursor {
+			return nil, invalid
+		}
 		b, err := base64.RawURLEncoding.DecodeString(q.cursor)
-		if len(q.cursor) > 1024 || err != nil || json.Unmarshal(b, &cur) != nil ||
+		if err != nil || json.Unmarshal(b, &cur) != nil ||
 			cur.Version != cursorVersion || cur.Fingerprint != fp || cur.Name == "" {
 			return nil, invalid
 		}

@@ -2,7 +2,6 @@ package catalog_test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -94,21 +93,7 @@ func BenchmarkRegistrySearchLoopback(b *testing.B) {
 		toolPaths = append(toolPaths, p)
 	}
 
-	transport := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: benchWorkers,
-		MaxConnsPerHost:     benchWorkers,
-	}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
-
-	b.ResetTimer()
-	var reg, cat loadResult
-	for range int(benchDuration / time.Second) {
-		runLoad(client, c.base, token, registryPaths, &reg)
-		runLoad(client, c.base, token, toolPaths, &cat)
-	}
-	b.StopTimer()
+	reg, cat := alternateLoad(b, token, loadTarget{c.base, registryPaths}, loadTarget{c.base, toolPaths})
 	if len(reg.latencies) == 0 || len(cat.latencies) == 0 {
 		b.Fatalf("no request succeeded: registry errors %d, catalogue errors %d", reg.errors, cat.errors)
 	}

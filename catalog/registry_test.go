@@ -279,7 +279,8 @@ func TestRegistryListsWhatEachCallerMayUse(t *testing.T) {
 	if resp.code != http.StatusBadRequest || !strings.Contains(string(resp.body), `"error"`) {
 		t.Errorf("cursor of other filters: %d %s", resp.code, resp.body)
 	}
-	for _, bad := range []string{"limit=0", "limit=101", "limit=x", "updated_since=yesterday", "cursor=%21%21", "limit=1&limit=2"} {
+	for _, bad := range []string{"limit=0", "limit=101", "limit=x", "updated_since=yesterday", "cursor=%21%21", "limit=1&limit=2",
+		"cursor=" + strings.Repeat("A", 2000)} {
 		if resp := c.registryGet(t, f.tokenA, "/v0.1/servers?"+bad); resp.code != http.StatusBadRequest {
 			t.Errorf("?%s: %d %s, want 400", bad, resp.code, resp.body)
 		}

@@ -99,17 +99,7 @@ func policyFrontDoors(t *testing.T, enforcement mcpv1alpha1.AccessPolicyEnforcem
 	dial := func(endpoint, version string) func(t *testing.T, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
 		return func(t *testing.T, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
 			t.Helper()
-			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-				Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token: token}}, MaxRetries: -1,
-			}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatalf("connecting to %s: %v", endpoint, err)
-			}
-			t.Cleanup(func() { _ = cs.Close() })
-			return cs
+			return connectAs(t, endpoint, token, version, opts)
 		}
 	}
 	direct := func(name, endpoint, version string) frontDoor {
@@ -424,17 +414,7 @@ func TestAToolsetInSearchModeAsksForApprovalByInput(t *testing.T) {
 // connectSessionlessAs connects a 2026-07-28 client to endpoint with token.
 func connectSessionlessAs(t *testing.T, endpoint, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token: token}}, MaxRetries: -1,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionlessVersion})
-	if err != nil {
-		t.Fatalf("connecting to %s: %v", endpoint, err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return connectAs(t, endpoint, token, sessionlessVersion, opts)
 }
 
 // gwToolset is a copy of the toolset as the harness last gave it, with delete_all shown.

@@ -153,7 +153,12 @@ var (
 
 // redeem verifies that state approves s, now, for the first time, and spends it.
 func (a *approvals) redeem(state string, s approvalSubject) error {
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(state, approvalStatePrefix))
+	// A state of any other length is none of ours: it is refused before it is decoded.
+	encoded := strings.TrimPrefix(state, approvalStatePrefix)
+	if len(encoded) != base64.RawURLEncoding.EncodedLen(approvalStateSize) {
+		return errApprovalUnverified
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(encoded)
 	if err != nil || len(raw) != approvalStateSize || raw[0] != approvalStateVersion {
 		return errApprovalUnverified
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,7 +58,8 @@ func TestAnApprovalStateApprovesOneCall(t *testing.T) {
 	if err := issuer.redeem(late, subject); !errors.Is(err, errApprovalExpired) {
 		t.Errorf("a state redeemed after %s = %v; want it expired", approvalTTL, err)
 	}
-	for _, garbage := range []string{approvalStatePrefix, approvalStatePrefix + "!!", approvalStatePrefix + "AAAA"} {
+	for _, garbage := range []string{approvalStatePrefix, approvalStatePrefix + "!!", approvalStatePrefix + "AAAA",
+		approvalStatePrefix + strings.Repeat("A", 1<<20)} {
 		if err := issuer.redeem(garbage, subject); !errors.Is(err, errApprovalUnverified) {
 			t.Errorf("redeeming %q = %v; want it unverified", garbage, err)
 		}

@@ -1,10 +1,7 @@
 package gateway_test
 
 import (
-	"context"
 	"fmt"
-	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -49,8 +46,9 @@ func BenchmarkAccessPolicyCost(b *testing.B) {
 			}
 
 			const block, warm = 50, 2
-			without, with := alternateEndpoints(b, [2]string{h.front.URL + gatewaypath.Server(unpoliced.Namespace, unpoliced.Name), h.url()},
-				era.version, block, warm, &mcp.CallToolParams{Name: "test_simple_text"})
+			params := &mcp.CallToolParams{Name: "test_simple_text"}
+			without, with := alternateCalls(b, [2]string{h.front.URL + gatewaypath.Server(unpoliced.Namespace, unpoliced.Name), h.url()},
+				era.version, block, warm, func(int) *mcp.CallToolParams { return params })
 			if len(with) == 0 {
 				return // the framework's first round of one call
 			}
@@ -63,46 +61,6 @@ func BenchmarkAccessPolicyCost(b *testing.B) {
 			b.ReportMetric(p50(with)/p50(without), "p50-policies/none")
 		})
 	}
-}
-
-// alternateEndpoints connects one client of the protocol version given to each of urls
-// and makes b.N calls of params, in blocks of block calls that go to urls[0] and urls[1]
-// by turns. It returns the latencies of each endpoint's calls but the first warm of each
-// block, sorted.
-func alternateEndpoints(b *testing.B, urls [2]string, version string, block, warm int, params *mcp.CallToolParams) (zero, one []time.Duration) {
-	ctx := context.Background()
-	var sessions [2]*mcp.ClientSession
-	for i, u := range urls {
-		transport := &http.Transport{}
-		defer transport.CloseIdleConnections()
-		client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-bench", Version: "v0"}, nil)
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-			Endpoint: u, HTTPClient: &http.Client{Transport: transport}, DisableStandaloneSSE: true,
-		}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cs.Close()
-		sessions[i] = cs
-	}
-	var halves [2][]time.Duration
-	b.ResetTimer()
-	for i := range b.N {
-		half := (i / block) % 2
-		start := time.Now()
-		res, err := sessions[half].CallTool(ctx, params)
-		took := time.Since(start)
-		if err != nil || res.IsError {
-			b.Fatalf("tools/call through %s: %+v, %v", urls[half], res, err)
-		}
-		if i%block >= warm {
-			halves[half] = append(halves[half], took)
-		}
-	}
-	b.StopTimer()
-	slices.Sort(halves[0])
-	slices.Sort(halves[1])
-	return halves[0], halves[1]
 }
 
 // tenPoliciesOfTenRules returns ten Enforce policies that select the server key names,

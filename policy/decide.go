@@ -328,18 +328,31 @@ func (e *evaluation) evaluate(r *rule) outcome {
 		return outcome{cost: cost, err: fmt.Errorf("the request's expressions ran longer than %v and were cancelled", evalTimeout)}
 	}
 	if err != nil {
-		// Bounded: a CEL error may quote part of a value it could not convert.
-		msg := err.Error()
-		if len(msg) > maxErrorBytes {
-			msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "..."
-		}
-		return outcome{cost: cost, err: fmt.Errorf("when: %s", msg)}
+		return outcome{cost: cost, err: fmt.Errorf("when: %s", celErrorKind(err))}
 	}
 	b, ok := out.(types.Bool)
 	if !ok {
 		return outcome{cost: cost, err: fmt.Errorf("when evaluated to %s, not a bool", out.Type().TypeName())}
 	}
 	return outcome{holds: bool(b), cost: cost}
+}
+
+// celErrorKind is what a reason may say of a CEL evaluation error: its kind, the text
+// before CEL's first ": " ("no such key", "error parsing regexp"), bounded. What
+// follows is the value the expression failed on, which may be a caller's argument (a
+// token, a URL with its query string): it reaches neither the caller's refusal nor the
+// audit line.
+func celErrorKind(err error) string {
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "operation cancelled") && !strings.HasPrefix(msg, "operation interrupted") {
+		// Those the interpreter says of itself ("operation cancelled: actual cost limit
+		// exceeded") quote no value and are kept whole.
+		msg, _, _ = strings.Cut(msg, ": ")
+	}
+	if len(msg) > maxErrorBytes {
+		msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "..."
+	}
+	return msg
 }
 
 // ResolveName implements interpreter.Activation, building each variable's value the first

@@ -294,3 +294,26 @@ func TestTheAnonymousCallerIsNotAuthenticated(t *testing.T) {
 		})
 	}
 }
+
+// TestAFailedConditionQuotesNoArgument: a `when` that fails on a caller's argument (a key
+// looked up by the argument's value, a regular expression taken from it) refuses the
+// call, and the reason, which the caller and the audit log both get, says what kind of
+// failure it was without quoting the value: an argument may carry a token or a URL with
+// its query string.
+func TestAFailedConditionQuotesNoArgument(t *testing.T) {
+	const secret = "https://idp.example/cb?code=s3cr3t-code"
+	eve := policy.Caller{Username: "oidc:eve@example.com"}
+	for when, kind := range map[string]string{
+		`arguments[arguments.url] == 1`:   "no such key",
+		`"x".matches(arguments.url + "(")`: "error parsing regexp",
+	} {
+		p := compiled(t, "p", refs("MCPServer", "github"), withRules(rule(allow, []string{"*"}, when, user(eve.Username))))
+		v := policy.Decide(eve, github, call("get_issue", map[string]any{"url": secret}), []*policy.Compiled{p})
+		if v.Effect != policy.EffectDeny || !strings.Contains(v.Reason, kind) {
+			t.Errorf("%s: %s %q; want Deny saying %q", when, v.Effect, v.Reason, kind)
+		}
+		if strings.Contains(v.Reason, "s3cr3t") || strings.Contains(v.Reason, "idp.example") {
+			t.Errorf("%s: the reason quotes the argument: %q", when, v.Reason)
+		}
+	}
+}

@@ -304,7 +304,7 @@ func TestAFailedConditionQuotesNoArgument(t *testing.T) {
 	const secret = "https://idp.example/cb?code=s3cr3t-code"
 	eve := policy.Caller{Username: "oidc:eve@example.com"}
 	for when, kind := range map[string]string{
-		`arguments[arguments.url] == 1`:   "no such key",
+		`arguments[arguments.url] == 1`:    "no such key",
 		`"x".matches(arguments.url + "(")`: "error parsing regexp",
 	} {
 		p := compiled(t, "p", refs("MCPServer", "github"), withRules(rule(allow, []string{"*"}, when, user(eve.Username))))

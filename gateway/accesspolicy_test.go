@@ -575,6 +575,15 @@ func TestAnAccessPolicyGovernsResourcesAndPrompts(t *testing.T) {
 					t.Errorf("%s = %v; want it refused by the access policy", what, err)
 				}
 			}
+			// A refused URI's query string may carry a secret: neither the refusal nor the
+			// audit log quotes it.
+			_, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: "note://private/salaries?token=s3cr3t-query"})
+			if err == nil || strings.Contains(err.Error(), "s3cr3t-query") {
+				t.Errorf("alice reading a private note with a query = %v; want it refused without the query", err)
+			}
+			if strings.Contains(h.audit.all(), "s3cr3t-query") {
+				t.Errorf("the audit log quotes a refused URI's query string:\n%s", h.audit.all())
+			}
 			if got := h.notes.calls("resources/read") + h.notes.calls("prompts/get") - before; got != 2 {
 				t.Errorf("the server received %d resources/read and prompts/get, want alice's 2 allowed ones", got)
 			}

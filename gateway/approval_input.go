@@ -256,7 +256,7 @@ func (g *Gateway) settleByInput(ctx context.Context, q *query, v policy.Verdict,
 				policySpan(ctx, q.start, "")
 			}
 			q.log.Info("Approval requested", append(append([]any(nil), q.who...),
-				"tool", clip(q.nameAsked()), "policy", v.Policy, "rule", v.Rule)...)
+				"tool", clip(q.loggedName()), "policy", v.Policy, "rule", v.Rule)...)
 			return v, res
 		}
 		q.approve = func(context.Context, approval) error { return err }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -201,7 +202,7 @@ func (g *Gateway) judgePolicies(q *query, srv *server) policy.Verdict {
 	args, err := decodeArguments(q.arguments)
 	if err != nil {
 		v = refused(fmt.Sprintf("the arguments of %s %s are not a JSON object, and access policies judge the arguments of every request to MCPServer %s",
-			printableMethod(q.method), quoteName(q.nameAsked()), q.server))
+			printableMethod(q.method), quoteName(q.loggedName()), q.server))
 	} else {
 		req.Arguments = args
 		caller := policyCaller(q.caller)
@@ -219,7 +220,7 @@ func (g *Gateway) judgePolicies(q *query, srv *server) policy.Verdict {
 		g.metrics.policyDecisions.WithLabelValues(string(v.Audit.Effect), string(mcpv1alpha1.AccessPolicyAudit)).Inc()
 		if v.Audit.Effect != policy.EffectAllow {
 			q.log.Info("Access policy audit", append(append([]any(nil), q.who...),
-				"method", printableMethod(q.method), "name", clip(q.nameAsked()), "effect", string(v.Audit.Effect),
+				"method", printableMethod(q.method), "name", clip(q.loggedName()), "effect", string(v.Audit.Effect),
 				"reason", v.Audit.Reason, "policy", v.Audit.Policy, "rule", v.Audit.Rule)...)
 		}
 	}
@@ -227,6 +228,17 @@ func (g *Gateway) judgePolicies(q *query, srv *server) policy.Verdict {
 }
 
 // nameAsked is the name of what the request asks for, as the client named it.
+// loggedName is nameAsked as refusals and audit lines may show it: a resource URI
+// without its query string, which may carry a secret (the policy's own reasons drop it
+// too).
+func (q *query) loggedName() string {
+	name := q.nameAsked()
+	if q.method == policy.MethodResourcesRead {
+		name, _, _ = strings.Cut(name, "?")
+	}
+	return name
+}
+
 func (q *query) nameAsked() string {
 	switch q.method {
 	case policy.MethodResourcesRead:

@@ -74,6 +74,7 @@ test: ## Run all tests (unit and envtest integration) with the race detector, th
 	SWITCHBOARD_CONFORMANCE_2026="$$(hack/test-servers.sh --conformance-2026)" \
 	SWITCHBOARD_ZITADEL_OP="$$(hack/zitadel-op.sh)" \
 	SWITCHBOARD_JAEGER="$$(hack/jaeger.sh)" \
+	SWITCHBOARD_THV="$$(hack/test-servers.sh --thv)" \
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(TEST_PACKAGES)
 	@# Heap-measuring tests run without the race detector, whose shadow memory and
 	@# slowdown would distort their figures (they carry a !race build tag).

@@ -101,11 +101,42 @@ func (r *loadResult) throughput() float64 {
 	return float64(len(r.latencies)) / r.elapsed.Seconds()
 }
 
-// runLoad sends benchRate requests per second for d to base, cycling through paths, and
+// loadTarget is one side of an alternating load: a base URL and the paths to cycle
+// through.
+type loadTarget struct {
+	base  string
+	paths []string
+}
+
+// alternateLoad runs benchDuration of one-second rounds against first and second by
+// turns, so that whatever else runs on the machine weighs on both alike, and returns
+// what each measured. The benchmark's timer runs only meanwhile.
+func alternateLoad(b *testing.B, token string, first, second loadTarget) (loadResult, loadResult) {
+	transport := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: benchWorkers,
+		MaxConnsPerHost:     benchWorkers,
+	}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+	var one, two loadResult
+	b.ResetTimer()
+	for range int(benchDuration / time.Second) {
+		runLoad(client, first.base, token, first.paths, &one)
+		runLoad(client, second.base, token, second.paths, &two)
+	}
+	b.StopTimer()
+	return one, two
+}
+
+// loadRound is how long one runLoad sends requests.
+const loadRound = time.Second
+
+// runLoad sends benchRate requests per second for loadRound to base, cycling through paths, and
 // adds to res each latency measured from the request's scheduled start, so a stalled
 // server cannot hide queueing delay.
-func runLoad(client *http.Client, base, token string, paths []string, d time.Duration, res *loadResult) {
-	total := int(d.Seconds() * benchRate)
+func runLoad(client *http.Client, base, token string, paths []string, res *loadResult) {
+	total := int(loadRound.Seconds() * benchRate)
 	interval := time.Second / benchRate
 	type sample struct {
 		latency time.Duration
@@ -210,23 +241,7 @@ func BenchmarkSearchLoopback(b *testing.B) {
 	go func() { _ = bare.Serve(ln) }()
 	defer bare.Close()
 
-	transport := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: benchWorkers,
-		MaxConnsPerHost:     benchWorkers,
-	}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
-
-	// Alternate one-second rounds between the two servers, so that whatever else runs on
-	// the machine weighs on both alike.
-	b.ResetTimer()
-	var cat, base loadResult
-	for range int(benchDuration / time.Second) {
-		runLoad(client, c.base, token, paths, time.Second, &cat)
-		runLoad(client, "http://"+ln.Addr().String(), token, paths, time.Second, &base)
-	}
-	b.StopTimer()
+	cat, base := alternateLoad(b, token, loadTarget{c.base, paths}, loadTarget{"http://" + ln.Addr().String(), paths})
 	if len(cat.latencies) == 0 || len(base.latencies) == 0 {
 		b.Fatalf("no request succeeded: catalogue errors %d, bare errors %d", cat.errors, base.errors)
 	}

@@ -6,6 +6,11 @@
 // caller may list mcpservers in, and lends its ranking to a toolset's find_tools
 // ([ToolIndex]).
 //
+// It serves the MCP Registry API under /v0.1 as well (registry.go): one server.json per
+// MCPServer and MCPToolset, built with the registry module's own types, whose only remote
+// is the object's gateway endpoint under the configured public URL; a caller sees the
+// entries of namespaces it may list mcpservers in that it may also use.
+//
 // What it owns:
 //   - an in-memory search index over tool name, title and description and server name
 //     and description, fed incrementally by the manager's MCPServer informer;

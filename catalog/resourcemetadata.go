@@ -68,6 +68,15 @@ func NewResourceMetadata(publicURL string, scopes []string, providers *identity.
 	}, nil
 }
 
+// publicURL returns the configured public base URL without a trailing slash; "" when
+// none is configured.
+func (m *ResourceMetadata) publicURL() string {
+	if m == nil {
+		return ""
+	}
+	return m.base
+}
+
 // Published reports whether metadata is served: a public URL was configured.
 func (m *ResourceMetadata) Published() bool { return m != nil && m.base != "" }
 
@@ -114,12 +123,13 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// isProtectedEndpoint reports whether path is the catalogue's /mcp or a well-formed
+// isProtectedEndpoint reports whether path is the catalogue's /mcp, its registry API
+// (/v0.1, whose routes all share one resource) or a well-formed
 // gateway endpoint path: a namespace (DNS label) and an MCPServer or MCPToolset name (DNS
 // subdomain). Only such paths get metadata, so no caller-chosen text reaches a
 // document or a header.
 func isProtectedEndpoint(path string) bool {
-	if path == "/mcp" {
+	if path == "/mcp" || path == RegistryPathPrefix {
 		return true
 	}
 	rest, ok := strings.CutPrefix(path, gatewaypath.Prefix)

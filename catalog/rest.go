@@ -29,6 +29,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/api/v1/toolsets", m.instrument("toolsets", s.rest(s.serveToolsets, "namespace")))
 	mux.Handle("/api/v1/openapi.json", m.instrument("openapi", http.HandlerFunc(serveOpenAPI)))
 	mux.Handle("/mcp", m.instrument("mcp", s.mcpHandler()))
+	mux.Handle(RegistryPathPrefix+"/servers", m.instrument("registry_servers", http.HandlerFunc(s.serveRegistry)))
+	mux.Handle(RegistryPathPrefix+"/servers/", m.instrument("registry_server", http.HandlerFunc(s.serveRegistry)))
 	mux.Handle(ResourceMetadataPathPrefix+"/", m.instrument("resource_metadata", s.opts.ResourceMetadata))
 	mux.Handle("/", m.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "no such path; see /api/v1/openapi.json"))
@@ -114,8 +116,12 @@ func (s *Server) admit(r *http.Request) (*caller, *apiError) {
 		// The message says why (missing, malformed, rejected) and never echoes the token.
 		// The catalogue's /mcp points to its protected resource metadata.
 		e := errorf(http.StatusUnauthorized, "%s", err.Error())
-		if r.URL.Path == "/mcp" {
+		// So do the registry's routes, to the metadata of /v0.1.
+		switch {
+		case r.URL.Path == "/mcp":
 			e.challenge = s.opts.ResourceMetadata.Challenge(r.URL.Path)
+		case strings.HasPrefix(r.URL.Path, RegistryPathPrefix+"/"):
+			e.challenge = s.opts.ResourceMetadata.Challenge(RegistryPathPrefix)
 		}
 		return nil, e
 	case errors.Is(err, identity.ErrTooManyReviews):
@@ -216,7 +222,12 @@ func writeJSON(w http.ResponseWriter, r *http.Request, body any) {
 		writeError(w, errorf(http.StatusInternalServerError, "encoding the response failed"))
 		return
 	}
-	sum := sha256.Sum256(buf.Bytes())
+	writeBody(w, r, buf.Bytes())
+}
+
+// writeBody writes an encoded JSON body as writeJSON does.
+func writeBody(w http.ResponseWriter, r *http.Request, body []byte) {
+	sum := sha256.Sum256(body)
 	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
 	h := w.Header()
 	h.Set("ETag", etag)
@@ -227,10 +238,10 @@ func writeJSON(w http.ResponseWriter, r *http.Request, body any) {
 		return
 	}
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body) //nolint:gosec // JSON served as application/json with nosniff: no browser renders it as HTML
 }
 
 // etagMatches implements the weak comparison If-None-Match uses.
@@ -249,6 +260,14 @@ func etagMatches(header, etag string) bool {
 
 // writeError writes a JSON Error.
 func writeError(w http.ResponseWriter, e *apiError) {
+	errorHeaders(w, e)
+	w.WriteHeader(e.code)
+	_ = json.NewEncoder(w).Encode(Error{Code: e.code, Reason: reason(e.code), Message: e.msg})
+}
+
+// errorHeaders sets the headers of an error answer: its content type, no caching, and
+// the challenge of a 401 or the Retry-After of a 429.
+func errorHeaders(w http.ResponseWriter, e *apiError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
@@ -263,8 +282,6 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	case http.StatusTooManyRequests:
 		h.Set("Retry-After", strconv.Itoa(int(identity.ReviewRetryAfter/time.Second)))
 	}
-	w.WriteHeader(e.code)
-	_ = json.NewEncoder(w).Encode(Error{Code: e.code, Reason: reason(e.code), Message: e.msg})
 }
 
 // reason turns a status code into a PascalCase reason: 404 -> NotFound.

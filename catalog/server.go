@@ -78,6 +78,12 @@ type Options struct {
 	// AccessCacheSize bounds the cached SubjectAccessReview results; 16384 when zero.
 	AccessCacheSize int
 
+	// RegistryNamePrefix is the reverse-DNS part of every name the MCP Registry API
+	// (/v0.1) gives: an MCPServer is <prefix>/<namespace>.<name>, an MCPToolset
+	// <prefix>/<namespace>.toolset_<name>. DefaultRegistryNamePrefix when empty; see
+	// [CheckRegistryNamePrefix].
+	RegistryNamePrefix string
+
 	// Registerer receives the catalogue's metrics; controller-runtime's registry (served
 	// on the manager's metrics endpoint) when nil.
 	Registerer prometheus.Registerer
@@ -101,6 +107,12 @@ func (o *Options) defaults() error {
 		return err
 	}
 	o.Auth = mode
+	if o.RegistryNamePrefix == "" {
+		o.RegistryNamePrefix = DefaultRegistryNamePrefix
+	}
+	if err := CheckRegistryNamePrefix(o.RegistryNamePrefix); err != nil {
+		return err
+	}
 	if o.AuthCacheTTL <= 0 {
 		o.AuthCacheTTL = 10 * time.Second
 	}
@@ -138,6 +150,10 @@ type Server struct {
 	synced  func() bool
 
 	toolsets toolsetStore
+
+	// registry holds the entries of the MCP Registry API, built by registryBuild.
+	registry      *registryIndex
+	registryBuild registryBuilder
 }
 
 // New creates the catalogue and registers its event handlers on the manager's MCPServer
@@ -184,7 +200,17 @@ func New(mgr ctrl.Manager, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adding the catalogue's MCPToolset event handler: %w", err)
 	}
-	s.synced = func() bool { return reg.HasSynced() && toolsetReg.HasSynced() }
+	registryReg, err := informer.AddEventHandler(s.registryServerHandler())
+	if err != nil {
+		return nil, fmt.Errorf("adding the registry's MCPServer event handler: %w", err)
+	}
+	registryToolsetReg, err := toolsetInformer.AddEventHandler(s.registryToolsetHandler())
+	if err != nil {
+		return nil, fmt.Errorf("adding the registry's MCPToolset event handler: %w", err)
+	}
+	s.synced = func() bool {
+		return reg.HasSynced() && toolsetReg.HasSynced() && registryReg.HasSynced() && registryToolsetReg.HasSynced()
+	}
 	return s, nil
 }
 
@@ -227,6 +253,9 @@ func newServer(opts Options, unknown, known authenticationv1client.TokenReviewIn
 		synced:  func() bool { return true },
 
 		toolsets: toolsetStore{items: map[serverKey]ToolsetSummary{}},
+
+		registry:      newRegistryIndex(),
+		registryBuild: registryBuilder{prefix: opts.RegistryNamePrefix, base: opts.ResourceMetadata.publicURL()},
 	}
 	s.index.onChange = m.setIndexSize
 	m.setIndexSize(0, 0, 0)

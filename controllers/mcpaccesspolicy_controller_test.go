@@ -2,23 +2,39 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
-// getAccessPolicy reads the policy's current state.
-func getAccessPolicy(g Gomega, p *mcpv1alpha1.MCPAccessPolicy) *mcpv1alpha1.MCPAccessPolicy {
-	out := &mcpv1alpha1.MCPAccessPolicy{}
-	g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), out)).To(Succeed())
-	return out
+// awaitAccessPolicy waits until cond holds of p as the API server has it.
+func awaitAccessPolicy(t testing.TB, p *mcpv1alpha1.MCPAccessPolicy, what string, cond func(*mcpv1alpha1.MCPAccessPolicy) error) {
+	t.Helper()
+	testutil.Eventually(t, eventually, what, func() error {
+		got := &mcpv1alpha1.MCPAccessPolicy{}
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
+			return err
+		}
+		return cond(got)
+	})
+}
+
+// targetsAre says which targets p lists when they are not want.
+func targetsAre(p *mcpv1alpha1.MCPAccessPolicy, want ...string) error {
+	if got := accessPolicyTargets(p); !slices.Equal(got, want) {
+		return fmt.Errorf("targets %q, want %q", got, want)
+	}
+	return nil
 }
 
 // accessPolicyTargets lists status.targets as "Kind/name".
@@ -77,22 +93,27 @@ func TestAccessPolicyReportsTheTargetsItSelects(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, bySelector)).To(Succeed())
 	g.Expect(k8sClient.Create(ctx, byRefs)).To(Succeed())
 
-	g.Eventually(func(g Gomega) {
-		got := getAccessPolicy(g, bySelector)
-		g.Expect(accessPolicyTargets(got)).To(Equal([]string{"MCPServer/github", "MCPToolset/assistant"}))
-		g.Expect(got.Status.TargetCount).To(BeEquivalentTo(2))
-		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Message).To(Equal("Enforcing 1 rules on 2 targets"))
-		g.Expect(string(testutil.KStatus(t, got))).To(Equal("Current"))
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := getAccessPolicy(g, byRefs)
-		g.Expect(accessPolicyTargets(got)).To(Equal([]string{"MCPServer/web", "MCPToolset/assistant"}))
-		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady).Message).To(Equal("Auditing 1 rules on 2 targets"))
-	}, eventually, poll).Should(Succeed())
+	awaitAccessPolicy(t, bySelector, "the selected targets enforced", func(got *mcpv1alpha1.MCPAccessPolicy) error {
+		if err := targetsAre(got, "MCPServer/github", "MCPToolset/assistant"); err != nil {
+			return err
+		}
+		if got.Status.TargetCount != 2 || got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("targetCount %d, observedGeneration %d of %d", got.Status.TargetCount, got.Status.ObservedGeneration, got.Generation)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Message != "Enforcing 1 rules on 2 targets" {
+			return fmt.Errorf("Ready is %+v", c)
+		}
+		return kstatusIs(t, got, status.CurrentStatus)
+	})
+	awaitAccessPolicy(t, byRefs, "the named targets audited", func(got *mcpv1alpha1.MCPAccessPolicy) error {
+		if err := targetsAre(got, "MCPServer/web", "MCPToolset/assistant"); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady); c == nil || c.Message != "Auditing 1 rules on 2 targets" {
+			return fmt.Errorf("Ready is %+v", c)
+		}
+		return nil
+	})
 
 	// The status follows the servers: a label removed, a named server created, a toolset
 	// deleted.
@@ -100,10 +121,12 @@ func TestAccessPolicyReportsTheTargetsItSelects(t *testing.T) {
 	g.Expect(k8sClient.Patch(ctx, github, unlabel)).To(Succeed())
 	g.Expect(k8sClient.Create(ctx, httpServer(ns, "not-yet", url))).To(Succeed())
 	g.Expect(k8sClient.Delete(ctx, toolset)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(accessPolicyTargets(getAccessPolicy(g, bySelector))).To(BeEmpty())
-		g.Expect(accessPolicyTargets(getAccessPolicy(g, byRefs))).To(Equal([]string{"MCPServer/not-yet", "MCPServer/web"}))
-	}, eventually, poll).Should(Succeed())
+	awaitAccessPolicy(t, bySelector, "no target left to the selector", func(got *mcpv1alpha1.MCPAccessPolicy) error {
+		return targetsAre(got)
+	})
+	awaitAccessPolicy(t, byRefs, "the named server created, the toolset gone", func(got *mcpv1alpha1.MCPAccessPolicy) error {
+		return targetsAre(got, "MCPServer/not-yet", "MCPServer/web")
+	})
 }
 
 func TestAccessPolicyWithABadExpressionIsNotReady(t *testing.T) {
@@ -132,32 +155,36 @@ func TestAccessPolicyWithABadExpressionIsNotReady(t *testing.T) {
 		},
 	}
 	g.Expect(k8sClient.Create(ctx, p)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := getAccessPolicy(g, p)
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(mcpv1alpha1.ReasonInvalidExpression))
-		g.Expect(c.Message).To(ContainSubstring("spec.rules[1].when does not compile"))
-		g.Expect(c.Message).To(ContainSubstring("undefined field 'usrname'"))
-		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionStalled)).To(BeTrue())
-		g.Expect(string(testutil.KStatus(t, got))).To(Equal("Failed"))
-	}, eventually, poll).Should(Succeed())
+	awaitAccessPolicy(t, p, "InvalidExpression naming the rule and the field, Stalled", func(got *mcpv1alpha1.MCPAccessPolicy) error {
+		if err := conditionIn(got.Status.Conditions, mcpv1alpha1.ConditionReady, metav1.ConditionFalse, mcpv1alpha1.ReasonInvalidExpression,
+			"spec.rules[1].when does not compile", "undefined field 'usrname'"); err != nil {
+			return err
+		}
+		if err := conditionIn(got.Status.Conditions, mcpv1alpha1.ConditionStalled, metav1.ConditionTrue, ""); err != nil {
+			return err
+		}
+		return kstatusIs(t, got, status.FailedStatus)
+	})
 
 	// Fixing the expression makes it Ready, and Stalled goes away.
-	g.Eventually(func() error {
+	testutil.Eventually(t, eventually, "the expression fixed", func() error {
 		cur := &mcpv1alpha1.MCPAccessPolicy{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(p), cur); err != nil {
 			return err
 		}
 		cur.Spec.Rules[1].When = `caller.username == "alice"`
 		return k8sClient.Update(ctx, cur)
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := getAccessPolicy(g, p)
-		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionReady)).To(BeTrue())
-		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionStalled)).To(BeNil())
-		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-		g.Expect(string(testutil.KStatus(t, got))).To(Equal("Current"))
-	}, eventually, poll).Should(Succeed())
+	})
+	awaitAccessPolicy(t, p, "Ready, not Stalled, once the expression compiles", func(got *mcpv1alpha1.MCPAccessPolicy) error {
+		if err := conditionIn(got.Status.Conditions, mcpv1alpha1.ConditionReady, metav1.ConditionTrue, ""); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionStalled); c != nil {
+			return fmt.Errorf("Stalled is %+v, want it absent", c)
+		}
+		if got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("observedGeneration %d of %d", got.Status.ObservedGeneration, got.Generation)
+		}
+		return kstatusIs(t, got, status.CurrentStatus)
+	})
 }

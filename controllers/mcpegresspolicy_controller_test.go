@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // isolatingPolicy selects servers labelled team=search and allows only a range that holds
@@ -42,41 +44,48 @@ func TestPolicyCreatedAfterConnectDropsSessionAndDeletionRestoresIt(t *testing.T
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 	bystander := httpServer(ns, "bystander", srv.url())
 	g.Expect(k8sClient.Create(ctx, bystander)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		readyIs(g, obj, metav1.ConditionTrue, "")
-		readyIs(g, bystander, metav1.ConditionTrue, "")
-	}, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionTrue, "")
+	awaitReady(t, bystander, metav1.ConditionTrue, "")
 
 	policy := isolatingPolicy(ns)
 	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 	created := time.Now()
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonEgressDenied)
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionEgressAllowed)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Message).To(ContainSubstring(ns + "/lockdown"))
-		st, _ := condition(got, mcpv1alpha1.ConditionConnected)
-		g.Expect(st).To(Equal(metav1.ConditionFalse), "the session must be dropped")
-	}, 5*time.Second, 20*time.Millisecond).Should(Succeed())
+	testutil.Eventually(t, 5*time.Second, "EgressDenied naming the policy, the session dropped", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, mcpv1alpha1.ReasonEgressDenied)
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionFalse, "", ns+"/lockdown"); err != nil {
+			return err
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionConnected, metav1.ConditionFalse, "")
+	})
 	t.Logf("policy enforced on a live session after %v", time.Since(created).Round(time.Millisecond))
-	g.Eventually(func() []string { return eventReasons(t, ns, "searcher") }, eventually, poll).Should(ContainElement("EgressDenied"))
+	awaitEvent(t, ns, "searcher", "EgressDenied")
 
 	// The policy selects one server and reports it.
-	g.Eventually(func(g Gomega) {
+	testutil.Eventually(t, eventually, "the policy Accepted, selecting one server", func() error {
 		got := &mcpv1alpha1.MCPEgressPolicy{}
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(policy), got)).To(Succeed())
-		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionAccepted)).To(BeTrue())
-		g.Expect(got.Status.SelectedServers).To(BeEquivalentTo(1))
-	}, eventually, poll).Should(Succeed())
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(policy), got); err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != got.Generation || !meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionAccepted) || got.Status.SelectedServers != 1 {
+			return fmt.Errorf("generation %d, status %+v", got.Generation, got.Status)
+		}
+		return nil
+	})
 
 	// A server the policy does not select is untouched.
-	readyIs(g, bystander, metav1.ConditionTrue, "")
+	if _, err := readyIs(bystander, metav1.ConditionTrue, ""); err != nil {
+		t.Errorf("the server the policy does not select: %v", err)
+	}
 
 	// Deleting the policy lets the server connect again.
 	g.Expect(k8sClient.Delete(ctx, policy)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, 5*time.Second, 20*time.Millisecond).Should(Succeed())
+	testutil.Eventually(t, 5*time.Second, "Ready again once the policy is deleted", func() error {
+		_, err := readyIs(obj, metav1.ConditionTrue, "")
+		return err
+	})
 }
 
 func TestPolicyAllowingLoopbackLetsServerConnect(t *testing.T) {
@@ -89,11 +98,13 @@ func TestPolicyAllowingLoopbackLetsServerConnect(t *testing.T) {
 	obj := httpServer(ns, "local", srv.url())
 	obj.Labels = map[string]string{"team": "search"}
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonEgressDenied)
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionEgressAllowed)
-		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "loopback denied by the default posture", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, mcpv1alpha1.ReasonEgressDenied)
+		if err != nil {
+			return err
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionFalse, "")
+	})
 
 	// ...until a policy allows it explicitly.
 	policy := isolatingPolicy(ns)
@@ -101,12 +112,13 @@ func TestPolicyAllowingLoopbackLetsServerConnect(t *testing.T) {
 		To: []mcpv1alpha1.EgressPeer{{IPBlock: &mcpv1alpha1.IPBlock{CIDR: "127.0.0.0/8"}}},
 	}}
 	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionEgressAllowed)
-		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Message).To(ContainSubstring(ns + "/lockdown"))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "Ready, egress allowed by the policy", func() error {
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionEgressAllowed, metav1.ConditionTrue, "", ns+"/lockdown")
+	})
 }
 
 func TestInvalidPolicyIsReportedAndFailsClosed(t *testing.T) {
@@ -124,18 +136,20 @@ func TestInvalidPolicyIsReportedAndFailsClosed(t *testing.T) {
 		},
 	}
 	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
-	g.Eventually(func(g Gomega) {
+	testutil.Eventually(t, eventually, "the policy not Accepted, naming the operator", func() error {
 		got := &mcpv1alpha1.MCPEgressPolicy{}
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(policy), got)).To(Succeed())
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(policy), got); err != nil {
+			return err
+		}
 		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionAccepted)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(mcpv1alpha1.ReasonInvalidPolicy))
-		g.Expect(strings.ToLower(c.Message)).To(ContainSubstring("near"))
-	}, eventually, poll).Should(Succeed())
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != mcpv1alpha1.ReasonInvalidPolicy || !strings.Contains(strings.ToLower(c.Message), "near") {
+			return fmt.Errorf("Accepted is %+v", c)
+		}
+		return nil
+	})
 
 	srv := newMCPServer(t, 1)
 	obj := httpServer(ns, "guarded", srv.url())
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonEgressDenied) }, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonEgressDenied)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,11 +24,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
-const (
-	// eventually bounds every wait on the operator.
-	eventually = 20 * time.Second
-	poll       = 50 * time.Millisecond
-)
+// eventually bounds every wait on the operator.
+const eventually = 20 * time.Second
 
 // mcpServer is a real go-sdk MCP server on a loopback port that can be stopped and
 // started again on the same address, and that records the Authorization headers it
@@ -148,14 +146,98 @@ func condition(obj *mcpv1alpha1.MCPServer, condType string) (metav1.ConditionSta
 	return c.Status, c.Reason
 }
 
-func readyIs(g Gomega, obj *mcpv1alpha1.MCPServer, want metav1.ConditionStatus, reason string) *mcpv1alpha1.MCPServer {
-	got := get(g, obj)
-	st, r := condition(got, mcpv1alpha1.ConditionReady)
-	g.Expect(st).To(Equal(want), "Ready condition: %+v", got.Status.Conditions)
-	if reason != "" {
-		g.Expect(r).To(Equal(reason), "Ready condition: %+v", got.Status.Conditions)
+// fetch reads obj as the API server has it now.
+func fetch(obj *mcpv1alpha1.MCPServer) (*mcpv1alpha1.MCPServer, error) {
+	out := &mcpv1alpha1.MCPServer{}
+	return out, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(obj), out)
+}
+
+// readyIs reads obj and says how its Ready condition is not want with reason (any reason
+// when reason is "").
+func readyIs(obj *mcpv1alpha1.MCPServer, want metav1.ConditionStatus, reason string) (*mcpv1alpha1.MCPServer, error) {
+	got, err := fetch(obj)
+	if err != nil {
+		return nil, err
 	}
+	if st, r := condition(got, mcpv1alpha1.ConditionReady); st != want || reason != "" && r != reason {
+		return got, fmt.Errorf("Ready is %s %s, want %s %s; conditions: %+v", st, r, want, reason, got.Status.Conditions)
+	}
+	return got, nil
+}
+
+// awaitReady waits until obj's Ready condition is want with reason (any reason when
+// reason is "") and returns obj as it was then.
+func awaitReady(t testing.TB, obj *mcpv1alpha1.MCPServer, want metav1.ConditionStatus, reason string) *mcpv1alpha1.MCPServer {
+	t.Helper()
+	var got *mcpv1alpha1.MCPServer
+	testutil.Eventually(t, eventually, fmt.Sprintf("%s to be Ready=%s %s", obj.Name, want, reason), func() (err error) {
+		got, err = readyIs(obj, want, reason)
+		return err
+	})
 	return got
+}
+
+// awaitEvent waits until the named object has an Event with reason.
+func awaitEvent(t *testing.T, namespace, name, reason string) {
+	t.Helper()
+	testutil.Eventually(t, eventually, "an Event "+reason+" about "+name, func() error {
+		if reasons := eventReasons(t, namespace, name); !slices.Contains(reasons, reason) {
+			return fmt.Errorf("the Events so far: %q", reasons)
+		}
+		return nil
+	})
+}
+
+// awaitReconciled waits until status has observed obj's current generation.
+func awaitReconciled(t testing.TB, obj *mcpv1alpha1.MCPServer) {
+	t.Helper()
+	testutil.Eventually(t, eventually, "the generation of "+obj.Name+" reconciled", func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("observedGeneration %d of %d", got.Status.ObservedGeneration, got.Generation)
+		}
+		return nil
+	})
+}
+
+// conditionIs says how obj's condition condType is not want with reason (any reason when
+// reason is "") and a message that says each of says.
+func conditionIs(obj *mcpv1alpha1.MCPServer, condType string, want metav1.ConditionStatus, reason string, says ...string) error {
+	return conditionIn(obj.Status.Conditions, condType, want, reason, says...)
+}
+
+// conditionIn is conditionIs for any kind's conditions.
+func conditionIn(conditions []metav1.Condition, condType string, want metav1.ConditionStatus, reason string, says ...string) error {
+	c := meta.FindStatusCondition(conditions, condType)
+	if c == nil || c.Status != want || reason != "" && c.Reason != reason {
+		return fmt.Errorf("%s is %+v, want %s %s", condType, c, want, reason)
+	}
+	for _, s := range says {
+		if !strings.Contains(c.Message, s) {
+			return fmt.Errorf("the %s message %q does not say %q", condType, c.Message, s)
+		}
+	}
+	return nil
+}
+
+// kstatusIs says what kstatus makes of obj when it is not want.
+func kstatusIs(t testing.TB, obj runtime.Object, want status.Status) error {
+	if got := testutil.KStatus(t, obj); got != want {
+		return fmt.Errorf("kstatus %s, want %s", got, want)
+	}
+	return nil
+}
+
+// toolNames are the names of the tools status lists.
+func toolNames(obj *mcpv1alpha1.MCPServer) []string {
+	names := make([]string, 0, len(obj.Status.Tools))
+	for _, tool := range obj.Status.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
 }
 
 func TestApplyBecomesReadyWithTools(t *testing.T) {
@@ -167,8 +249,7 @@ func TestApplyBecomesReadyWithTools(t *testing.T) {
 	obj := httpServer(ns, "fixture", srv.url())
 	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
 
-	var ready *mcpv1alpha1.MCPServer
-	g.Eventually(func(g Gomega) { ready = readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	ready := awaitReady(t, obj, metav1.ConditionTrue, "")
 
 	st := ready.Status
 	g.Expect(st.ObservedGeneration).To(Equal(ready.Generation))
@@ -194,8 +275,17 @@ func TestApplyBecomesReadyWithTools(t *testing.T) {
 	}
 	g.Expect(testutil.KStatus(t, ready)).To(Equal(status.CurrentStatus))
 	// The finalizer that closes the session on deletion follows the Ready status.
-	g.Eventually(func(g Gomega) []string { return get(g, obj).Finalizers }, eventually, poll).Should(ContainElement("mcp.switchboard.dev/session"))
-	g.Eventually(func() []string { return eventReasons(t, ns, "fixture") }, eventually, poll).Should(ContainElement("Connected"))
+	testutil.Eventually(t, eventually, "the session finalizer", func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(got.Finalizers, "mcp.switchboard.dev/session") {
+			return fmt.Errorf("finalizers %q", got.Finalizers)
+		}
+		return nil
+	})
+	awaitEvent(t, ns, "fixture", "Connected")
 }
 
 func TestConnectingIsInProgressForKstatus(t *testing.T) {
@@ -212,11 +302,16 @@ func TestConnectingIsInProgressForKstatus(t *testing.T) {
 
 	obj := httpServer(ns, "nobody-home", url)
 	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, "ConnectionRefused")
-		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionReconciling)).To(BeTrue())
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "ConnectionRefused, in progress for kstatus", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, "ConnectionRefused")
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionReconciling, metav1.ConditionTrue, ""); err != nil {
+			return err
+		}
+		return kstatusIs(t, got, status.InProgressStatus)
+	})
 }
 
 func TestToolAddedOnServerShowsUpThroughListChanged(t *testing.T) {
@@ -228,17 +323,22 @@ func TestToolAddedOnServerShowsUpThroughListChanged(t *testing.T) {
 	// Probe rarely, so only tools/list_changed can bring the new tool in time.
 	obj.Spec.HealthCheck = &mcpv1alpha1.HealthCheck{Interval: &metav1.Duration{Duration: time.Hour}, FailureThreshold: 3}
 	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 
 	added := time.Now()
 	srv.addTool("brand_new_tool")
-	g.Eventually(func(g Gomega) {
-		got := get(g, obj)
-		g.Expect(got.Status.ToolCount).To(BeEquivalentTo(3))
-		g.Expect(got.Status.Tools).To(ContainElement(HaveField("Name", "brand_new_tool")))
-	}, 5*time.Second, 20*time.Millisecond).Should(Succeed())
+	testutil.Eventually(t, 5*time.Second, "the new tool in status", func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
+		}
+		if got.Status.ToolCount != 3 || !slices.Contains(toolNames(got), "brand_new_tool") {
+			return fmt.Errorf("toolCount %d, tools %q", got.Status.ToolCount, toolNames(got))
+		}
+		return nil
+	})
 	t.Logf("new tool in status %v after it was added on the server", time.Since(added).Round(time.Millisecond))
-	g.Eventually(func() []string { return eventReasons(t, ns, "growing") }, eventually, poll).Should(ContainElement("ToolsChanged"))
+	awaitEvent(t, ns, "growing", "ToolsChanged")
 }
 
 func TestServerOutageAndRecovery(t *testing.T) {
@@ -248,20 +348,21 @@ func TestServerOutageAndRecovery(t *testing.T) {
 	srv := newMCPServer(t, 1)
 	obj := httpServer(ns, "flaky", srv.url())
 	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 
 	srv.stop()
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, "")
-		st, reason := condition(got, mcpv1alpha1.ConditionConnected)
-		g.Expect(st).To(Equal(metav1.ConditionFalse))
-		g.Expect(reason).To(Equal("ConnectionRefused"))
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func() []string { return eventReasons(t, ns, "flaky") }, eventually, poll).Should(ContainElement("ConnectionLost"))
+	testutil.Eventually(t, eventually, "not Ready, the connection refused", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, "")
+		if err != nil {
+			return err
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionConnected, metav1.ConditionFalse, "ConnectionRefused")
+	})
+	awaitEvent(t, ns, "flaky", "ConnectionLost")
 
 	srv.start()
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
-	g.Eventually(func() []string { return eventReasons(t, ns, "flaky") }, eventually, poll).Should(ContainElement("Recovered"))
+	awaitReady(t, obj, metav1.ConditionTrue, "")
+	awaitEvent(t, ns, "flaky", "Recovered")
 }
 
 func TestSecretBackedHeaders(t *testing.T) {
@@ -278,14 +379,18 @@ func TestSecretBackedHeaders(t *testing.T) {
 		ValueFrom: &mcpv1alpha1.HeaderValueSource{SecretKeyRef: mcpv1alpha1.SecretKeyReference{Name: "api-token", Key: "token"}},
 	}}
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, "SecretNotFound")
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady)
-		g.Expect(c.Message).To(ContainSubstring(`"api-token"`))
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.FailedStatus))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "SecretNotFound naming the Secret, failed for kstatus", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, "SecretNotFound")
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady); !strings.Contains(c.Message, `"api-token"`) {
+			return fmt.Errorf("the Ready message %q does not name the Secret", c.Message)
+		}
+		return kstatusIs(t, got, status.FailedStatus)
+	})
 	g.Expect(srv.lastAuthorization()).To(BeEmpty(), "no request without the credentials")
-	g.Eventually(func() []string { return eventReasons(t, ns, "with-token") }, eventually, poll).Should(ContainElement("SecretNotFound"))
+	awaitEvent(t, ns, "with-token", "SecretNotFound")
 
 	// Creating the Secret heals the server without touching the MCPServer.
 	const first, second = "Bearer first-secret-value-4242", "Bearer rotated-secret-value-9797"
@@ -294,14 +399,19 @@ func TestSecretBackedHeaders(t *testing.T) {
 		Data:       map[string][]byte{"token": []byte(first + "\n")},
 	}
 	g.Expect(k8sClient.Create(ctx, secret)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 	g.Expect(srv.lastAuthorization()).To(Equal(first))
 
 	// Rotating the token reconnects with the new value.
 	secret.Data["token"] = []byte(second)
 	g.Expect(k8sClient.Update(ctx, secret)).To(Succeed())
-	g.Eventually(srv.lastAuthorization, eventually, poll).Should(Equal(second))
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "a request with the rotated token", func() error {
+		if got := srv.lastAuthorization(); got != second {
+			return fmt.Errorf("the last request had %d bytes of Authorization, not the rotated token", len(got))
+		}
+		return nil
+	})
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 	// The live session's metrics, every name, label and value, for the leak check below.
 	families, err := op.metrics.Gather()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -312,10 +422,16 @@ func TestSecretBackedHeaders(t *testing.T) {
 	// A missing key names the key, not a value.
 	secret.Data = map[string][]byte{"other": []byte("x")}
 	g.Expect(k8sClient.Update(ctx, secret)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, "SecretNotFound")
-		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady).Message).To(ContainSubstring(`no key "token"`))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "SecretNotFound naming the key", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, "SecretNotFound")
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady); !strings.Contains(c.Message, `no key "token"`) {
+			return fmt.Errorf("the Ready message %q does not name the key", c.Message)
+		}
+		return nil
+	})
 
 	// No leak: neither value appears in status, Events or any log line.
 	got := get(g, obj)
@@ -348,26 +464,36 @@ func TestToolFiltersAndBoundedStatus(t *testing.T) {
 	everything := httpServer(ns, "everything", srv.url())
 	g.Expect(k8sClient.Create(context.Background(), everything)).To(Succeed())
 
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, filtered, metav1.ConditionTrue, "")
+	testutil.Eventually(t, eventually, "the filtered server Ready with its 89 tools", func() error {
+		got, err := readyIs(filtered, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
 		// tool_0000..tool_0099, minus tool_0010..tool_0019 and tool_0099.
-		g.Expect(got.Status.ToolCount).To(BeEquivalentTo(89))
-		g.Expect(got.Status.Tools).To(HaveLen(89))
-		g.Expect(got.Status.Tools).NotTo(ContainElement(HaveField("Name", "tool_0015")))
-		g.Expect(got.Status.Tools).NotTo(ContainElement(HaveField("Name", "tool_0100")))
-		g.Expect(got.Status.ToolsTruncated).To(BeFalse())
-	}, eventually, poll).Should(Succeed())
+		names := toolNames(got)
+		if got.Status.ToolCount != 89 || len(names) != 89 || slices.Contains(names, "tool_0015") || slices.Contains(names, "tool_0100") || got.Status.ToolsTruncated {
+			return fmt.Errorf("toolCount %d, truncated %v, tools %q", got.Status.ToolCount, got.Status.ToolsTruncated, names)
+		}
+		return nil
+	})
 
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, everything, metav1.ConditionTrue, "")
-		g.Expect(got.Status.ToolCount).To(BeEquivalentTo(1000))
-		g.Expect(got.Status.Tools).To(HaveLen(256))
-		g.Expect(got.Status.ToolsTruncated).To(BeTrue())
+	testutil.Eventually(t, eventually, "the unfiltered server Ready with 1000 tools, 256 in status", func() error {
+		got, err := readyIs(everything, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		if got.Status.ToolCount != 1000 || len(got.Status.Tools) != 256 || !got.Status.ToolsTruncated {
+			return fmt.Errorf("toolCount %d, %d tools in status, truncated %v", got.Status.ToolCount, len(got.Status.Tools), got.Status.ToolsTruncated)
+		}
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(got)
-		g.Expect(err).NotTo(HaveOccurred())
-		size := len(fmt.Sprint(u))
-		g.Expect(size).To(BeNumerically("<", 256<<10), "object stays far below etcd's limit")
-	}, eventually, poll).Should(Succeed())
+		if err != nil {
+			return err
+		}
+		if size := len(fmt.Sprint(u)); size >= 256<<10 {
+			return fmt.Errorf("the object is %d bytes, not far below etcd's limit", size)
+		}
+		return nil
+	})
 }
 
 func TestSuspendResumeAndDelete(t *testing.T) {
@@ -378,25 +504,33 @@ func TestSuspendResumeAndDelete(t *testing.T) {
 	srv := newMCPServer(t, 1)
 	obj := httpServer(ns, "pausable", srv.url())
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = true })
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, "Suspended")
-		st, _ := condition(got, mcpv1alpha1.ConditionConnected)
-		g.Expect(st).To(Equal(metav1.ConditionFalse))
-	}, eventually, poll).Should(Succeed())
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = true })
+	testutil.Eventually(t, eventually, "Suspended and disconnected", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, "Suspended")
+		if err != nil {
+			return err
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionConnected, metav1.ConditionFalse, "")
+	})
 
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = false })
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = false })
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 
 	// Deleting while the server is gone still completes at once.
 	srv.stop()
 	g.Expect(k8sClient.Delete(ctx, obj)).To(Succeed())
-	g.Eventually(func() bool {
-		err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), &mcpv1alpha1.MCPServer{})
-		return err != nil && client.IgnoreNotFound(err) == nil
-	}, eventually, poll).Should(BeTrue(), "the finalizer must not hold deletion when the server is gone")
+	testutil.Eventually(t, eventually, "the deletion to complete while the server is gone", func() error {
+		got, err := fetch(obj)
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		if err == nil {
+			return fmt.Errorf("still there, finalizers %q", got.Finalizers)
+		}
+		return nil
+	})
 }
 
 func TestManagerRestartPicksServersUpAgain(t *testing.T) {
@@ -406,16 +540,22 @@ func TestManagerRestartPicksServersUpAgain(t *testing.T) {
 	srv := newMCPServer(t, 2)
 	obj := httpServer(ns, "survivor", srv.url())
 	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 	first.stop()
 
 	// A tool appears while no operator runs; the new manager must find it.
 	srv.addTool("added_while_down")
 	startOperator(t, ns)
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		g.Expect(got.Status.ToolCount).To(BeEquivalentTo(3))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "Ready with the tool added while no operator ran", func() error {
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		if got.Status.ToolCount != 3 {
+			return fmt.Errorf("toolCount %d, want 3", got.Status.ToolCount)
+		}
+		return nil
+	})
 }
 
 func TestHealthyServerWritesNothing(t *testing.T) {
@@ -425,19 +565,19 @@ func TestHealthyServerWritesNothing(t *testing.T) {
 	srv := newMCPServer(t, 2)
 	obj := httpServer(ns, "quiet", srv.url())
 	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
-	var ready *mcpv1alpha1.MCPServer
-	g.Eventually(func(g Gomega) { ready = readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 	// Let the first few probes settle, then watch ten probe intervals.
 	time.Sleep(2 * probeInterval)
-	ready = get(g, obj)
+	ready := get(g, obj)
 	time.Sleep(10 * probeInterval)
 	after := get(g, obj)
 	g.Expect(after.ResourceVersion).To(Equal(ready.ResourceVersion), "a healthy server's probes must not write status")
 }
 
 // patchSpec changes obj's spec with a merge patch, retrying on conflicts.
-func patchSpec(g Gomega, obj *mcpv1alpha1.MCPServer, mutate func(*mcpv1alpha1.MCPServer)) {
-	g.Eventually(func() error {
+func patchSpec(t testing.TB, obj *mcpv1alpha1.MCPServer, mutate func(*mcpv1alpha1.MCPServer)) {
+	t.Helper()
+	testutil.Eventually(t, eventually, "the spec of "+obj.Name+" patched", func() error {
 		cur := &mcpv1alpha1.MCPServer{}
 		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(obj), cur); err != nil {
 			return err
@@ -445,7 +585,7 @@ func patchSpec(g Gomega, obj *mcpv1alpha1.MCPServer, mutate func(*mcpv1alpha1.MC
 		before := cur.DeepCopy()
 		mutate(cur)
 		return k8sClient.Patch(context.Background(), cur, client.MergeFrom(before))
-	}, eventually, poll).Should(Succeed())
+	})
 }
 
 func eventReasons(t *testing.T, namespace, name string) []string {
@@ -486,18 +626,28 @@ func TestSlowServerIsInProgressUntilReady(t *testing.T) {
 
 	obj := httpServer(ns, "slow", "http://"+l.Addr().String()+"/mcp")
 	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonConnecting)
-		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionReconciling)).To(BeTrue())
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "Connecting, in progress for kstatus", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, mcpv1alpha1.ReasonConnecting)
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionReconciling, metav1.ConditionTrue, ""); err != nil {
+			return err
+		}
+		return kstatusIs(t, got, status.InProgressStatus)
+	})
 
 	close(release)
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		g.Expect(got.Status.ToolCount).To(BeEquivalentTo(2))
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.CurrentStatus))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "Ready with 2 tools, current for kstatus", func() error {
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		if got.Status.ToolCount != 2 {
+			return fmt.Errorf("toolCount %d, want 2", got.Status.ToolCount)
+		}
+		return kstatusIs(t, got, status.CurrentStatus)
+	})
 }
 
 // TestPinnedToolsNeedAReviewedDigest pins a digest that is not the server's: the server
@@ -513,44 +663,68 @@ func TestPinnedToolsNeedAReviewedDigest(t *testing.T) {
 	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
 
 	var digest string
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonToolsChanged)
-		st, reason := condition(got, mcpv1alpha1.ConditionToolsPinned)
-		g.Expect(st).To(Equal(metav1.ConditionFalse))
-		g.Expect(reason).To(Equal(mcpv1alpha1.ReasonToolsChanged))
-		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionStalled)).To(BeTrue())
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.FailedStatus))
+	testutil.Eventually(t, eventually, "Stalled on ToolsChanged, naming both digests", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, mcpv1alpha1.ReasonToolsChanged)
+		if err != nil {
+			return err
+		}
+		for _, err := range []error{
+			conditionIs(got, mcpv1alpha1.ConditionToolsPinned, metav1.ConditionFalse, mcpv1alpha1.ReasonToolsChanged),
+			conditionIs(got, mcpv1alpha1.ConditionStalled, metav1.ConditionTrue, ""),
+			kstatusIs(t, got, status.FailedStatus),
+		} {
+			if err != nil {
+				return err
+			}
+		}
 		digest = got.Status.ToolsDigest
-		g.Expect(digest).To(HavePrefix("sha256:"))
-		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionToolsPinned).Message).
-			To(And(ContainSubstring(digest), ContainSubstring(wrong)))
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func() []string {
+		if !strings.HasPrefix(digest, "sha256:") {
+			return fmt.Errorf("toolsDigest %q", digest)
+		}
+		if msg := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionToolsPinned).Message; !strings.Contains(msg, digest) || !strings.Contains(msg, wrong) {
+			return fmt.Errorf("the ToolsPinned message %q does not name both digests", msg)
+		}
+		return nil
+	})
+	testutil.Eventually(t, eventually, "a Warning ToolsChanged naming the pinned digest", func() error {
 		var warnings []string
 		for _, e := range events(t, ns, "pinned") {
 			if e.Type == corev1.EventTypeWarning {
+				if e.Reason == "ToolsChanged" && strings.Contains(e.Note, wrong) {
+					return nil
+				}
 				warnings = append(warnings, e.Reason+": "+e.Note)
 			}
 		}
-		return warnings
-	}, eventually, poll).Should(ContainElement(And(HavePrefix("ToolsChanged: "), ContainSubstring(wrong))))
+		return fmt.Errorf("the Warnings so far: %q", warnings)
+	})
 
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Tools.PinnedDigest = digest })
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		st, reason := condition(got, mcpv1alpha1.ConditionToolsPinned)
-		g.Expect(st).To(Equal(metav1.ConditionTrue))
-		g.Expect(reason).To(Equal(mcpv1alpha1.ReasonToolsMatchPinned))
-		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionStalled)).To(BeNil())
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.CurrentStatus))
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func() []string { return eventReasons(t, ns, "pinned") }, eventually, poll).Should(ContainElement("ToolsPinned"))
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Tools.PinnedDigest = digest })
+	testutil.Eventually(t, eventually, "Ready with the tools matching the pin", func() error {
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionToolsPinned, metav1.ConditionTrue, mcpv1alpha1.ReasonToolsMatchPinned); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionStalled); c != nil {
+			return fmt.Errorf("Stalled is %+v, want it absent", c)
+		}
+		return kstatusIs(t, got, status.CurrentStatus)
+	})
+	awaitEvent(t, ns, "pinned", "ToolsPinned")
 
 	// A tool the server adds later leaves the pin again.
 	srv.addTool("added_after_review")
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonToolsChanged)
-		g.Expect(got.Status.ToolsDigest).NotTo(Equal(digest))
-		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, mcpv1alpha1.ConditionStalled)).To(BeTrue())
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "Stalled on ToolsChanged again with a new digest", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, mcpv1alpha1.ReasonToolsChanged)
+		if err != nil {
+			return err
+		}
+		if got.Status.ToolsDigest == digest {
+			return fmt.Errorf("toolsDigest is still the pinned %s", digest)
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionStalled, metav1.ConditionTrue, "")
+	})
 }

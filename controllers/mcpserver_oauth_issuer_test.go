@@ -2,6 +2,8 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -9,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // spec.http.auth.oauth2.clientCredentials.issuer reaches the connector: a server whose
@@ -37,16 +40,19 @@ func TestOAuthPinnedIssuerFromTheSpec(t *testing.T) {
 	}
 
 	other := withIssuer("pinned-elsewhere", "https://auth.example.com")
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, other, metav1.ConditionFalse, mcpv1alpha1.ReasonMetadataMismatch)
-		a := authenticatedCondition(got)
-		g.Expect(a).NotTo(BeNil())
-		g.Expect(a.Reason).To(Equal(mcpv1alpha1.ReasonMetadataMismatch))
-		g.Expect(a.Message).To(ContainSubstring("pinned issuer https://auth.example.com:443"))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "MetadataMismatch naming the pinned issuer", func() error {
+		got, err := readyIs(other, metav1.ConditionFalse, mcpv1alpha1.ReasonMetadataMismatch)
+		if err != nil {
+			return err
+		}
+		if a := authenticatedCondition(got); a == nil || a.Reason != mcpv1alpha1.ReasonMetadataMismatch || !strings.Contains(a.Message, "pinned issuer https://auth.example.com:443") {
+			return fmt.Errorf("Authenticated is %+v", a)
+		}
+		return nil
+	})
 	g.Expect(o.lastSecret()).To(BeEmpty(), "the token endpoint was asked for a token")
 
 	pinned := withIssuer("pinned", o.srv.URL)
-	g.Eventually(func(g Gomega) { readyIs(g, pinned, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, pinned, metav1.ConditionTrue, "")
 	g.Expect(o.lastSecret()).To(Equal(clientSecret))
 }

@@ -4,11 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -138,35 +137,44 @@ func TestOAuthClientCredentialsReadyRotationAndNoLeak(t *testing.T) {
 	}}}
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 	origin := strings.TrimPrefix(o.srv.URL, "http://")
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		a := authenticatedCondition(got)
-		g.Expect(a).NotTo(BeNil())
-		g.Expect(a.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(a.Message).To(ContainSubstring(origin))
-		g.Expect(got.Status.ToolCount).To(Equal(int32(1)))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "Ready and Authenticated at the token endpoint's origin, with the tool", func() error {
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionAuthenticated, metav1.ConditionTrue, "", origin); err != nil {
+			return err
+		}
+		if got.Status.ToolCount != 1 {
+			return fmt.Errorf("toolCount %d, want 1", got.Status.ToolCount)
+		}
+		return nil
+	})
 	g.Expect(o.lastSecret()).To(Equal(first))
 
 	// Rotating the Secret takes effect without a restart: the next token request uses
 	// the new secret, and the server stays Ready.
 	secret.Data["secret"] = []byte(second)
 	g.Expect(k8sClient.Update(ctx, secret)).To(Succeed())
-	g.Eventually(o.lastSecret, eventually, poll).Should(Equal(second))
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "a token request with the rotated secret", func() error {
+		if o.lastSecret() != second {
+			return errors.New("the last token request did not use the rotated secret")
+		}
+		return nil
+	})
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 
 	// The authorization server stops accepting the client: Authenticated and Ready
 	// say so, with the token endpoint's origin and no secret; a Warning Event announces it.
 	o.reject()
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonInvalidClient)
-		a := authenticatedCondition(got)
-		g.Expect(a).NotTo(BeNil())
-		g.Expect(a.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(a.Reason).To(Equal(mcpv1alpha1.ReasonInvalidClient))
-		g.Expect(a.Message).To(ContainSubstring(origin))
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func() []string { return eventReasons(t, ns, "oauth") }, eventually, poll).Should(ContainElement("AuthenticationFailed"))
+	testutil.Eventually(t, eventually, "InvalidClient at the token endpoint's origin", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, mcpv1alpha1.ReasonInvalidClient)
+		if err != nil {
+			return err
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionAuthenticated, metav1.ConditionFalse, mcpv1alpha1.ReasonInvalidClient, origin)
+	})
+	awaitEvent(t, ns, "oauth", "AuthenticationFailed")
 
 	// No leak: no client secret and no token in status, Events, logs, metrics or the
 	// catalogue's answers.
@@ -204,21 +212,8 @@ func TestOAuthClientCredentialsConformanceScenarios(t *testing.T) {
 	if _, err := testenv.ConformanceSuite(); err != nil {
 		t.Fatalf("the MCP conformance suite is needed: %v", err)
 	}
-	ns := newNamespace(t)
-	op := startOperator(t, ns)
-	wrapper := testenv.BuildGoBinary(t, "./test/conformance/oauthclient")
-	user, err := env.ControlPlane.AddUser(envtest.User{Name: "conformance-client", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	conformance := newConformanceClient(t, "conformance-client")
+	ns, op := conformance.namespace, conformance.op
 
 	for _, tc := range []struct {
 		scenario string
@@ -234,8 +229,7 @@ func TestOAuthClientCredentialsConformanceScenarios(t *testing.T) {
 		t.Run(tc.scenario, func(t *testing.T) {
 			g := NewWithT(t)
 			name := strings.ReplaceAll(strings.TrimPrefix(tc.scenario, "auth/"), "_", "-")
-			run := testenv.RunConformanceClientScenario(t, wrapper, tc.scenario,
-				"SWITCHBOARD_KUBECONFIG="+kubeconfigPath, "SWITCHBOARD_NAMESPACE="+ns, "SWITCHBOARD_SERVER_NAME="+name)
+			run := testenv.RunConformanceClientScenario(t, conformance.wrapper, tc.scenario, conformance.env(name)...)
 			t.Logf("%s: passed=%v, %d checks succeeded, %d failed, %d warnings", tc.scenario, run.Passed, run.Succeeded, run.Failed, run.Warnings)
 			if !run.Passed || run.Succeeded == 0 {
 				t.Fatalf("scenario %s failed: %v\n%s", tc.scenario, run.Failures, run.Output)

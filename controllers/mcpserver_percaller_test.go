@@ -3,8 +3,11 @@ package controllers_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -17,6 +20,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/controllers"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // withClusterResourceNamespace sets the namespace of the Secrets of cluster-scoped
@@ -66,16 +70,19 @@ func TestPerCallerServerWithoutOperatorCredentialPublishesNoTools(t *testing.T) 
 		IdentityProvider: provider.Name,
 	}}}
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionToolsDiscovered)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Reason).To(Equal(mcpv1alpha1.ReasonDiscoveredPerCaller))
-		g.Expect(c.Message).To(ContainSubstring("tokenExchange"))
-		g.Expect(got.Status.ToolCount).To(BeZero())
-		g.Expect(got.Status.Tools).To(BeEmpty())
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "Ready with tools discovered per caller, none published", func() error {
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionToolsDiscovered, metav1.ConditionTrue, mcpv1alpha1.ReasonDiscoveredPerCaller, "tokenExchange"); err != nil {
+			return err
+		}
+		if got.Status.ToolCount != 0 || len(got.Status.Tools) != 0 {
+			return fmt.Errorf("toolCount %d, tools %q", got.Status.ToolCount, toolNames(got))
+		}
+		return nil
+	})
 	g.Expect(o.tokens()).To(BeEmpty(), "the operator requested a token as if it were a caller")
 	g.Expect(o.lastSecret()).To(BeEmpty(), "the operator sent the token service's client secret")
 
@@ -84,28 +91,42 @@ func TestPerCallerServerWithoutOperatorCredentialPublishesNoTools(t *testing.T) 
 	bare := httpServer(ns, "per-caller-bare", o.srv.URL+"/elsewhere/mcp")
 	bare.Spec.HTTP.Auth = obj.Spec.HTTP.Auth.DeepCopy()
 	g.Expect(k8sClient.Create(ctx, bare)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := get(g, bare)
+	testutil.Eventually(t, eventually, "not Ready, saying the metadata is missing", func() error {
+		got, err := fetch(bare)
+		if err != nil {
+			return err
+		}
 		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).NotTo(Equal(metav1.ConditionTrue))
-		g.Expect(c.Message).To(ContainSubstring("protected resource metadata"))
-		g.Expect(c.Message).NotTo(ContainSubstring(stsSecret))
-	}, eventually, poll).Should(Succeed())
+		if c == nil || c.Status == metav1.ConditionTrue || !strings.Contains(c.Message, "protected resource metadata") {
+			return fmt.Errorf("Ready is %+v", c)
+		}
+		if strings.Contains(c.Message, stsSecret) {
+			return errors.New("the Ready message holds the client secret")
+		}
+		return nil
+	})
 }
 
 // stalledWith waits for obj to be Stalled (Ready False) with reason, its message saying
 // each of says.
-func stalledWith(g *WithT, obj *mcpv1alpha1.MCPServer, reason string, says ...string) {
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, reason)
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionStalled)
-		g.Expect(c).NotTo(BeNil(), "Stalled: %+v", got.Status.Conditions)
-		g.Expect(c.Reason).To(Equal(reason))
-		for _, s := range says {
-			g.Expect(c.Message).To(ContainSubstring(s))
+func stalledWith(t testing.TB, obj *mcpv1alpha1.MCPServer, reason string, says ...string) {
+	t.Helper()
+	testutil.Eventually(t, eventually, obj.Name+" to be Stalled with "+reason, func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, reason)
+		if err != nil {
+			return err
 		}
-	}, eventually, poll).Should(Succeed())
+		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionStalled)
+		if c == nil || c.Reason != reason {
+			return fmt.Errorf("Stalled is %+v; conditions: %+v", c, got.Status.Conditions)
+		}
+		for _, s := range says {
+			if !strings.Contains(c.Message, s) {
+				return fmt.Errorf("the Stalled message %q does not say %q", c.Message, s)
+			}
+		}
+		return nil
+	})
 }
 
 // A per-caller server is used only as its MCPIdentityProvider allows: while the provider
@@ -132,15 +153,15 @@ func TestPerCallerServerFollowsItsIdentityProvider(t *testing.T) {
 		IdentityProvider: provider.Name,
 	}}}
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	stalledWith(g, obj, mcpv1alpha1.ReasonIdentityProviderNotFound, provider.Name, "does not exist", ns)
+	stalledWith(t, obj, mcpv1alpha1.ReasonIdentityProviderNotFound, provider.Name, "does not exist", ns)
 
 	g.Expect(k8sClient.Create(ctx, provider)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), provider) })
-	stalledWith(g, obj, mcpv1alpha1.ReasonTokenExchangeNotConfigured, provider.Name, "no spec.tokenExchange")
+	stalledWith(t, obj, mcpv1alpha1.ReasonTokenExchangeNotConfigured, provider.Name, "no spec.tokenExchange")
 
 	provider.Spec.TokenExchange = exchange
 	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
-	stalledWith(g, obj, mcpv1alpha1.ReasonNamespaceNotAllowed, provider.Name, "does not list namespace "+ns)
+	stalledWith(t, obj, mcpv1alpha1.ReasonNamespaceNotAllowed, provider.Name, "does not list namespace "+ns)
 	g.Expect(o.tokens()).To(BeEmpty())
 
 	// enterpriseManaged needs authorization servers too.
@@ -153,32 +174,33 @@ func TestPerCallerServerFollowsItsIdentityProvider(t *testing.T) {
 
 	provider.Spec.TokenExchange.Namespaces = []string{"another-namespace", ns}
 	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
-	stalledWith(g, em, mcpv1alpha1.ReasonTokenExchangeNotConfigured, "authorizationServers")
+	awaitReady(t, obj, metav1.ConditionTrue, "")
+	stalledWith(t, em, mcpv1alpha1.ReasonTokenExchangeNotConfigured, "authorizationServers")
 
 	// The provider lists another authorization server than the one the server's
 	// metadata names: no grant is asked for, and the server says why.
 	provider.Spec.TokenExchange.AuthorizationServers = []string{"https://as.example.com"}
 	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, em, metav1.ConditionFalse, mcpv1alpha1.ReasonAuthorizationServerNotAllowed)
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady)
-		g.Expect(c.Message).To(ContainSubstring(as.URL))
-		g.Expect(c.Message).To(ContainSubstring(provider.Name))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "AuthorizationServerNotAllowed naming the server and the provider", func() error {
+		got, err := readyIs(em, metav1.ConditionFalse, mcpv1alpha1.ReasonAuthorizationServerNotAllowed)
+		if err != nil {
+			return err
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionReady, metav1.ConditionFalse, "", as.URL, provider.Name)
+	})
 	provider.Spec.TokenExchange.AuthorizationServers = []string{as.URL}
 	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, em, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, em, metav1.ConditionTrue, "")
 
 	// Taking the namespace off the list stops the servers again; "*" lets every
 	// namespace in.
 	provider.Spec.TokenExchange.Namespaces = []string{"another-namespace"}
 	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
-	stalledWith(g, obj, mcpv1alpha1.ReasonNamespaceNotAllowed, ns)
-	stalledWith(g, em, mcpv1alpha1.ReasonNamespaceNotAllowed, ns)
+	stalledWith(t, obj, mcpv1alpha1.ReasonNamespaceNotAllowed, ns)
+	stalledWith(t, em, mcpv1alpha1.ReasonNamespaceNotAllowed, ns)
 	provider.Spec.TokenExchange.Namespaces = []string{"*"}
 	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 
 	// The audience and scopes a server asks for are the provider's to allow: the
 	// author of the server cannot have callers' tokens issued for another service.
@@ -186,25 +208,25 @@ func TestPerCallerServerFollowsItsIdentityProvider(t *testing.T) {
 	obj.Spec.HTTP.Auth.OAuth2.TokenExchange.Audience = "payments-api"
 	obj.Spec.HTTP.Auth.OAuth2.TokenExchange.Scopes = []string{"notes.read"}
 	g.Expect(k8sClient.Update(ctx, obj)).To(Succeed())
-	stalledWith(g, obj, mcpv1alpha1.ReasonAudienceNotAllowed, provider.Name, `"payments-api"`, "spec.tokenExchange.audiences")
+	stalledWith(t, obj, mcpv1alpha1.ReasonAudienceNotAllowed, provider.Name, `"payments-api"`, "spec.tokenExchange.audiences")
 	provider.Spec.TokenExchange.Audiences = []string{"notes-api"}
 	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
-	stalledWith(g, obj, mcpv1alpha1.ReasonAudienceNotAllowed, provider.Name, `"payments-api"`)
+	stalledWith(t, obj, mcpv1alpha1.ReasonAudienceNotAllowed, provider.Name, `"payments-api"`)
 	provider.Spec.TokenExchange.Audiences = []string{"notes-api", "payments-api"}
 	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
-	stalledWith(g, obj, mcpv1alpha1.ReasonScopeNotAllowed, provider.Name, `"notes.read"`, "spec.tokenExchange.scopes")
+	stalledWith(t, obj, mcpv1alpha1.ReasonScopeNotAllowed, provider.Name, `"notes.read"`, "spec.tokenExchange.scopes")
 	provider.Spec.TokenExchange.Scopes = []string{"notes.read"}
 	g.Expect(k8sClient.Update(ctx, provider)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 	// An enterpriseManaged server's configured scopes too, once the provider lists any.
 	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(em), em)).To(Succeed())
 	em.Spec.HTTP.Auth.OAuth2.EnterpriseManaged.Scopes = []string{"repo.admin"}
 	g.Expect(k8sClient.Update(ctx, em)).To(Succeed())
-	stalledWith(g, em, mcpv1alpha1.ReasonScopeNotAllowed, provider.Name, `"repo.admin"`, "spec.tokenExchange.scopes")
+	stalledWith(t, em, mcpv1alpha1.ReasonScopeNotAllowed, provider.Name, `"repo.admin"`, "spec.tokenExchange.scopes")
 	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(em), em)).To(Succeed())
 	em.Spec.HTTP.Auth.OAuth2.EnterpriseManaged.Scopes = []string{"notes.read"}
 	g.Expect(k8sClient.Update(ctx, em)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, em, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, em, metav1.ConditionTrue, "")
 
 	g.Expect(o.tokens()).To(BeEmpty(), "the operator requested a token as if it were a caller")
 	g.Expect(o.lastSecret()).To(BeEmpty(), "the operator sent the token service's client secret")

@@ -131,17 +131,14 @@ func (p *PodRuntime) explainUnavailable(ctx context.Context, key connector.Key, 
 
 // explainRollout says why the current pod template of the Deployment d, which has an
 // available replica, has not rolled out, as explainUnavailable says it for a Deployment
-// without one; nil when it has rolled out.
-func (p *PodRuntime) explainRollout(ctx context.Context, key connector.Key, d *appsv1.Deployment) (*podFinding, error) {
+// without one; nil when it has rolled out. replicaSets and pods are d's, from workloadOf.
+func (p *PodRuntime) explainRollout(ctx context.Context, key connector.Key, d *appsv1.Deployment, replicaSets []appsv1.ReplicaSet, pods []corev1.Pod) *podFinding {
 	if d.Status.ObservedGeneration < d.Generation {
-		// The Deployment controller has not yet seen the new template: nothing to list.
-		return diagnoseRollout(d, nil, nil), nil
+		// The Deployment controller has not yet seen the new template: what runs is not
+		// the pods to explain.
+		return diagnoseRollout(d, nil, nil)
 	}
-	replicaSets, pods, err := p.workloadOf(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	return p.withLogTail(ctx, key, diagnoseRollout(d, replicaSets, pods)), nil
+	return p.withLogTail(ctx, key, diagnoseRollout(d, replicaSets, pods))
 }
 
 // workloadOf lists the ReplicaSets and pods of the Deployment d from the cache.
@@ -330,18 +327,9 @@ func currentReplicaSet(d *appsv1.Deployment, replicaSets []appsv1.ReplicaSet) *a
 	return current
 }
 
-// servingInstance names the version of Deployment d that serves: the revision of its
+// servingRevision names the version of Deployment d that serves: the revision of its
 // newest ReplicaSet with an available pod, the previous version's while a new one rolls
 // out. Empty when the cache shows none yet.
-func (p *PodRuntime) servingInstance(ctx context.Context, d *appsv1.Deployment) (string, error) {
-	var replicaSets appsv1.ReplicaSetList
-	if err := p.Client.List(ctx, &replicaSets, client.InNamespace(d.Namespace), client.MatchingLabels{serverLabel: d.Name}); err != nil {
-		return "", fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", d.Name, err)
-	}
-	return servingRevision(d, replicaSets.Items), nil
-}
-
-// servingRevision is the pure part of servingInstance.
 func servingRevision(d *appsv1.Deployment, replicaSets []appsv1.ReplicaSet) string {
 	serving, servingRevision := "", int64(-1)
 	for i := range replicaSets {

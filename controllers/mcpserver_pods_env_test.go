@@ -85,32 +85,58 @@ func withPodLogs(logs controllers.PodLogReader) operatorOption {
 
 // podsOf returns the pods of a server's Deployment that are not being deleted, oldest
 // first.
-func podsOf(g Gomega, ns, server string) []corev1.Pod {
+func podsOf(ns, server string) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	g.Expect(k8sClient.List(context.Background(), &pods, client.InNamespace(ns),
-		client.MatchingLabels{"mcp.switchboard.dev/server": "mcp-" + server})).To(Succeed())
+	if err := k8sClient.List(context.Background(), &pods, client.InNamespace(ns),
+		client.MatchingLabels{"mcp.switchboard.dev/server": "mcp-" + server}); err != nil {
+		return nil, err
+	}
 	live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
 	slices.SortFunc(live, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	return live
+	return live, nil
+}
+
+// podNames are the names of pods.
+func podNames(pods []corev1.Pod) []string {
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// awaitPod waits until exactly one of the server's pods is one that mine says is, and
+// returns it.
+func awaitPod(t testing.TB, ns, server, what string, mine func(corev1.Pod) bool) corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	testutil.Eventually(t, eventually, what, func() error {
+		pods, err := podsOf(ns, server)
+		if err != nil {
+			return err
+		}
+		all := podNames(pods)
+		if pods = slices.DeleteFunc(pods, func(p corev1.Pod) bool { return !mine(p) }); len(pods) != 1 {
+			return fmt.Errorf("%d such pods among %q", len(pods), all)
+		}
+		pod = pods[0]
+		return nil
+	})
+	return pod
 }
 
 // newPodOf waits for a pod of the server's current template (the given image) and
 // returns it.
-func newPodOf(g Gomega, ns, server, image string) corev1.Pod {
-	var pod corev1.Pod
-	g.Eventually(func(g Gomega) {
-		pods := podsOf(g, ns, server)
-		pods = slices.DeleteFunc(pods, func(p corev1.Pod) bool { return p.Spec.Containers[0].Image != image })
-		g.Expect(pods).To(HaveLen(1))
-		pod = pods[0]
-	}, eventually, poll).Should(Succeed())
-	return pod
+func newPodOf(t testing.TB, ns, server, image string) corev1.Pod {
+	t.Helper()
+	return awaitPod(t, ns, server, "a pod of "+server+" with image "+image, func(p corev1.Pod) bool { return p.Spec.Containers[0].Image == image })
 }
 
 // kubeletReports sets the pod's status as a kubelet that bound it would: scheduled, the
 // bridge installed, and the server container in state server.
-func kubeletReports(g Gomega, pod corev1.Pod, server corev1.ContainerStatus) {
-	g.Eventually(func() error {
+func kubeletReports(t testing.TB, pod corev1.Pod, server corev1.ContainerStatus) {
+	t.Helper()
+	testutil.Eventually(t, eventually, "the status of pod "+pod.Name+" updated", func() error {
 		cur := &corev1.Pod{}
 		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(&pod), cur); err != nil {
 			return err
@@ -136,7 +162,7 @@ func kubeletReports(g Gomega, pod corev1.Pod, server corev1.ContainerStatus) {
 			ContainerStatuses: []corev1.ContainerStatus{server},
 		}
 		return k8sClient.Status().Update(context.Background(), cur)
-	}, eventually, poll).Should(Succeed())
+	})
 }
 
 func serverWaiting(reason, message string) corev1.ContainerStatus {
@@ -157,22 +183,24 @@ var serverReady = corev1.ContainerStatus{
 
 // workloadIs waits for the server's WorkloadAvailable and Ready conditions to carry
 // reason, with a message saying each of says, and returns the Ready condition.
-func workloadIs(g Gomega, obj *mcpv1alpha1.MCPServer, reason string, says ...string) *metav1.Condition {
+func workloadIs(t testing.TB, obj *mcpv1alpha1.MCPServer, reason string, says ...string) *metav1.Condition {
+	t.Helper()
 	var ready *metav1.Condition
-	g.Eventually(func(g Gomega) {
-		got := get(g, obj)
-		w := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
-		g.Expect(w).NotTo(BeNil())
-		g.Expect(w.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(w.Reason).To(Equal(reason), "WorkloadAvailable: %s", w.Message)
-		for _, s := range says {
-			g.Expect(w.Message).To(ContainSubstring(s))
+	testutil.Eventually(t, eventually, "WorkloadAvailable and Ready to be False "+reason, func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
 		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, reason, says...); err != nil {
+			return err
+		}
+		w := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
 		ready = meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady)
-		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(ready.Reason).To(Equal(reason))
-		g.Expect(ready.Message).To(Equal(w.Message))
-	}, eventually, poll).Should(Succeed())
+		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != reason || ready.Message != w.Message {
+			return fmt.Errorf("Ready is %+v, want False %s with the message of WorkloadAvailable %q", ready, reason, w.Message)
+		}
+		return nil
+	})
 	return ready
 }
 
@@ -183,28 +211,39 @@ func eventsWith(t *testing.T, obj *mcpv1alpha1.MCPServer, reason string) []event
 }
 
 // announced waits for exactly one Event of the reason whose note says each of says.
-func announced(t *testing.T, g Gomega, obj *mcpv1alpha1.MCPServer, eventType, reason string, says ...string) {
+func announced(t *testing.T, obj *mcpv1alpha1.MCPServer, eventType, reason string, says ...string) {
 	t.Helper()
-	g.Eventually(func(g Gomega) {
+	testutil.Eventually(t, eventually, "one "+eventType+" Event "+reason, func() error {
 		got := eventsWith(t, obj, reason)
-		g.Expect(got).To(HaveLen(1))
-		g.Expect(got[0].Type).To(Equal(eventType))
-		for _, s := range says {
-			g.Expect(got[0].Note).To(ContainSubstring(s))
+		if len(got) != 1 || got[0].Type != eventType {
+			return fmt.Errorf("the %s Events so far: %+v", reason, got)
 		}
-	}, eventually, poll).Should(Succeed())
+		for _, s := range says {
+			if !strings.Contains(got[0].Note, s) {
+				return fmt.Errorf("the Event's note %q does not say %q", got[0].Note, s)
+			}
+		}
+		return nil
+	})
 }
 
 // availableAgain waits for WorkloadAvailable=True and a Ready reason that is no longer the
 // workload's (no kubelet serves the bridge here, so the session never connects).
-func availableAgain(g Gomega, obj *mcpv1alpha1.MCPServer) {
-	g.Eventually(func(g Gomega) {
-		got := get(g, obj)
-		st, _ := condition(got, mcpv1alpha1.ConditionWorkloadAvailable)
-		g.Expect(st).To(Equal(metav1.ConditionTrue))
-		_, reason := condition(got, mcpv1alpha1.ConditionReady)
-		g.Expect(reason).To(BeElementOf("Connecting", "DNSFailure", "ConnectionRefused", "Timeout"))
-	}, eventually, poll).Should(Succeed())
+func availableAgain(t testing.TB, obj *mcpv1alpha1.MCPServer) {
+	t.Helper()
+	testutil.Eventually(t, eventually, "the workload available again", func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, ""); err != nil {
+			return err
+		}
+		if _, reason := condition(got, mcpv1alpha1.ConditionReady); !slices.Contains([]string{"Connecting", "DNSFailure", "ConnectionRefused", "Timeout"}, reason) {
+			return fmt.Errorf("Ready's reason is %q, still the workload's", reason)
+		}
+		return nil
+	})
 }
 
 // TestStdioPodThatCannotRunSaysWhy walks one server through what a kubelet reports about
@@ -223,28 +262,28 @@ func TestStdioPodThatCannotRunSaysWhy(t *testing.T) {
 	obj := stdioServer(ns, "failing")
 	obj.Spec.Stdio.Image = "ghcr.io/acme/missing:1"
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	pod := newPodOf(g, ns, "failing", "ghcr.io/acme/missing:1")
-	workloadIs(g, obj, mcpv1alpha1.ReasonWorkloadUnavailable, "Pod "+pod.Name+" is pending")
+	pod := newPodOf(t, ns, "failing", "ghcr.io/acme/missing:1")
+	workloadIs(t, obj, mcpv1alpha1.ReasonWorkloadUnavailable, "Pod "+pod.Name+" is pending")
 
 	// An image that is not there.
-	kubeletReports(g, pod, serverWaiting("ErrImagePull",
+	kubeletReports(t, pod, serverWaiting("ErrImagePull",
 		`failed to pull and unpack image "ghcr.io/acme/missing:1": failed to resolve reference "ghcr.io/acme/missing:1": ghcr.io/acme/missing:1: not found`))
-	workloadIs(g, obj, mcpv1alpha1.ReasonImagePullFailed,
+	workloadIs(t, obj, mcpv1alpha1.ReasonImagePullFailed,
 		"Pod "+pod.Name+`: container server cannot pull image "ghcr.io/acme/missing:1": ErrImagePull:`, "not found")
-	announced(t, g, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonImagePullFailed, "ghcr.io/acme/missing:1", "not found")
+	announced(t, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonImagePullFailed, "ghcr.io/acme/missing:1", "not found")
 	// The kubelet backs off: the same failure, not a new one to announce.
-	kubeletReports(g, pod, serverWaiting("ImagePullBackOff", `Back-off pulling image "ghcr.io/acme/missing:1"`))
-	workloadIs(g, obj, mcpv1alpha1.ReasonImagePullFailed, "ImagePullBackOff")
+	kubeletReports(t, pod, serverWaiting("ImagePullBackOff", `Back-off pulling image "ghcr.io/acme/missing:1"`))
+	workloadIs(t, obj, mcpv1alpha1.ReasonImagePullFailed, "ImagePullBackOff")
 
 	// The image is there, without the command: the bridge says so and exits.
 	logs.set(pod.Name, "server", true,
 		`{"level":"error","ts":"2026-01-01T00:00:00Z","logger":"bridge","msg":"Cannot run the MCP server","command":"node","error":"mcp server command \"node\": executable file not found in $PATH"}`+"\n")
-	kubeletReports(g, pod, serverCrashLooping(1, 1, "containerd://one"))
-	ready := workloadIs(g, obj, mcpv1alpha1.ReasonServerExited,
+	kubeletReports(t, pod, serverCrashLooping(1, 1, "containerd://one"))
+	ready := workloadIs(t, obj, mcpv1alpha1.ReasonServerExited,
 		"Pod "+pod.Name+": container server exited with code 1 (Error), restarted 1 times",
 		`last log lines: Cannot run the MCP server: mcp server command "node": executable file not found in $PATH`)
 	g.Expect(ready.Message).NotTo(ContainSubstring("\n"))
-	announced(t, g, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonServerExited, `mcp server command "node": executable file not found`)
+	announced(t, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonServerExited, `mcp server command "node": executable file not found`)
 	g.Expect(logs.opts).NotTo(BeEmpty())
 	for _, o := range logs.opts {
 		g.Expect(o.Container).To(Equal("server"))
@@ -253,31 +292,37 @@ func TestStdioPodThatCannotRunSaysWhy(t *testing.T) {
 	}
 
 	// More reconciles of the same crashed instance read its log no more.
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Description = "reconcile again" })
-	g.Eventually(func(g Gomega) {
-		got := get(g, obj)
-		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-	}, eventually, poll).Should(Succeed())
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Description = "reconcile again" })
+	testutil.Eventually(t, eventually, "the new generation reconciled", func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("observedGeneration %d of %d", got.Status.ObservedGeneration, got.Generation)
+		}
+		return nil
+	})
 	g.Expect(logs.readsOf(pod.Name, "server", true)).To(Equal(1), "one log read per container instance")
 
 	// It is restarted and exits again, saying something else: one more read.
 	logs.set(pod.Name, "server", true,
 		`{"level":"info","logger":"bridge","msg":"MCP server stderr","pid":9,"line":"Error: Cannot find module '/app/dist/index.js'"}`+"\n"+
 			`{"level":"error","logger":"bridge","msg":"Cannot run the MCP server","command":"node","error":"mcp server command \"node\": exited 87ms after it started: exit status 1"}`+"\n")
-	kubeletReports(g, pod, serverCrashLooping(2, 1, "containerd://two"))
-	workloadIs(g, obj, mcpv1alpha1.ReasonServerExited, "restarted 2 times",
+	kubeletReports(t, pod, serverCrashLooping(2, 1, "containerd://two"))
+	workloadIs(t, obj, mcpv1alpha1.ReasonServerExited, "restarted 2 times",
 		"MCP server stderr: Error: Cannot find module '/app/dist/index.js' | Cannot run the MCP server: mcp server command \"node\": exited 87ms after it started: exit status 1")
 	g.Expect(logs.readsOf(pod.Name, "server", true)).To(Equal(2))
 	g.Expect(eventsWith(t, obj, mcpv1alpha1.ReasonServerExited)).To(HaveLen(1), "a crash loop is one reason, announced once")
 
 	// The manifest is fixed: a new ReplicaSet's pod runs, and the old pod's crash loop is
 	// not what the server waits for.
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.Image = "ghcr.io/acme/server:2" })
-	fixed := newPodOf(g, ns, "failing", "ghcr.io/acme/server:2")
-	workloadIs(g, obj, mcpv1alpha1.ReasonWorkloadUnavailable, "Pod "+fixed.Name+" is pending")
-	kubeletReports(g, fixed, serverReady)
-	availableAgain(g, obj)
-	announced(t, g, obj, corev1.EventTypeNormal, "WorkloadAvailable", "has 1 available replica(s); it had none for")
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.Image = "ghcr.io/acme/server:2" })
+	fixed := newPodOf(t, ns, "failing", "ghcr.io/acme/server:2")
+	workloadIs(t, obj, mcpv1alpha1.ReasonWorkloadUnavailable, "Pod "+fixed.Name+" is pending")
+	kubeletReports(t, fixed, serverReady)
+	availableAgain(t, obj)
+	announced(t, obj, corev1.EventTypeNormal, "WorkloadAvailable", "has 1 available replica(s); it had none for")
 }
 
 // TestStdioPodRefusedInARestrictedNamespace runs a server in a namespace whose Pod
@@ -296,36 +341,25 @@ func TestStdioPodRefusedInARestrictedNamespace(t *testing.T) {
 
 	obj := stdioServer(ns, "rooted")
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	workloadIs(g, obj, mcpv1alpha1.ReasonPodRejected,
+	workloadIs(t, obj, mcpv1alpha1.ReasonPodRejected,
 		"cannot create a pod:", `violates PodSecurity "restricted:latest"`, "runAsNonRoot != true")
-	announced(t, g, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonPodRejected, `violates PodSecurity "restricted:latest"`)
+	announced(t, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonPodRejected, `violates PodSecurity "restricted:latest"`)
 
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) {
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) {
 		o.Spec.Stdio.SecurityContext = &mcpv1alpha1.StdioSecurityContext{RunAsNonRoot: ptr.To(true)}
 	})
-	var pod corev1.Pod
-	g.Eventually(func(g Gomega) {
-		pods := podsOf(g, ns, "rooted")
-		g.Expect(pods).To(HaveLen(1))
-		pod = pods[0]
-	}, eventually, poll).Should(Succeed(), "admission lets a pod that must not run as root in")
-	kubeletReports(g, pod, serverWaiting("CreateContainerConfigError",
+	pod := awaitPod(t, ns, "rooted", "admission to let a pod that must not run as root in", func(corev1.Pod) bool { return true })
+	kubeletReports(t, pod, serverWaiting("CreateContainerConfigError",
 		`container has runAsNonRoot and image will run as root (pod: "`+pod.Name+"_"+ns+`(`+string(pod.UID)+`)", container: server)`))
-	workloadIs(g, obj, mcpv1alpha1.ReasonContainerConfigInvalid,
+	workloadIs(t, obj, mcpv1alpha1.ReasonContainerConfigInvalid,
 		"Pod "+pod.Name+": container server cannot be created: CreateContainerConfigError: container has runAsNonRoot and image will run as root")
-	announced(t, g, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonContainerConfigInvalid, "image will run as root")
+	announced(t, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonContainerConfigInvalid, "image will run as root")
 
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.SecurityContext.RunAsUser = ptr.To[int64](1000) })
-	var fixed corev1.Pod
-	g.Eventually(func(g Gomega) {
-		pods := podsOf(g, ns, "rooted")
-		pods = slices.DeleteFunc(pods, func(p corev1.Pod) bool { return p.Spec.Containers[0].SecurityContext.RunAsUser == nil })
-		g.Expect(pods).To(HaveLen(1))
-		fixed = pods[0]
-	}, eventually, poll).Should(Succeed())
-	kubeletReports(g, fixed, serverReady)
-	availableAgain(g, obj)
-	announced(t, g, obj, corev1.EventTypeNormal, "WorkloadAvailable", "has 1 available replica(s); it had none for")
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.SecurityContext.RunAsUser = ptr.To[int64](1000) })
+	fixed := awaitPod(t, ns, "rooted", "a pod that runs as a user", func(p corev1.Pod) bool { return p.Spec.Containers[0].SecurityContext.RunAsUser != nil })
+	kubeletReports(t, fixed, serverReady)
+	availableAgain(t, obj)
+	announced(t, obj, corev1.EventTypeNormal, "WorkloadAvailable", "has 1 available replica(s); it had none for")
 }
 
 // TestStdioPodDeletedComesBack deletes the running pod of a server: while its replacement
@@ -339,36 +373,44 @@ func TestStdioPodDeletedComesBack(t *testing.T) {
 
 	obj := stdioServer(ns, "phoenix")
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	first := newPodOf(g, ns, "phoenix", obj.Spec.Stdio.Image)
+	first := newPodOf(t, ns, "phoenix", obj.Spec.Stdio.Image)
 	// Bound to a node, as the scheduler would: its deletion then waits for that node's
 	// kubelet, which never comes, so it stays being deleted.
 	g.Expect(k8sClient.SubResource("binding").Create(ctx, &first, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: first.Name},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: "node-1"},
 	})).To(Succeed())
-	kubeletReports(g, first, serverReady)
-	availableAgain(g, obj)
-	g.Eventually(func() []eventsv1.Event { return eventsWith(t, obj, "WorkloadAvailable") }, eventually, poll).Should(HaveLen(1))
+	kubeletReports(t, first, serverReady)
+	availableAgain(t, obj)
+	testutil.Eventually(t, eventually, "one Event WorkloadAvailable", func() error {
+		if got := eventsWith(t, obj, "WorkloadAvailable"); len(got) != 1 {
+			return fmt.Errorf("the WorkloadAvailable Events so far: %+v", got)
+		}
+		return nil
+	})
 
 	g.Expect(k8sClient.Delete(ctx, &first)).To(Succeed())
-	second := newPodOf(g, ns, "phoenix", obj.Spec.Stdio.Image)
+	second := newPodOf(t, ns, "phoenix", obj.Spec.Stdio.Image)
 	g.Expect(second.Name).NotTo(Equal(first.Name))
-	kubeletReports(g, second, serverWaiting("ContainerCreating", ""))
-	workloadIs(g, obj, mcpv1alpha1.ReasonWorkloadUnavailable,
+	kubeletReports(t, second, serverWaiting("ContainerCreating", ""))
+	workloadIs(t, obj, mcpv1alpha1.ReasonWorkloadUnavailable,
 		"Pod "+second.Name+": container server is waiting: ContainerCreating; it replaces pod "+first.Name+", which is being deleted")
 
 	// What happened is on record: the outage began with the pod being deleted...
-	announced(t, g, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonWorkloadUnavailable, first.Name, "being deleted")
+	announced(t, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonWorkloadUnavailable, first.Name, "being deleted")
 
 	// ... and ended once its replacement ran.
-	kubeletReports(g, second, serverReady)
-	availableAgain(g, obj)
-	g.Eventually(func(g Gomega) {
+	kubeletReports(t, second, serverReady)
+	availableAgain(t, obj)
+	testutil.Eventually(t, eventually, "a second Event WorkloadAvailable, naming the replacement and the outage", func() error {
 		got := eventsWith(t, obj, "WorkloadAvailable")
-		g.Expect(got).To(HaveLen(2))
-		g.Expect([]string{got[0].Note, got[1].Note}).To(ContainElement(And(
-			ContainSubstring("it had none for"), ContainSubstring("Pod "+second.Name))))
-	}, eventually, poll).Should(Succeed())
+		if len(got) == 2 && slices.ContainsFunc(got, func(e eventsv1.Event) bool {
+			return strings.Contains(e.Note, "it had none for") && strings.Contains(e.Note, "Pod "+second.Name)
+		}) {
+			return nil
+		}
+		return fmt.Errorf("the WorkloadAvailable Events so far: %+v", got)
+	})
 	g.Expect(strings.Join(eventReasons(t, ns, obj.Name), ",")).NotTo(ContainSubstring(mcpv1alpha1.ReasonServerExited))
 }
 
@@ -408,69 +450,104 @@ func TestStdioRolloutThatCannotRunIsNotDone(t *testing.T) {
 
 	obj := stdioServer(ns, "rolling")
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	serving := newPodOf(g, ns, "rolling", obj.Spec.Stdio.Image)
-	kubeletReports(g, serving, serverReady)
-	current := func(g Gomega) {
-		got := get(g, obj)
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.CurrentStatus), "conditions %+v", got.Status.Conditions)
-		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-		st, _ := condition(got, mcpv1alpha1.ConditionReady)
-		g.Expect(st).To(Equal(metav1.ConditionTrue))
-		g.Expect(got.Status.ToolCount).To(BeEquivalentTo(2))
+	serving := newPodOf(t, ns, "rolling", obj.Spec.Stdio.Image)
+	kubeletReports(t, serving, serverReady)
+	current := func() (*mcpv1alpha1.MCPServer, error) {
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return nil, err
+		}
+		if err := kstatusIs(t, got, status.CurrentStatus); err != nil {
+			return nil, fmt.Errorf("%w; conditions %+v", err, got.Status.Conditions)
+		}
+		if got.Status.ObservedGeneration != got.Generation || got.Status.ToolCount != 2 {
+			return nil, fmt.Errorf("observedGeneration %d of %d, toolCount %d", got.Status.ObservedGeneration, got.Generation, got.Status.ToolCount)
+		}
+		return got, nil
 	}
-	g.Eventually(current, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "Current for kstatus, Ready with 2 tools", func() error { _, err := current(); return err })
 	since := meta.FindStatusCondition(get(g, obj).Status.Conditions, mcpv1alpha1.ConditionReady).LastTransitionTime
 
 	// An image that cannot be pulled: the new ReplicaSet's pod waits for it, and the
 	// Deployment keeps the previous pod, which stays ready.
 	const broken = "ghcr.io/acme/server:broken"
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.Image = broken })
-	pod := newPodOf(g, ns, "rolling", broken)
-	kubeletReports(g, pod, serverWaiting("ErrImagePull",
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.Image = broken })
+	pod := newPodOf(t, ns, "rolling", broken)
+	kubeletReports(t, pod, serverWaiting("ErrImagePull",
 		`failed to pull and unpack image "`+broken+`": failed to resolve reference "`+broken+`": not found`))
-	g.Eventually(func(g Gomega) {
-		got := get(g, obj)
-		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus), "conditions %+v", got.Status.Conditions)
-		rec := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReconciling)
-		g.Expect(rec).NotTo(BeNil())
-		g.Expect(rec.Reason).To(Equal(mcpv1alpha1.ReasonImagePullFailed))
-		g.Expect(rec.Message).To(ContainSubstring("previous version keeps serving"))
-		g.Expect(rec.Message).To(ContainSubstring("Pod " + pod.Name + `: container server cannot pull image "` + broken + `": ErrImagePull:`))
-		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionStalled)).To(BeNil())
+	testutil.Eventually(t, eventually, "in progress for kstatus, the previous version serving", func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("observedGeneration %d of %d", got.Status.ObservedGeneration, got.Generation)
+		}
+		if err := kstatusIs(t, got, status.InProgressStatus); err != nil {
+			return fmt.Errorf("%w; conditions %+v", err, got.Status.Conditions)
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionReconciling, metav1.ConditionTrue, mcpv1alpha1.ReasonImagePullFailed,
+			"previous version keeps serving", "Pod "+pod.Name+`: container server cannot pull image "`+broken+`": ErrImagePull:`); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionStalled); c != nil {
+			return fmt.Errorf("Stalled is %+v, want it absent", c)
+		}
 
 		// The previous version still serves: the gateway takes calls for a server that is
 		// Ready at its current generation.
+		if err := conditionIs(got, mcpv1alpha1.ConditionReady, metav1.ConditionTrue, "", "previous version keeps serving", "cannot pull image"); err != nil {
+			return err
+		}
 		ready := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReady)
-		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(ready.ObservedGeneration).To(Equal(got.Generation))
-		g.Expect(ready.LastTransitionTime).To(Equal(since), "Ready never went False: the session was never dropped")
-		g.Expect(ready.Message).To(ContainSubstring("previous version keeps serving"))
-		g.Expect(ready.Message).To(ContainSubstring("cannot pull image"))
-		st, _ := condition(got, mcpv1alpha1.ConditionWorkloadAvailable)
-		g.Expect(st).To(Equal(metav1.ConditionTrue))
-		st, _ = condition(got, mcpv1alpha1.ConditionConnected)
-		g.Expect(st).To(Equal(metav1.ConditionTrue))
-	}, eventually, poll).Should(Succeed())
-	g.Expect(podsOf(g, ns, "rolling")).To(ContainElement(HaveField("Name", serving.Name)), "the previous pod keeps running")
-	announced(t, g, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonImagePullFailed, broken, "not found")
+		if ready.ObservedGeneration != got.Generation {
+			return fmt.Errorf("Ready observed generation %d of %d", ready.ObservedGeneration, got.Generation)
+		}
+		if !ready.LastTransitionTime.Equal(&since) {
+			return fmt.Errorf("Ready changed at %s, after %s: the session was dropped", ready.LastTransitionTime, since)
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, ""); err != nil {
+			return err
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionConnected, metav1.ConditionTrue, "")
+	})
+	if pods, err := podsOf(ns, "rolling"); err != nil || !slices.Contains(podNames(pods), serving.Name) {
+		t.Errorf("the previous pod %s does not keep running: pods %q, %v", serving.Name, podNames(pods), err)
+	}
+	announced(t, obj, corev1.EventTypeWarning, mcpv1alpha1.ReasonImagePullFailed, broken, "not found")
 	// The kubelet backs off: the same failure, not a new one to announce.
-	kubeletReports(g, pod, serverWaiting("ImagePullBackOff", `Back-off pulling image "`+broken+`"`))
-	g.Eventually(func(g Gomega) {
-		c := meta.FindStatusCondition(get(g, obj).Status.Conditions, mcpv1alpha1.ConditionReconciling)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Message).To(ContainSubstring("ImagePullBackOff"))
-	}, eventually, poll).Should(Succeed())
+	kubeletReports(t, pod, serverWaiting("ImagePullBackOff", `Back-off pulling image "`+broken+`"`))
+	testutil.Eventually(t, eventually, "Reconciling to say ImagePullBackOff", func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReconciling); c == nil || !strings.Contains(c.Message, "ImagePullBackOff") {
+			return fmt.Errorf("Reconciling is %+v", c)
+		}
+		return nil
+	})
 	g.Expect(eventsWith(t, obj, mcpv1alpha1.ReasonImagePullFailed)).To(HaveLen(1))
 
 	// Fixed: the new pod runs, replaces the previous one, and the server is Current.
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.Image = "ghcr.io/acme/server:2" })
-	fixed := newPodOf(g, ns, "rolling", "ghcr.io/acme/server:2")
-	kubeletReports(g, fixed, serverReady)
-	g.Eventually(func(g Gomega) {
-		current(g)
-		got := get(g, obj)
-		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReconciling)).To(BeNil())
-		g.Expect(podsOf(g, ns, "rolling")).To(ConsistOf(HaveField("Name", fixed.Name)))
-	}, eventually, poll).Should(Succeed())
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.Image = "ghcr.io/acme/server:2" })
+	fixed := newPodOf(t, ns, "rolling", "ghcr.io/acme/server:2")
+	kubeletReports(t, fixed, serverReady)
+	testutil.Eventually(t, eventually, "Current again with only the fixed pod", func() error {
+		got, err := current()
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionReconciling); c != nil {
+			return fmt.Errorf("Reconciling is %+v, want it absent", c)
+		}
+		pods, err := podsOf(ns, "rolling")
+		if err != nil {
+			return err
+		}
+		if names := podNames(pods); !slices.Equal(names, []string{fixed.Name}) {
+			return fmt.Errorf("pods %q, want only %s", names, fixed.Name)
+		}
+		return nil
+	})
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +24,7 @@ import (
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
 	"github.com/switchboard-mcp/switchboard/controllers"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // TestSettledServersHoldNoRecordsAndWriteOnce applies a few servers at once and checks,
@@ -105,19 +108,23 @@ func TestSettledServersHoldNoRecordsAndWriteOnce(t *testing.T) {
 				}
 			}()
 			for _, name := range names {
-				g.Eventually(func(g Gomega) {
-					got := readyIs(g, httpServer(ns, name, srv.url()), metav1.ConditionTrue, "")
-					g.Expect(got.Finalizers).To(ContainElement("mcp.switchboard.dev/session"))
-				}, eventually, poll).Should(Succeed())
+				testutil.Eventually(t, eventually, name+" Ready with the session finalizer", func() error {
+					got, err := readyIs(httpServer(ns, name, srv.url()), metav1.ConditionTrue, "")
+					if err != nil {
+						return err
+					}
+					if !slices.Contains(got.Finalizers, "mcp.switchboard.dev/session") {
+						return fmt.Errorf("finalizers %q", got.Finalizers)
+					}
+					return nil
+				})
 			}
 			stopPoking()
 			for _, name := range names {
 				key := connector.Key{Namespace: ns, Name: name}
-				g.Eventually(func() []bool {
-					written, announced := reconciler.HoldsRecordsOf(key)
-					return []bool{written, announced}
-				}, eventually, poll).Should(Equal([]bool{false, false}),
-					"%s is Ready: the reconciler must hold no record of its writes (written) or announcements (announced)", name)
+				testutil.Eventually(t, eventually, name+" Ready, no record held of its writes or announcements", func() error {
+					return holdsNoRecords(reconciler, key)
+				})
 			}
 
 			// Give a duplicate Event, or a write from a lagging cache, time to show.
@@ -125,8 +132,9 @@ func TestSettledServersHoldNoRecordsAndWriteOnce(t *testing.T) {
 			for _, name := range names {
 				g.Expect(writes.of(writes.ready, name)).To(Equal(1), "%s: status patches that say Ready", name)
 				g.Expect(writes.of(writes.finalizers, name)).To(Equal(1), "%s: finalizer patches", name)
-				g.Eventually(func() map[string]int { return eventCounts(t, ns, name) }, eventually, poll).
-					Should(Equal(map[string]int{"Connected": 1}), "%s: Events on a healthy first connect", name)
+				testutil.Eventually(t, eventually, name+": one Event Connected on a healthy first connect", func() error {
+					return onlyConnectedOnce(t, ns, name)
+				})
 			}
 		})
 	}
@@ -222,6 +230,24 @@ func (w *hookedStatusWriter) Patch(ctx context.Context, obj client.Object, patch
 
 // eventCounts counts the Events about the named server by reason, repeats of one Event
 // (its series) included.
+// onlyConnectedOnce says which Events the named server has when they are not exactly
+// one Connected.
+func onlyConnectedOnce(t *testing.T, namespace, name string) error {
+	if counts := eventCounts(t, namespace, name); !maps.Equal(counts, map[string]int{"Connected": 1}) {
+		return fmt.Errorf("Events by reason: %v", counts)
+	}
+	return nil
+}
+
+// holdsNoRecords says which records of its writes (written) or announcements
+// (announced) the reconciler holds of key.
+func holdsNoRecords(r *controllers.MCPServerReconciler, key connector.Key) error {
+	if written, announced := r.HoldsRecordsOf(key); written || announced {
+		return fmt.Errorf("written %v, announced %v", written, announced)
+	}
+	return nil
+}
+
 func eventCounts(t *testing.T, namespace, name string) map[string]int {
 	counts := map[string]int{}
 	for _, e := range events(t, namespace, name) {
@@ -251,18 +277,16 @@ func TestAFailedStatusPatchDoesNotAnnounceTwice(t *testing.T) {
 	ctx := context.Background()
 	g.Expect(k8sClient.Create(ctx, httpServer(ns, "retried", srv.url()))).To(Succeed())
 
-	g.Eventually(func(g Gomega) {
-		readyIs(g, httpServer(ns, "retried", srv.url()), metav1.ConditionTrue, "")
-	}, eventually, poll).Should(Succeed())
+	awaitReady(t, httpServer(ns, "retried", srv.url()), metav1.ConditionTrue, "")
 	g.Expect(failures.failed()).To(BeTrue(), "the first patch of a Ready status was to fail")
 
 	time.Sleep(3 * probeInterval) // time for a second announcement to show
-	g.Eventually(func() map[string]int { return eventCounts(t, ns, "retried") }, eventually, poll).
-		Should(Equal(map[string]int{"Connected": 1}), "Events after a failed, then retried, status patch")
-	g.Eventually(func() []bool {
-		written, announced := reconciler.HoldsRecordsOf(connector.Key{Namespace: ns, Name: "retried"})
-		return []bool{written, announced}
-	}, eventually, poll).Should(Equal([]bool{false, false}), "records held once the retried status is written")
+	testutil.Eventually(t, eventually, "one Event Connected after a failed, then retried, status patch", func() error {
+		return onlyConnectedOnce(t, ns, "retried")
+	})
+	testutil.Eventually(t, eventually, "no record held once the retried status is written", func() error {
+		return holdsNoRecords(reconciler, connector.Key{Namespace: ns, Name: "retried"})
+	})
 }
 
 // failFirstReadyPatch fails the first status patch that says Ready, once.

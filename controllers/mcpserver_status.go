@@ -583,17 +583,6 @@ func conditionCheck(obj *mcpv1alpha1.MCPServer, condType string, p progress) *no
 	}
 }
 
-// setCondition sets one condition for the object's current generation.
-func setCondition(obj *mcpv1alpha1.MCPServer, condType string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
-		Type:               condType,
-		Status:             status,
-		Reason:             reason,
-		Message:            connector.TruncateUTF8(message, maxMessageLength),
-		ObservedGeneration: obj.Generation,
-	})
-}
-
 // filterTools returns the tools spec.tools publishes: those matching an allow glob (or
 // all when allow is empty) and no deny glob, as the gateway decides (toolglob.Check).
 func filterTools(tools []connector.Tool, filter *mcpv1alpha1.ToolFilter) []connector.Tool {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -253,14 +254,19 @@ func TestWorkloadIdentityServiceAccountTokenOnTheRealAPIServer(t *testing.T) {
 		ServiceAccountToken: &mcpv1alpha1.ServiceAccountTokenSource{ServiceAccountName: "mcp-github"},
 	})
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		a := authenticatedCondition(got)
-		g.Expect(a).NotTo(BeNil())
-		g.Expect(a.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(a.Message).To(ContainSubstring(strings.TrimPrefix(w.srv.URL, "http://")))
-		g.Expect(got.Status.ToolCount).To(Equal(int32(1)))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "Ready and Authenticated at the token endpoint's origin, with the tool", func() error {
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionAuthenticated, metav1.ConditionTrue, "", strings.TrimPrefix(w.srv.URL, "http://")); err != nil {
+			return err
+		}
+		if got.Status.ToolCount != 1 {
+			return fmt.Errorf("toolCount %d, want 1", got.Status.ToolCount)
+		}
+		return nil
+	})
 	assertions, issued := w.seen()
 	g.Expect(assertions).To(HaveLen(1), "one TokenRequest, one grant")
 	g.Expect(issued).To(HaveLen(1))
@@ -272,17 +278,18 @@ func TestWorkloadIdentityServiceAccountTokenOnTheRealAPIServer(t *testing.T) {
 		ServiceAccountToken: &mcpv1alpha1.ServiceAccountTokenSource{ServiceAccountName: "nobody"},
 	})
 	g.Expect(k8sClient.Create(ctx, missing)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, missing, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadTokenUnavailable)
-		a := authenticatedCondition(got)
-		g.Expect(a).NotTo(BeNil())
-		g.Expect(a.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(a.Reason).To(Equal(mcpv1alpha1.ReasonWorkloadTokenUnavailable))
-		g.Expect(a.Message).To(ContainSubstring(`ServiceAccount "nobody" not found in namespace "` + ns + `"`))
-		st, _ := condition(got, mcpv1alpha1.ConditionStalled)
-		g.Expect(st).To(Equal(metav1.ConditionTrue))
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func() []string { return eventReasons(t, ns, "wif-missing") }, eventually, poll).Should(ContainElement("AuthenticationFailed"))
+	testutil.Eventually(t, eventually, "WorkloadTokenUnavailable naming the missing ServiceAccount, Stalled", func() error {
+		got, err := readyIs(missing, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadTokenUnavailable)
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionAuthenticated, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadTokenUnavailable,
+			`ServiceAccount "nobody" not found in namespace "`+ns+`"`); err != nil {
+			return err
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionStalled, metav1.ConditionTrue, "")
+	})
+	awaitEvent(t, ns, "wif-missing", "AuthenticationFailed")
 
 	// No ServiceAccount token and no access token in status, Events, logs or metrics.
 	assertions, issued = w.seen()
@@ -303,12 +310,16 @@ func TestWorkloadIdentityManagerWithoutTokenRights(t *testing.T) {
 		ServiceAccountToken: &mcpv1alpha1.ServiceAccountTokenSource{ServiceAccountName: "mcp-github"},
 	})
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadTokenUnavailable)
-		a := authenticatedCondition(got)
-		g.Expect(a).NotTo(BeNil())
-		g.Expect(a.Message).To(ContainSubstring(`the manager may not create serviceaccounts/token in namespace "` + ns + `"`))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "WorkloadTokenUnavailable saying the manager may not create tokens", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadTokenUnavailable)
+		if err != nil {
+			return err
+		}
+		if a := authenticatedCondition(got); a == nil || !strings.Contains(a.Message, `the manager may not create serviceaccounts/token in namespace "`+ns+`"`) {
+			return fmt.Errorf("Authenticated is %+v", a)
+		}
+		return nil
+	})
 	assertions, _ := w.seen()
 	g.Expect(assertions).To(BeEmpty())
 }
@@ -343,19 +354,27 @@ func TestWorkloadIdentityTokenFromSecret(t *testing.T) {
 		ClientID:  "workload-7",
 	})
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonInvalidGrant)
-		a := authenticatedCondition(got)
-		g.Expect(a).NotTo(BeNil())
-		g.Expect(a.Reason).To(Equal(mcpv1alpha1.ReasonInvalidGrant))
-		g.Expect(a.Message).To(ContainSubstring("invalid_grant"))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "InvalidGrant, the authorization server's answer", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, mcpv1alpha1.ReasonInvalidGrant)
+		if err != nil {
+			return err
+		}
+		if a := authenticatedCondition(got); a == nil || a.Reason != mcpv1alpha1.ReasonInvalidGrant || !strings.Contains(a.Message, "invalid_grant") {
+			return fmt.Errorf("Authenticated is %+v", a)
+		}
+		return nil
+	})
 	// The refused JWT is not presented again, however often the session reconnects.
-	g.Consistently(func() int { a, _ := w.seen(); return len(a) }, 2*time.Second, 100*time.Millisecond).Should(Equal(1))
+	testutil.Consistently(t, 2*time.Second, "one grant request, the refused JWT not presented again", func() error {
+		if a, _ := w.seen(); len(a) != 1 {
+			return fmt.Errorf("%d grant requests", len(a))
+		}
+		return nil
+	})
 
 	secret.Data["jwt"] = []byte(right)
 	g.Expect(k8sClient.Update(ctx, secret)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 	assertions, issued := w.seen()
 	g.Expect(assertions).To(Equal([]string{wrong, right}))
 	expectNoLeak(g, t, op, obj, append([]string{wrong, right}, issued...))
@@ -370,21 +389,8 @@ func TestWorkloadIdentityConformanceScenario(t *testing.T) {
 	if _, err := testenv.ConformanceSuite2026(); err != nil {
 		t.Fatalf("the MCP conformance suite for 2026-07-28 is needed: %v", err)
 	}
-	ns := newNamespace(t)
-	op := startOperator(t, ns)
-	wrapper := testenv.BuildGoBinary(t, "./test/conformance/oauthclient")
-	user, err := env.ControlPlane.AddUser(envtest.User{Name: "conformance-wif-client", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	conformance := newConformanceClient(t, "conformance-wif-client")
+	ns, op := conformance.namespace, conformance.op
 
 	for _, tc := range []struct {
 		name, jwt, scopes string
@@ -405,9 +411,8 @@ func TestWorkloadIdentityConformanceScenario(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			name := "wif-" + tc.name
-			run := testenv.RunConformanceClientScenario2026(t, wrapper, "auth/wif-jwt-bearer",
-				"SWITCHBOARD_KUBECONFIG="+kubeconfigPath, "SWITCHBOARD_NAMESPACE="+ns, "SWITCHBOARD_SERVER_NAME="+name,
-				"SWITCHBOARD_WIF_JWT="+tc.jwt, "SWITCHBOARD_WIF_SCOPES="+tc.scopes, "SWITCHBOARD_AFTER_REFUSAL=3s")
+			run := testenv.RunConformanceClientScenario2026(t, conformance.wrapper, "auth/wif-jwt-bearer", append(conformance.env(name),
+				"SWITCHBOARD_WIF_JWT="+tc.jwt, "SWITCHBOARD_WIF_SCOPES="+tc.scopes, "SWITCHBOARD_AFTER_REFUSAL=3s")...)
 			var checks, judged []string
 			for _, c := range run.Checks {
 				if strings.HasPrefix(c, "wif-") {

@@ -242,17 +242,14 @@ func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rul
 	status.ProgressDeadlineExceeded = progressDeadlineExceeded(deploy)
 	key := connector.Key{Namespace: obj.Namespace, Name: obj.Name}
 	if status.Available {
-		instance, err := p.servingInstance(ctx, deploy)
+		replicaSets, pods, err := p.workloadOf(ctx, deploy)
 		if err != nil {
 			return WorkloadStatus{}, err
 		}
-		status.Instance = instance
+		status.Instance = servingRevision(deploy, replicaSets)
 		// The pods that serve may be the previous version's: say what keeps the
 		// current one from running, if anything does.
-		rollout, err := p.explainRollout(ctx, key, deploy)
-		if err != nil {
-			return WorkloadStatus{}, err
-		}
+		rollout := p.explainRollout(ctx, key, deploy, replicaSets, pods)
 		if rollout == nil {
 			p.tails.Delete(key)
 			return status, nil

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -24,6 +25,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -72,13 +74,17 @@ func TestStdioWorkloadMatchesGoldenFiles(t *testing.T) {
 
 	key := client.ObjectKey{Namespace: ns, Name: "mcp-golden"}
 	deploy, svc, np := &appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
-		g.Expect(k8sClient.Get(ctx, key, svc)).To(Succeed())
-		g.Expect(k8sClient.Get(ctx, key, np)).To(Succeed())
-		g.Expect(np.Spec.Egress).To(HaveLen(2), "DNS and the policy's ipBlock")
-		g.Expect(np.Spec.Egress[1].To).To(ConsistOf(HaveField("IPBlock.CIDR", "192.0.2.0/24")), "the policy, not the default posture")
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "the workload, its NetworkPolicy following the policy, not the default posture", func() error {
+		if err := allExist(ctx, key, []client.Object{deploy, svc, np}); err != nil {
+			return err
+		}
+		// DNS and the policy's ipBlock.
+		if len(np.Spec.Egress) != 2 || len(np.Spec.Egress[1].To) != 1 || np.Spec.Egress[1].To[0].IPBlock == nil ||
+			np.Spec.Egress[1].To[0].IPBlock.CIDR != "192.0.2.0/24" {
+			return fmt.Errorf("egress rules %+v", np.Spec.Egress)
+		}
+		return nil
+	})
 
 	// The namespace name is random; the golden files hold a placeholder.
 	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
@@ -111,9 +117,9 @@ func TestSharedNonRootStdioWorkloadMatchesGoldenFile(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 
 	deploy := &appsv1.Deployment{}
-	g.Eventually(func() error {
+	testutil.Eventually(t, eventually, "the Deployment", func() error {
 		return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mcp-golden-shared"}, deploy)
-	}, eventually, poll).Should(Succeed())
+	})
 	golden(t, "stdio-deployment-shared-nonroot", deploy, deploy.Spec)
 }
 
@@ -136,9 +142,9 @@ func TestDeploymentCommandServesTheServer(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 
 	deploy := &appsv1.Deployment{}
-	g.Eventually(func() error {
+	testutil.Eventually(t, eventually, "the Deployment", func() error {
 		return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mcp-from-deployment"}, deploy)
-	}, eventually, poll).Should(Succeed())
+	})
 	container := deploy.Spec.Template.Spec.Containers[0]
 	mount := deploy.Spec.Template.Spec.Containers[0].VolumeMounts[0].MountPath
 
@@ -177,14 +183,24 @@ func TestDeploymentCommandServesTheServer(t *testing.T) {
 	t.Cleanup(pool.Close)
 	key := connector.Key{Namespace: ns, Name: "from-deployment"}
 	pool.Ensure(key, connector.Config{URL: "http://" + addr + "/mcp", Protocol: connector.ProtocolStreamableHTTP})
-	g.Eventually(func(g Gomega) {
+	testutil.Eventually(t, eventually, "a session to the Deployment's command, with its tools", func() error {
 		snap, ok := pool.Snapshot(key)
-		g.Expect(ok).To(BeTrue())
-		g.Expect(snap.State).To(Equal(connector.StateReady), "last error: %v", snap.LastError)
+		if !ok {
+			return errors.New("no session")
+		}
+		if snap.State != connector.StateReady {
+			if snap.LastError != nil {
+				return fmt.Errorf("state %v, last error: %w", snap.State, snap.LastError)
+			}
+			return fmt.Errorf("state %v", snap.State)
+		}
 		names := []string{}
 		for _, tool := range snap.Tools {
 			names = append(names, tool.Name)
 		}
-		g.Expect(strings.Join(names, ",")).To(ContainSubstring("echo"))
-	}, eventually, poll).Should(Succeed())
+		if !strings.Contains(strings.Join(names, ","), "echo") {
+			return fmt.Errorf("tools %q", names)
+		}
+		return nil
+	})
 }

@@ -2,6 +2,10 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,7 +51,7 @@ func TestStdioServerRunsAsDeploymentBehindTheBridge(t *testing.T) {
 
 	key := client.ObjectKey{Namespace: ns, Name: "mcp-everything"}
 	deploy := &appsv1.Deployment{}
-	g.Eventually(func() error { return k8sClient.Get(ctx, key, deploy) }, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "the Deployment", func() error { return k8sClient.Get(ctx, key, deploy) })
 
 	// Owned by the MCPServer, so deleting it garbage-collects the workload.
 	g.Expect(deploy.OwnerReferences).To(ContainElement(And(
@@ -69,23 +74,28 @@ func TestStdioServerRunsAsDeploymentBehindTheBridge(t *testing.T) {
 	g.Expect(*pod.AutomountServiceAccountToken).To(BeFalse())
 
 	svc := &corev1.Service{}
-	g.Eventually(func() error { return k8sClient.Get(ctx, key, svc) }, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "the Service", func() error { return k8sClient.Get(ctx, key, svc) })
 	g.Expect(svc.Spec.Ports).To(ContainElement(HaveField("Port", BeEquivalentTo(8080))))
 	np := &networkingv1.NetworkPolicy{}
-	g.Eventually(func() error { return k8sClient.Get(ctx, key, np) }, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "the NetworkPolicy", func() error { return k8sClient.Get(ctx, key, np) })
 	g.Expect(np.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeEgress, networkingv1.PolicyTypeIngress))
 	g.Expect(np.Spec.Ingress).To(HaveLen(1))
 	g.Expect(np.Spec.Ingress[0].From).To(HaveLen(2), "the server's namespace and the operator's")
 
 	// No kubelet runs here, so no pod becomes available: the server waits, in progress.
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable)
-		st, _ := condition(got, mcpv1alpha1.ConditionWorkloadAvailable)
-		g.Expect(st).To(Equal(metav1.ConditionFalse))
-		g.Expect(got.Status.Transport).To(Equal(mcpv1alpha1.TransportStdio))
-		g.Expect(got.Status.Endpoint).To(Equal("http://mcp-everything." + ns + ".svc:8080/mcp"))
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "WorkloadUnavailable at the Service's endpoint, in progress", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable)
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, ""); err != nil {
+			return err
+		}
+		if got.Status.Transport != mcpv1alpha1.TransportStdio || got.Status.Endpoint != "http://mcp-everything."+ns+".svc:8080/mcp" {
+			return fmt.Errorf("transport %s, endpoint %s", got.Status.Transport, got.Status.Endpoint)
+		}
+		return kstatusIs(t, got, status.InProgressStatus)
+	})
 
 	// The Deployment becoming available is picked up through the watch; the operator
 	// then connects to the Service (which does not resolve here).
@@ -94,30 +104,45 @@ func TestStdioServerRunsAsDeploymentBehindTheBridge(t *testing.T) {
 		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"}},
 	}
 	g.Expect(k8sClient.Status().Update(ctx, deploy)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := get(g, obj)
-		st, _ := condition(got, mcpv1alpha1.ConditionWorkloadAvailable)
-		g.Expect(st).To(Equal(metav1.ConditionTrue))
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionConnected)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Reason).To(BeElementOf("Connecting", "DNSFailure", "ConnectionRefused", "Timeout"))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "the workload available, the operator connecting", func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, ""); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionConnected); c == nil ||
+			!slices.Contains([]string{"Connecting", "DNSFailure", "ConnectionRefused", "Timeout"}, c.Reason) {
+			return fmt.Errorf("Connected is %+v", c)
+		}
+		return nil
+	})
 
 	// A spec change rolls the Deployment.
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.Args = []string{"--quiet"} })
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
-		g.Expect(deploy.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"--quiet"}))
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := get(g, obj)
-		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "the previous pod keeps serving")
-		g.Expect(c.Message).To(ContainSubstring("its current pod template has not rolled out"))
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.InProgressStatus))
-	}, eventually, poll).Should(Succeed(), "a rollout of a new generation is not done")
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.Args = []string{"--quiet"} })
+	testutil.Eventually(t, eventually, "the Deployment rolled with the new args", func() error {
+		if err := k8sClient.Get(ctx, key, deploy); err != nil {
+			return err
+		}
+		if args := deploy.Spec.Template.Spec.Containers[0].Args; !slices.Equal(args, []string{"--quiet"}) {
+			return fmt.Errorf("args %q", args)
+		}
+		return nil
+	})
+	testutil.Eventually(t, eventually, "the rollout of the new generation in progress, the previous pod serving", func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("observedGeneration %d of %d", got.Status.ObservedGeneration, got.Generation)
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, "", "its current pod template has not rolled out"); err != nil {
+			return err
+		}
+		return kstatusIs(t, got, status.InProgressStatus)
+	})
 }
 
 func TestStdioPodEgressFollowsPolicies(t *testing.T) {
@@ -133,9 +158,11 @@ func TestStdioPodEgressFollowsPolicies(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 
 	key := client.ObjectKey{Namespace: ns, Name: "mcp-fenced"}
-	g.Eventually(func(g Gomega) {
+	testutil.Eventually(t, eventually, "the NetworkPolicy with only the policy's ipBlock, plus DNS to the cluster DNS pods", func() error {
 		np := &networkingv1.NetworkPolicy{}
-		g.Expect(k8sClient.Get(ctx, key, np)).To(Succeed())
+		if err := k8sClient.Get(ctx, key, np); err != nil {
+			return err
+		}
 		var cidrs []string
 		for _, rule := range np.Spec.Egress {
 			for _, peer := range rule.To {
@@ -144,16 +171,23 @@ func TestStdioPodEgressFollowsPolicies(t *testing.T) {
 				}
 			}
 		}
-		g.Expect(cidrs).To(ConsistOf("192.0.2.0/24"), "only the policy's ipBlock, plus DNS to the cluster DNS pods")
-	}, eventually, poll).Should(Succeed())
+		if !slices.Equal(cidrs, []string{"192.0.2.0/24"}) {
+			return fmt.Errorf("ipBlocks %q", cidrs)
+		}
+		return nil
+	})
 
-	g.Eventually(func(g Gomega) {
-		got := get(g, obj)
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionEgressAllowed)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Message).To(ContainSubstring(ns + "/lockdown"))
-		g.Expect(c.Message).To(ContainSubstring("host peers are enforced by the connector only"))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "EgressAllowed naming the policy and where host peers are enforced", func() error {
+		got, err := fetch(obj)
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionEgressAllowed); c == nil ||
+			!strings.Contains(c.Message, ns+"/lockdown") || !strings.Contains(c.Message, "host peers are enforced by the connector only") {
+			return fmt.Errorf("EgressAllowed is %+v", c)
+		}
+		return nil
+	})
 }
 
 func TestDeletingAStdioServerCollectsItsWorkload(t *testing.T) {
@@ -167,19 +201,12 @@ func TestDeletingAStdioServerCollectsItsWorkload(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 	key := client.ObjectKey{Namespace: ns, Name: "mcp-collected"}
 	workload := []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}}
-	g.Eventually(func(g Gomega) {
-		for _, o := range workload {
-			g.Expect(k8sClient.Get(ctx, key, o)).To(Succeed())
-		}
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "the workload", func() error { return allExist(ctx, key, workload) })
 
 	g.Expect(k8sClient.Delete(ctx, obj)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		for _, o := range workload {
-			err := k8sClient.Get(ctx, key, o)
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T still exists (err %v)", o, err)
-		}
-	}, 60*time.Second, 200*time.Millisecond).Should(Succeed(), "the garbage collector removes what the MCPServer owned")
+	testutil.Eventually(t, 60*time.Second, "the garbage collector to remove what the MCPServer owned", func() error {
+		return allGone(ctx, key, workload)
+	})
 }
 
 // TestStdioWorkloadGoesWithTheStdioSpec switches a stdio server to http and back, then
@@ -196,47 +223,47 @@ func TestStdioWorkloadGoesWithTheStdioSpec(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 	key := client.ObjectKey{Namespace: ns, Name: "mcp-switching"}
 	workload := []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}}
-	exists := func(g Gomega) {
-		for _, o := range workload {
-			g.Expect(k8sClient.Get(ctx, key, o)).To(Succeed())
-		}
-	}
-	gone := func(g Gomega) {
-		for _, o := range workload {
-			err := k8sClient.Get(ctx, key, o)
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T still exists (err %v)", o, err)
-		}
-	}
-	g.Eventually(exists, eventually, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable) }, eventually, poll).Should(Succeed())
+	exists := func() error { return allExist(ctx, key, workload) }
+	gone := func() error { return allGone(ctx, key, workload) }
+	testutil.Eventually(t, eventually, "the workload", exists)
+	awaitReady(t, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonWorkloadUnavailable)
 
 	// To http: the workload goes, and so does WorkloadAvailable with its reason.
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) {
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) {
 		o.Spec.Stdio = nil
 		o.Spec.HTTP = &mcpv1alpha1.HTTPServerSpec{URL: srv.url(), AllowInsecureHTTP: true}
 	})
-	g.Eventually(gone, eventually, poll).Should(Succeed(), "no garbage collector runs here: the operator deletes them")
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		g.Expect(meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)).To(BeNil())
-		g.Expect(got.Status.Transport).To(Equal(mcpv1alpha1.TransportStreamableHTTP))
-		g.Expect(got.Status.Endpoint).To(Equal(srv.url()))
-	}, eventually, poll).Should(Succeed())
+	// No garbage collector runs here: the operator deletes them.
+	testutil.Eventually(t, eventually, "the operator to delete the workload", gone)
+	testutil.Eventually(t, eventually, "Ready over http without WorkloadAvailable", func() error {
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable); c != nil {
+			return fmt.Errorf("WorkloadAvailable is %+v, want it absent", c)
+		}
+		if got.Status.Transport != mcpv1alpha1.TransportStreamableHTTP || got.Status.Endpoint != srv.url() {
+			return fmt.Errorf("transport %s, endpoint %s", got.Status.Transport, got.Status.Endpoint)
+		}
+		return nil
+	})
 
 	// Back to stdio, then suspended: the workload comes back, then goes again.
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) {
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) {
 		o.Spec.HTTP = nil
 		o.Spec.Stdio = stdioServer(ns, "switching").Spec.Stdio
 	})
-	g.Eventually(exists, eventually, poll).Should(Succeed())
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = true })
-	g.Eventually(gone, eventually, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionFalse, mcpv1alpha1.ReasonSuspended)
-		st, reason := condition(got, mcpv1alpha1.ConditionWorkloadAvailable)
-		g.Expect(st).To(Equal(metav1.ConditionFalse))
-		g.Expect(reason).To(Equal(mcpv1alpha1.ReasonSuspended))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "the workload back", exists)
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = true })
+	testutil.Eventually(t, eventually, "the workload of the suspended server gone", gone)
+	testutil.Eventually(t, eventually, "Suspended, the workload too", func() error {
+		got, err := readyIs(obj, metav1.ConditionFalse, mcpv1alpha1.ReasonSuspended)
+		if err != nil {
+			return err
+		}
+		return conditionIs(got, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, mcpv1alpha1.ReasonSuspended)
+	})
 }
 
 // TestStdioSessionModeAndSecurityContextChangeThePodOnlyWhenSet upgrades nothing by
@@ -253,46 +280,77 @@ func TestStdioSessionModeAndSecurityContextChangeThePodOnlyWhenSet(t *testing.T)
 
 	key := client.ObjectKey{Namespace: ns, Name: "mcp-modes"}
 	deploy := &appsv1.Deployment{}
-	g.Eventually(func() error { return k8sClient.Get(ctx, key, deploy) }, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "the Deployment", func() error { return k8sClient.Get(ctx, key, deploy) })
 	original := deploy.Spec.Template.DeepCopy()
 	g.Expect(original.Spec.Containers[0].Command).NotTo(ContainElement("--session-mode"))
-	reconciled := func(g Gomega) {
-		got := get(g, obj)
-		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-	}
 
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.SessionMode = mcpv1alpha1.StdioSessionModePerSession })
-	g.Eventually(reconciled, eventually, poll).Should(Succeed())
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.SessionMode = mcpv1alpha1.StdioSessionModePerSession })
+	awaitReconciled(t, obj)
 	g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
 	g.Expect(deploy.Generation).To(BeEquivalentTo(1), "an explicit PerSession must not roll the pods")
 
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) {
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) {
 		o.Spec.Stdio.SessionMode = mcpv1alpha1.StdioSessionModeShared
 		o.Spec.Stdio.MaxSessions = 200
 		o.Spec.Stdio.SecurityContext = &mcpv1alpha1.StdioSecurityContext{RunAsNonRoot: ptr.To(true), FSGroup: ptr.To[int64](2000)}
 	})
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
-		pod := deploy.Spec.Template.Spec
-		g.Expect(pod.Containers[0].Command).To(Equal([]string{
-			"/switchboard-bridge/switchboard", "bridge", "--listen", ":8080", "--max-sessions", "200", "--session-mode", "Shared", "--", "node", "dist/index.js",
-		}))
-		for _, c := range append(pod.InitContainers, pod.Containers...) {
-			g.Expect(c.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()), "container %s", c.Name)
-			g.Expect(c.SecurityContext.RunAsUser).To(BeNil(), "container %s keeps its image's user", c.Name)
-			g.Expect(c.SecurityContext.AllowPrivilegeEscalation).To(HaveValue(BeFalse()), "container %s", c.Name)
+	testutil.Eventually(t, eventually, "the Deployment rolled to Shared with the security context", func() error {
+		if err := k8sClient.Get(ctx, key, deploy); err != nil {
+			return err
 		}
-		g.Expect(pod.SecurityContext.FSGroup).To(HaveValue(BeEquivalentTo(2000)))
-		g.Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
-	}, eventually, poll).Should(Succeed())
+		pod := deploy.Spec.Template.Spec
+		if cmd := pod.Containers[0].Command; !slices.Equal(cmd, []string{
+			"/switchboard-bridge/switchboard", "bridge", "--listen", ":8080", "--max-sessions", "200", "--session-mode", "Shared", "--", "node", "dist/index.js",
+		}) {
+			return fmt.Errorf("command %q", cmd)
+		}
+		for _, c := range append(pod.InitContainers, pod.Containers...) {
+			if sc := c.SecurityContext; !ptr.Deref(sc.RunAsNonRoot, false) || sc.RunAsUser != nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				return fmt.Errorf("container %s: runAsNonRoot %v, runAsUser %v (want its image's user), allowPrivilegeEscalation %v",
+					c.Name, ptr.Deref(sc.RunAsNonRoot, false), sc.RunAsUser, sc.AllowPrivilegeEscalation)
+			}
+		}
+		if sc := pod.SecurityContext; ptr.Deref(sc.FSGroup, 0) != 2000 || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			return fmt.Errorf("pod securityContext %+v", sc)
+		}
+		return nil
+	})
 
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) {
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) {
 		o.Spec.Stdio.SessionMode = ""
 		o.Spec.Stdio.MaxSessions = 6
 		o.Spec.Stdio.SecurityContext = nil
 	})
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
-		g.Expect(deploy.Spec.Template).To(Equal(*original))
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "the pod template the server started with", func() error {
+		if err := k8sClient.Get(ctx, key, deploy); err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(deploy.Spec.Template, *original) {
+			return fmt.Errorf("the pod template differs from the original: %s", diff.Diff(*original, deploy.Spec.Template))
+		}
+		return nil
+	})
+}
+
+// allExist says which of objs (their types; each named key) does not exist.
+func allExist(ctx context.Context, key client.ObjectKey, objs []client.Object) error {
+	for _, o := range objs {
+		if err := k8sClient.Get(ctx, key, o); err != nil {
+			return fmt.Errorf("%T: %w", o, err)
+		}
+	}
+	return nil
+}
+
+// allGone says which of objs (their types; each named key) still exists.
+func allGone(ctx context.Context, key client.ObjectKey, objs []client.Object) error {
+	for _, o := range objs {
+		switch err := k8sClient.Get(ctx, key, o); {
+		case err == nil:
+			return fmt.Errorf("%T still exists", o)
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("%T: %w", o, err)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -19,10 +20,29 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
-func getToolset(g Gomega, ts *mcpv1alpha1.MCPToolset) *mcpv1alpha1.MCPToolset {
-	out := &mcpv1alpha1.MCPToolset{}
-	g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(ts), out)).To(Succeed())
-	return out
+// awaitToolset waits until cond holds of ts as the API server has it.
+func awaitToolset(t testing.TB, ts *mcpv1alpha1.MCPToolset, what string, cond func(*mcpv1alpha1.MCPToolset) error) {
+	t.Helper()
+	testutil.Eventually(t, eventually, what, func() error {
+		got := &mcpv1alpha1.MCPToolset{}
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(ts), got); err != nil {
+			return err
+		}
+		return cond(got)
+	})
+}
+
+// updateToolset changes ts's spec, retrying on conflicts.
+func updateToolset(t testing.TB, ts *mcpv1alpha1.MCPToolset, mutate func(*mcpv1alpha1.MCPToolset)) {
+	t.Helper()
+	testutil.Eventually(t, eventually, "the toolset "+ts.Name+" updated", func() error {
+		cur := &mcpv1alpha1.MCPToolset{}
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(ts), cur); err != nil {
+			return err
+		}
+		mutate(cur)
+		return k8sClient.Update(context.Background(), cur)
+	})
 }
 
 // exposedTools renders a toolset's status.tools as "name=server/tool" entries.
@@ -82,74 +102,83 @@ func TestToolsetStatusFollowsRealServers(t *testing.T) {
 	}
 	g.Expect(k8sClient.Create(ctx, ts)).To(Succeed())
 
-	g.Eventually(func(g Gomega) {
-		got := getToolset(g, ts)
-		g.Expect(exposedTools(got)).To(Equal("gh_search_code=github/search_code search_issues=github/search_issues tickets_create=tickets/create"))
-		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionReady)).To(HavePrefix("True/"))
-		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionServersReady)).To(HavePrefix("True/"))
-		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionNamesUnique)).To(HavePrefix("True/"))
-		g.Expect(got.Status.ToolCount).To(BeEquivalentTo(3))
-		g.Expect(got.Status.ToolsDigest).To(HavePrefix("sha256:"))
-		g.Expect(got.Status.GatewayPath).To(Equal("/mcp/namespaces/" + ns + "/toolsets/support-agent"))
-		g.Expect(got.Status.ReadyServers).To(Equal("2/2"))
-		g.Expect(got.Status.Servers).To(Equal([]mcpv1alpha1.ToolsetServerStatus{
-			{Name: "github", Ready: true, ToolCount: 2}, {Name: "tickets", Ready: true, ToolCount: 1}}))
-		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-		g.Expect(testutil.KStatus(t, got)).To(Equal(status.CurrentStatus))
-	}, eventually, poll).Should(Succeed())
-	digest := getToolset(g, ts).Status.ToolsDigest
+	var digest string
+	awaitToolset(t, ts, "the toolset Ready with its three tools", func(got *mcpv1alpha1.MCPToolset) error {
+		if tools := exposedTools(got); tools != "gh_search_code=github/search_code search_issues=github/search_issues tickets_create=tickets/create" {
+			return fmt.Errorf("tools %q", tools)
+		}
+		for _, c := range []string{mcpv1alpha1.ConditionReady, mcpv1alpha1.ConditionServersReady, mcpv1alpha1.ConditionNamesUnique} {
+			if got := toolsetCondition(got, c); !strings.HasPrefix(got, "True/") {
+				return fmt.Errorf("%s is %q", c, got)
+			}
+		}
+		if got.Status.ToolCount != 3 || !strings.HasPrefix(got.Status.ToolsDigest, "sha256:") ||
+			got.Status.GatewayPath != "/mcp/namespaces/"+ns+"/toolsets/support-agent" || got.Status.ReadyServers != "2/2" ||
+			!reflect.DeepEqual(got.Status.Servers, []mcpv1alpha1.ToolsetServerStatus{
+				{Name: "github", Ready: true, ToolCount: 2}, {Name: "tickets", Ready: true, ToolCount: 1}}) ||
+			got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("status %+v at generation %d", got.Status, got.Generation)
+		}
+		digest = got.Status.ToolsDigest
+		return kstatusIs(t, got, status.CurrentStatus)
+	})
 
 	// A tool added on an origin reaches the toolset's status through the server's
 	// list_changed, with no change to either object's spec.
 	github.addTool("search_prs")
-	g.Eventually(func(g Gomega) {
-		got := getToolset(g, ts)
-		g.Expect(exposedTools(got)).To(ContainSubstring("gh_search_prs=github/search_prs"))
-		g.Expect(got.Status.ToolsDigest).NotTo(Equal(digest))
-	}, eventually, poll).Should(Succeed())
+	awaitToolset(t, ts, "the added tool in the toolset, with a new digest", func(got *mcpv1alpha1.MCPToolset) error {
+		if tools := exposedTools(got); !strings.Contains(tools, "gh_search_prs=github/search_prs") || got.Status.ToolsDigest == digest {
+			return fmt.Errorf("tools %q, digest %s (was %s)", tools, got.Status.ToolsDigest, digest)
+		}
+		return nil
+	})
 
 	// A label change drops a server the selector chose.
-	g.Eventually(func() error {
+	testutil.Eventually(t, eventually, "the tickets server relabelled", func() error {
 		cur := &mcpv1alpha1.MCPServer{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ticketsObj), cur); err != nil {
 			return err
 		}
 		cur.Labels = map[string]string{"team": "sales"}
 		return k8sClient.Update(ctx, cur)
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := getToolset(g, ts)
-		g.Expect(exposedTools(got)).NotTo(ContainSubstring("tickets_"))
-		g.Expect(got.Status.ReadyServers).To(Equal("1/1"))
-	}, eventually, poll).Should(Succeed())
+	})
+	awaitToolset(t, ts, "the relabelled server dropped", func(got *mcpv1alpha1.MCPToolset) error {
+		if tools := exposedTools(got); strings.Contains(tools, "tickets_") || got.Status.ReadyServers != "1/1" {
+			return fmt.Errorf("tools %q, readyServers %s", tools, got.Status.ReadyServers)
+		}
+		return nil
+	})
 
 	// An origin going down leaves the toolset Ready with the other servers' tools, and
 	// ServersReady names it; with no Ready server left the toolset is not Ready.
-	g.Eventually(func() error {
-		cur := &mcpv1alpha1.MCPToolset{}
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ts), cur); err != nil {
-			return err
-		}
+	updateToolset(t, ts, func(cur *mcpv1alpha1.MCPToolset) {
 		cur.Spec.Servers = append(cur.Spec.Servers, mcpv1alpha1.ToolsetServer{Name: "tickets"})
-		return k8sClient.Update(ctx, cur)
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(getToolset(g, ts).Status.ReadyServers).To(Equal("2/2"))
-	}, eventually, poll).Should(Succeed())
+	})
+	awaitToolset(t, ts, "both servers Ready", func(got *mcpv1alpha1.MCPToolset) error {
+		if got.Status.ReadyServers != "2/2" {
+			return fmt.Errorf("readyServers %s", got.Status.ReadyServers)
+		}
+		return nil
+	})
 	tickets.stop()
-	g.Eventually(func(g Gomega) {
-		got := getToolset(g, ts)
-		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionReady)).To(HavePrefix("True/"))
-		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionServersReady)).To(And(HavePrefix("False/ServersNotReady"), ContainSubstring("tickets (")))
-		g.Expect(exposedTools(got)).NotTo(ContainSubstring("tickets_"))
-	}, eventually, poll).Should(Succeed())
+	awaitToolset(t, ts, "Ready with ServersReady naming the server that went down", func(got *mcpv1alpha1.MCPToolset) error {
+		ready, servers := toolsetCondition(got, mcpv1alpha1.ConditionReady), toolsetCondition(got, mcpv1alpha1.ConditionServersReady)
+		if !strings.HasPrefix(ready, "True/") || !strings.HasPrefix(servers, "False/ServersNotReady") || !strings.Contains(servers, "tickets (") {
+			return fmt.Errorf("Ready is %q, ServersReady %q", ready, servers)
+		}
+		if tools := exposedTools(got); strings.Contains(tools, "tickets_") {
+			return fmt.Errorf("tools %q", tools)
+		}
+		return nil
+	})
 	github.stop()
-	g.Eventually(func(g Gomega) {
-		got := getToolset(g, ts)
-		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionReady)).To(HavePrefix("False/ServersNotReady"))
-		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionReconciling)).To(HavePrefix("True/"))
-		g.Expect(got.Status.Tools).To(BeEmpty())
-	}, eventually, poll).Should(Succeed())
+	awaitToolset(t, ts, "not Ready with no Ready server", func(got *mcpv1alpha1.MCPToolset) error {
+		ready, reconciling := toolsetCondition(got, mcpv1alpha1.ConditionReady), toolsetCondition(got, mcpv1alpha1.ConditionReconciling)
+		if !strings.HasPrefix(ready, "False/ServersNotReady") || !strings.HasPrefix(reconciling, "True/") || len(got.Status.Tools) != 0 {
+			return fmt.Errorf("Ready is %q, Reconciling %q, tools %q", ready, reconciling, exposedTools(got))
+		}
+		return nil
+	})
 }
 
 // TestToolsetCollisionServesNeither exposes two servers' tools without prefixes: the
@@ -172,28 +201,26 @@ func TestToolsetCollisionServesNeither(t *testing.T) {
 			{Name: "alpha", Prefix: ptr.To("")}, {Name: "beta", Prefix: ptr.To("")}}},
 	}
 	g.Expect(k8sClient.Create(ctx, ts)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := getToolset(g, ts)
-		g.Expect(exposedTools(got)).To(Equal("only_a=alpha/only_a"))
-		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionNamesUnique)).To(And(
-			HavePrefix("False/NameCollision"), ContainSubstring(`"search" from alpha/search and beta/search`)))
-		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionReady)).To(HavePrefix("True/"))
-	}, eventually, poll).Should(Succeed())
+	awaitToolset(t, ts, "the collision reported, neither tool exposed", func(got *mcpv1alpha1.MCPToolset) error {
+		unique, ready := toolsetCondition(got, mcpv1alpha1.ConditionNamesUnique), toolsetCondition(got, mcpv1alpha1.ConditionReady)
+		if tools := exposedTools(got); tools != "only_a=alpha/only_a" {
+			return fmt.Errorf("tools %q", tools)
+		}
+		if !strings.HasPrefix(unique, "False/NameCollision") || !strings.Contains(unique, `"search" from alpha/search and beta/search`) || !strings.HasPrefix(ready, "True/") {
+			return fmt.Errorf("NamesUnique is %q, Ready %q", unique, ready)
+		}
+		return nil
+	})
 
 	// A prefix on one of them resolves it: both tools are then exposed.
-	g.Eventually(func() error {
-		cur := &mcpv1alpha1.MCPToolset{}
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ts), cur); err != nil {
-			return err
+	updateToolset(t, ts, func(cur *mcpv1alpha1.MCPToolset) { cur.Spec.Servers[1].Prefix = ptr.To("b_") })
+	awaitToolset(t, ts, "both tools exposed", func(got *mcpv1alpha1.MCPToolset) error {
+		tools, unique := exposedTools(got), toolsetCondition(got, mcpv1alpha1.ConditionNamesUnique)
+		if tools != "b_search=beta/search only_a=alpha/only_a search=alpha/search" || !strings.HasPrefix(unique, "True/") {
+			return fmt.Errorf("tools %q, NamesUnique %q", tools, unique)
 		}
-		cur.Spec.Servers[1].Prefix = ptr.To("b_")
-		return k8sClient.Update(ctx, cur)
-	}, eventually, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := getToolset(g, ts)
-		g.Expect(exposedTools(got)).To(Equal("b_search=beta/search only_a=alpha/only_a search=alpha/search"))
-		g.Expect(toolsetCondition(got, mcpv1alpha1.ConditionNamesUnique)).To(HavePrefix("True/"))
-	}, eventually, poll).Should(Succeed())
+		return nil
+	})
 }
 
 // BenchmarkToolsetStatusAfterToolChange measures how long a toolset's status takes to

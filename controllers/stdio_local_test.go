@@ -2,9 +2,11 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,13 +15,13 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/controllers"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -123,45 +125,68 @@ func TestStdioServerThroughLocalBridge(t *testing.T) {
 		}},
 	}
 	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		c := meta.FindStatusCondition(got.Status.Conditions, mcpv1alpha1.ConditionWorkloadAvailable)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Message).To(ContainSubstring("runs the server as the manager's own user: spec.stdio.securityContext is not applied"))
-		g.Expect(got.Status.Transport).To(Equal(mcpv1alpha1.TransportStdio))
-		g.Expect(got.Status.Endpoint).To(HavePrefix("http://127.0.0.1:"))
-		g.Expect(got.Status.Tools).To(ContainElement(HaveField("Name", "echo")))
-		g.Expect(got.Status.ServerInfo.Name).NotTo(BeEmpty())
-	}, eventually, poll).Should(Succeed())
+	testutil.Eventually(t, eventually, "Ready through the local bridge, saying the securityContext is not applied", func() error {
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		if err := conditionIs(got, mcpv1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, "",
+			"runs the server as the manager's own user: spec.stdio.securityContext is not applied"); err != nil {
+			return err
+		}
+		if st := got.Status; st.Transport != mcpv1alpha1.TransportStdio || !strings.HasPrefix(st.Endpoint, "http://127.0.0.1:") ||
+			!slices.Contains(toolNames(got), "echo") || st.ServerInfo == nil || st.ServerInfo.Name == "" {
+			return fmt.Errorf("transport %s, endpoint %s, tools %q, serverInfo %+v", st.Transport, st.Endpoint, toolNames(got), st.ServerInfo)
+		}
+		return nil
+	})
 	g.Expect(bridgePIDs(t, bin)).To(HaveLen(1))
 	// Waiting for the bridge is not an outage: the first connect is "Connected".
-	g.Eventually(func() []string { return eventReasons(t, ns, "everything") }, eventually, poll).Should(ContainElement("Connected"))
+	awaitEvent(t, ns, "everything", "Connected")
 	g.Expect(eventReasons(t, ns, "everything")).NotTo(ContainElement("Recovered"))
 
 	// Shared mode: a new bridge, serving the operator's session from its one process.
 	before := bridgePIDs(t, bin)
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.SessionMode = mcpv1alpha1.StdioSessionModeShared })
-	g.Eventually(func(g Gomega) {
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Stdio.SessionMode = mcpv1alpha1.StdioSessionModeShared })
+	testutil.Eventually(t, eventually, "a new bridge in Shared mode, Ready with its tools", func() error {
 		pids := bridgePIDs(t, bin)
-		g.Expect(pids).To(HaveLen(1))
-		g.Expect(pids).NotTo(Equal(before))
+		if len(pids) != 1 || slices.Equal(pids, before) {
+			return fmt.Errorf("bridge processes %q, before %q", pids, before)
+		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", pids[0], "cmdline"))
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(strings.Split(string(cmdline), "\x00")).To(ContainElements("--session-mode", "Shared"))
-		got := readyIs(g, obj, metav1.ConditionTrue, "")
-		g.Expect(got.Status.Tools).To(ContainElement(HaveField("Name", "echo")))
-	}, eventually, poll).Should(Succeed())
+		if err != nil {
+			return err
+		}
+		if argv := strings.Split(string(cmdline), "\x00"); !slices.Contains(argv, "--session-mode") || !slices.Contains(argv, "Shared") {
+			return fmt.Errorf("the bridge runs as %q", argv)
+		}
+		got, err := readyIs(obj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(toolNames(got), "echo") {
+			return fmt.Errorf("tools %q", toolNames(got))
+		}
+		return nil
+	})
 
 	// Suspending stops the process; resuming starts a fresh one.
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = true })
-	g.Eventually(func() []string { return bridgePIDs(t, bin) }, eventually, poll).Should(BeEmpty())
-	patchSpec(g, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = false })
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = true })
+	testutil.Eventually(t, eventually, "the suspended server's bridge to stop", func() error { return noBridge(t, bin) })
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.Suspend = false })
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 
 	// Deleting the server leaves no process behind.
 	g.Expect(k8sClient.Delete(ctx, obj)).To(Succeed())
-	g.Eventually(func() []string { return bridgePIDs(t, bin) }, eventually, poll).Should(BeEmpty())
+	testutil.Eventually(t, eventually, "the deleted server's bridge to stop", func() error { return noBridge(t, bin) })
+}
+
+// noBridge says which bridge processes of bin still run.
+func noBridge(t testing.TB, bin string) error {
+	if pids := bridgePIDs(t, bin); len(pids) != 0 {
+		return fmt.Errorf("bridge processes %q", pids)
+	}
+	return nil
 }
 
 // TestLocalBridgeCommandFollowsSessionMode runs the local runtime with a stand-in for the

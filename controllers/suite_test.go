@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -172,6 +174,47 @@ func startOperatorWith(t testing.TB, namespace string, base *rest.Config, option
 	}
 	t.Cleanup(stop)
 	return &operator{namespace: namespace, logs: logs, metrics: registry, stop: stop}
+}
+
+// conformanceClient is what a test of an official MCP conformance scenario needs to run
+// Switchboard as the scenario's OAuth client: a namespace with a running operator, the
+// oauthclient wrapper built, and a kubeconfig for it to write MCPServers with.
+type conformanceClient struct {
+	namespace string
+	op        *operator
+	wrapper   string
+	// kubeconfig is the path of a kubeconfig of an envtest user in system:masters.
+	kubeconfig string
+}
+
+// newConformanceClient sets up a conformanceClient whose kubeconfig authenticates as
+// user.
+func newConformanceClient(t *testing.T, user string) *conformanceClient {
+	t.Helper()
+	ns := newNamespace(t)
+	c := &conformanceClient{
+		namespace:  ns,
+		op:         startOperator(t, ns),
+		wrapper:    testenv.BuildGoBinary(t, "./test/conformance/oauthclient"),
+		kubeconfig: filepath.Join(t.TempDir(), "kubeconfig"),
+	}
+	u, err := env.ControlPlane.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.kubeconfig, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// env is the wrapper's environment for a scenario whose MCPServer is named server.
+func (c *conformanceClient) env(server string) []string {
+	return []string{"SWITCHBOARD_KUBECONFIG=" + c.kubeconfig, "SWITCHBOARD_NAMESPACE=" + c.namespace, "SWITCHBOARD_SERVER_NAME=" + server}
 }
 
 // withCatalog serves the catalogue, without authentication, from the operator's cache;

@@ -2,9 +2,9 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
-	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
@@ -16,13 +16,14 @@ import (
 func TestReconcilesAndConnectsCarryTheServersKey(t *testing.T) {
 	exp := testutil.RecordSpans(t)
 
-	g := NewWithT(t)
 	ns := newNamespace(t)
 	startOperator(t, ns)
 	srv := newMCPServer(t, 1)
 	obj := httpServer(ns, "traced", srv.url())
-	g.Expect(k8sClient.Create(context.Background(), obj)).To(Succeed())
-	g.Eventually(func(g Gomega) { readyIs(g, obj, metav1.ConditionTrue, "") }, eventually, poll).Should(Succeed())
+	if err := k8sClient.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	awaitReady(t, obj, metav1.ConditionTrue, "")
 
 	names := func() map[string]bool {
 		seen := map[string]bool{}
@@ -37,5 +38,13 @@ func TestReconcilesAndConnectsCarryTheServersKey(t *testing.T) {
 		}
 		return seen
 	}
-	g.Eventually(names, eventually, poll).Should(And(HaveKey("reconcile MCPServer"), HaveKey("connect"), HaveKey("discover")))
+	testutil.Eventually(t, eventually, "spans of the reconcile, the connect and the discovery", func() error {
+		seen := names()
+		for _, want := range []string{"reconcile MCPServer", "connect", "discover"} {
+			if !seen[want] {
+				return fmt.Errorf("no span %q among %v", want, seen)
+			}
+		}
+		return nil
+	})
 }

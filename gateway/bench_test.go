@@ -127,7 +127,7 @@ func BenchmarkTracingCost(b *testing.B) {
 
 			params := &mcp.CallToolParams{Name: "test_simple_text"}
 			const block, warm = 50, 2
-			off, on := alternateCalls(b, h.url(), era.version, block, warm, func(half int) *mcp.CallToolParams {
+			off, on := alternateCalls(b, [2]string{h.url(), h.url()}, era.version, block, warm, func(half int) *mcp.CallToolParams {
 				if half == 1 {
 					otel.SetTracerProvider(traced)
 				} else {
@@ -149,25 +149,34 @@ func BenchmarkTracingCost(b *testing.B) {
 	}
 }
 
-// alternateCalls connects one client of the protocol version given to url and makes b.N
-// calls in a loop, in blocks of block calls that belong to the halves 0 and 1 by turns;
-// before each block it calls prepare with the block's half, which does whatever makes
-// the halves differ and returns the params of the block's calls. It returns the
-// latencies of each half's calls but the first warm of each block, sorted. Both halves
-// share the machine's every moment, so what tells them apart is what prepare made
-// different.
-func alternateCalls(b *testing.B, url, version string, block, warm int, prepare func(half int) *mcp.CallToolParams) (zero, one []time.Duration) {
+// alternateCalls connects one client of the protocol version given to each of urls
+// (once when both are the same) and makes b.N calls in a loop, in blocks of block calls
+// that go to urls[0] and urls[1], and belong to the halves 0 and 1, by turns; before
+// each block it calls prepare with the block's half, which does whatever makes the
+// halves differ and returns the params of the block's calls. It returns the latencies of
+// each half's calls but the first warm of each block, sorted. Both halves share the
+// machine's every moment, so what tells them apart is what prepare, or the endpoint,
+// made different.
+func alternateCalls(b *testing.B, urls [2]string, version string, block, warm int, prepare func(half int) *mcp.CallToolParams) (zero, one []time.Duration) {
 	ctx := context.Background()
-	transport := &http.Transport{}
-	defer transport.CloseIdleConnections()
-	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-bench", Version: "v0"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: url, HTTPClient: &http.Client{Transport: transport}, DisableStandaloneSSE: true,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		b.Fatal(err)
+	var sessions [2]*mcp.ClientSession
+	for i, u := range urls {
+		if i == 1 && u == urls[0] {
+			sessions[1] = sessions[0]
+			break
+		}
+		transport := &http.Transport{}
+		defer transport.CloseIdleConnections()
+		client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-bench", Version: "v0"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+			Endpoint: u, HTTPClient: &http.Client{Transport: transport}, DisableStandaloneSSE: true,
+		}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cs.Close()
+		sessions[i] = cs
 	}
-	defer cs.Close()
 	var halves [2][]time.Duration
 	var params *mcp.CallToolParams
 	b.ResetTimer()
@@ -177,10 +186,10 @@ func alternateCalls(b *testing.B, url, version string, block, warm int, prepare 
 			params = prepare(half)
 		}
 		start := time.Now()
-		res, err := cs.CallTool(ctx, params)
+		res, err := sessions[half].CallTool(ctx, params)
 		took := time.Since(start)
 		if err != nil || res.IsError {
-			b.Fatalf("tools/call: %+v, %v", res, err)
+			b.Fatalf("tools/call through %s: %+v, %v", urls[half], res, err)
 		}
 		if i%block >= warm {
 			halves[half] = append(halves[half], took)

@@ -19,6 +19,13 @@
 //     the published tools differ from it; one decision (judgePin, pin.go) judges the
 //     tools every upstream connection serves against the pin, for sessions, sessionless
 //     requests and toolsets alike;
+//   - the one decision (decision.go): every front door (sessions, sessionless requests,
+//     toolsets in both discovery modes) asks decide about a tools/call, resources/read or
+//     prompts/get, and judgeList about a tools/list answer; they run the same checks in
+//     the same order (the server exists, spec.tools, the pin, then the MCPAccessPolicies
+//     of the endpoint through policy.Decide and policy.Listable, which the gateway holds
+//     compiled per generation: accesspolicy.go), ask the caller's user when a policy
+//     requires approval, and record the audit line, span and metric of the verdict;
 //   - toolsets: each client session of a toolset gets a go-sdk mcp.Server of its own
 //     whose tools are the toolset's exposed tools (internal/toolsets decides the names, as
 //     it does for the toolset's status) of the origin servers the caller may use (verb

@@ -31,6 +31,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/objectevents"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
+	"github.com/switchboard-mcp/switchboard/policy"
 )
 
 // Defaults of Options fields left zero.
@@ -124,6 +125,11 @@ type Options struct {
 	// MaxInflightPerCaller bounds the sessionless requests of one caller this replica
 	// serves at once, listen streams aside. Zero means 32.
 	MaxInflightPerCaller int
+	// ApprovalKey is the HMAC key of the approval requests put to sessionless clients
+	// (see approval_input.go), at least 32 bytes; replicas that share it verify each
+	// other's. Empty gives each process a random key of its own: a client's answer must
+	// then reach the replica that asked, and elsewhere is refused, saying so.
+	ApprovalKey []byte
 	// Registerer receives the gateway's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger logs the gateway's operation; Audit gets one line per session start and end
@@ -245,6 +251,10 @@ type Gateway struct {
 	// openQuestions are the elicitations of session-era servers waiting for the answer
 	// of a sessionless client (see input_bridge.go).
 	openQuestions openQuestions
+	// approvals issue and verify the approval requests of sessionless clients.
+	approvals *approvals
+	// policies are the MCPAccessPolicies, compiled (see accessPolicies).
+	policies accessPolicies
 	// fronts are the front door's timings of the requests being served, for their spans.
 	fronts frontTraces
 }
@@ -258,7 +268,12 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	approvals, err := newApprovals(opts.ApprovalKey)
+	if err != nil {
+		return nil, err
+	}
 	g := &Gateway{
+		approvals:       approvals,
 		opts:            opts,
 		log:             opts.Logger,
 		audit:           auditLogger(opts.Audit),
@@ -277,6 +292,8 @@ func New(opts Options) (*Gateway, error) {
 		toolsetSessions: make(map[string]*toolsetSession),
 
 		sessionlessToolsets: make(map[toolsetCaller]*toolsetSession),
+
+		policies: accessPolicies{byKey: map[connector.Key]*policy.Compiled{}, byNS: map[string][]*policy.Compiled{}},
 	}
 	if opts.Authenticator != nil {
 		g.access = &accessReviewer{reviews: opts.Access, ttl: opts.AccessTTL, timeout: 5 * time.Second,

@@ -304,18 +304,34 @@ func (h *harness) connectTo(key connector.Key) *mcp.ClientSession {
 }
 
 func (h *harness) tryConnect(token string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   h.url(),
-		HTTPClient: &http.Client{Transport: bearer{token: token}},
-		MaxRetries: -1,
-	}, sessionEraClient)
+	cs, err := tryConnectAs(h.url(), token, sessionEra, opts)
 	if err == nil {
 		h.t.Cleanup(func() { _ = cs.Close() })
 	}
 	return cs, err
+}
+
+// tryConnectAs connects a go-sdk client of protocol version to endpoint, presenting
+// token, without retries: the one way the tests connect an agent to the gateway.
+func tryConnectAs(endpoint, token, version string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token: token}}, MaxRetries: -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+}
+
+// connectAs is tryConnectAs for a test that cannot go on without the session; the
+// session is closed when the test ends.
+func connectAs(t *testing.T, endpoint, token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	cs, err := tryConnectAs(endpoint, token, version, opts)
+	if err != nil {
+		t.Fatalf("connecting a %s client to %s: %v", version, endpoint, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
 }
 
 // sessionEra is the newest protocol version with sessions.

@@ -45,6 +45,10 @@ type metrics struct {
 	toolsets *prometheus.GaugeVec // open toolset sessions, by toolset
 	refused  *prometheus.CounterVec
 	listens  prometheus.Gauge // open subscriptions/listen streams
+	// policyDecisions counts the access policy decisions of requests to targets some
+	// MCPAccessPolicy selects, by effect and enforcement (Enforce, or Audit for what an
+	// Audit policy would have decided): bounded labels, no tool, caller or policy.
+	policyDecisions *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -74,11 +78,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "switchboard_gateway_listen_streams",
 			Help: "Open subscriptions/listen streams of sessionless clients on this replica, of servers and toolsets together.",
 		}),
+		policyDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_gateway_policy_decisions_total",
+			Help: "Access policy decisions of requests to servers and toolsets an MCPAccessPolicy selects, by effect (Allow, RequireApproval, Deny) and enforcement (Enforce; Audit for what Audit policies would have decided).",
+		}, []string{"effect", "enforcement"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.sessions, m.toolsets, m.refused, m.listens} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.sessions, m.toolsets, m.refused, m.listens, m.policyDecisions} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

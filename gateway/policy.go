@@ -8,6 +8,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/internal/toolglob"
+	"github.com/switchboard-mcp/switchboard/policy"
 )
 
 // server is what the gateway knows of one MCPServer: whether it may be called, and the
@@ -30,6 +31,11 @@ type server struct {
 	// pin holds the pinned tools once a session needs them (see pinnedSet).
 	pinOnce sync.Once
 	pin     *pinnedTools
+
+	// defs are the tools' definitions access policies see (see policyTool), built once
+	// per picture of the server.
+	defsOnce sync.Once
+	defs     map[string]policy.Tool
 
 	// maxSessions, maxSessionsPerCaller and requestsPerSecond are spec.gateway's
 	// limits; zero means none.

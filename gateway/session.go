@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
+	"github.com/switchboard-mcp/switchboard/policy"
 	"github.com/switchboard-mcp/switchboard/relay"
 )
 
@@ -59,6 +61,12 @@ type session struct {
 
 	activity *mcphttp.Activity // requests in flight, for idle reaping
 
+	// elicits is true when the client's initialize declared form elicitation, which
+	// approvals are asked with; approvals are the gateway's own elicitation requests
+	// waiting for the client's answer.
+	elicits   bool
+	approvals map[jsonrpc.ID]chan *jsonrpc.Response
+
 	pin pinWatch // what the pin remembers of the session's upstream session
 
 	redelivery *mcphttp.Redelivery // the server's messages waiting for the client's stream
@@ -71,7 +79,9 @@ type call struct {
 	tool   string // for tools/call
 	// firstPage is true for a tools/list without a cursor.
 	firstPage bool
-	start     time.Time
+	// decided are the audit line's fields of the access policy that let the call run.
+	decided []any
+	start   time.Time
 	callSpans
 }
 
@@ -94,6 +104,7 @@ func newSession(g *Gateway, id string, seq uint64, key connector.Key, caller *id
 		upstream:  up,
 		transport: &mcp.StreamableServerTransport{SessionID: id},
 		calls:     make(map[jsonrpc.ID]*call),
+		approvals: make(map[jsonrpc.ID]chan *jsonrpc.Response),
 
 		done: make(chan struct{}),
 	}
@@ -130,6 +141,9 @@ func (s *session) hook(ctx context.Context, from relay.Side, msg jsonrpc.Message
 		}
 		return relay.Forward(msg)
 	}
+	if resp, ok := msg.(*jsonrpc.Response); ok && s.answersApproval(resp) {
+		return relay.Drop()
+	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || !req.IsCall() {
 		return relay.Forward(msg)
@@ -143,7 +157,7 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 	traced := tracing.Enabled()
 	var params *mcpmsg.Params
 	var paramsErr error
-	if traced || req.Method == "tools/list" || req.Method == "tools/call" {
+	if traced || req.Method == "tools/list" || req.Method == "tools/call" || judged[req.Method] && s.g.hasPolicies(s.key.Namespace) {
 		// The front door checked the body; this is the one decoding of params the
 		// decisions (and the call's trace context) are made on, and req.Params, the bytes
 		// it read, are what the server is sent.
@@ -176,39 +190,76 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 			return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, paramsErr))
 		}
 		c.tool = params.Name
-		decided := time.Now()
-		why := s.refusal(c.tool)
-		c.record.decided(decided, why)
-		if why != "" {
-			s.g.metrics.call(s.key, c.method, outcomeDenied, time.Since(c.start))
-			s.auditCall(req.ID, c, outcomeDenied, "reason", why)
+	}
+	if judged[req.Method] && (req.Method == "tools/call" || s.g.hasPolicies(s.key.Namespace)) {
+		if paramsErr != nil {
 			c.finish(outcomeDenied)
-			return relay.Answer(relay.ErrorResponse(req.ID, codeRefused, errors.New(why)))
+			return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidParams, paramsErr))
+		}
+		q := s.ask(req, c, params)
+		v := s.g.decide(ctx, q)
+		c.decided = verdictKV(v)
+		switch v.Effect {
+		case policy.EffectDeny:
+			c.finish(outcomeDenied)
+			return relay.Answer(relay.ErrorResponse(req.ID, codeRefused, errors.New(v.Reason)))
+		case policy.EffectRequireApproval:
+			// The client's answer comes in on the relay's loop this hook runs on: the
+			// call waits for it on a goroutine of its own.
+			go s.approveThenForward(ctx, req, c, params, published, q, v)
+			return relay.Drop()
 		}
 	}
+	return s.forward(ctx, req, c, params, published).verdict()
+}
+
+// approveThenForward asks the client's user to approve a call (settle), and forwards it
+// once they have, or answers it with the refusal.
+func (s *session) approveThenForward(ctx context.Context, req *jsonrpc.Request, c *call, params *mcpmsg.Params, published bool, q *query, v policy.Verdict) {
+	v = s.g.settle(ctx, q, v)
+	c.decided = verdictKV(v)
+	if v.Effect == policy.EffectDeny {
+		c.finish(outcomeDenied)
+		s.writeClient(relay.ErrorResponse(req.ID, codeRefused, errors.New(v.Reason)))
+		return
+	}
+	out := s.forward(ctx, req, c, params, published)
+	if out.answer != nil {
+		s.writeClient(out.answer)
+		return
+	}
+	if err := s.upstream.Write(out.ctx, out.msg); err != nil {
+		s.writeFailed(out.ctx, relay.Server, out.msg, err)
+	}
+}
+
+// forward registers a call the decision let through and forwards it to the server, or
+// answers it when the session cannot take it.
+func (s *session) forward(ctx context.Context, req *jsonrpc.Request, c *call, params *mcpmsg.Params, published bool) sending {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.ending:
 		c.finish(outcomeUpstreamError)
-		return relay.Answer(relay.ErrorResponse(req.ID, codeUnavailable, s.reason))
+		return answering(relay.ErrorResponse(req.ID, codeUnavailable, s.reason))
 	case s.calls[req.ID] != nil:
 		// Its answer could not be told from the pending call's, and it would slip past
 		// MaxPendingCalls.
 		c.finish(outcomeDenied)
-		return relay.Answer(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidRequest,
+		return answering(relay.ErrorResponse(req.ID, jsonrpc.CodeInvalidRequest,
 			fmt.Errorf("request id %s is already waiting for an answer in this session", clip(fmt.Sprint(req.ID.Raw())))))
 	case len(s.calls) >= s.g.opts.MaxPendingCalls:
 		c.finish(outcomeDenied)
-		return relay.Answer(relay.ErrorResponse(req.ID, codeUnavailable,
+		return answering(relay.ErrorResponse(req.ID, codeUnavailable,
 			fmt.Errorf("more than %d calls of this session are waiting for the server", s.g.opts.MaxPendingCalls)))
 	}
 	if req.Method == "initialize" {
 		s.initID = req.ID
+		s.elicits = elicitsForm(req.Params)
 	}
 	s.calls[req.ID] = c
 	if c.span == nil {
-		return relay.Forward(req)
+		return sending{ctx: ctx, msg: req}
 	}
 	tool := ""
 	if published {
@@ -220,44 +271,77 @@ func (s *session) request(ctx context.Context, req *jsonrpc.Request) relay.Verdi
 	if rewritten, err := tracing.MetaParams(req.Params, params.MetaEnd, tracing.MetaOfContext(ctx)); err == nil {
 		forwarded := *req
 		forwarded.Params = rewritten
-		return relay.ForwardContext(ctx, &forwarded)
+		return sending{ctx: ctx, msg: &forwarded}
 	}
-	return relay.ForwardContext(ctx, req)
+	return sending{ctx: ctx, msg: req}
 }
 
-// refusal says why the tool may not be called now, or "".
-func (s *session) refusal(tool string) string {
-	srv := s.g.server(s.key)
-	if srv == nil {
-		return errServerDeleted.Error()
-	}
-	if why := srv.toolRefusal(tool); why != "" {
-		return why
-	}
-	if srv.pinned == "" {
-		return ""
-	}
-	return s.g.judgePin(pinCheck{srv: srv, conn: &s.pin, audit: s.audit, tool: tool})
+// sending is what forward decided: msg to send the server in ctx, or answer to write
+// back to the client.
+type sending struct {
+	ctx    context.Context
+	msg    jsonrpc.Message
+	answer *jsonrpc.Response
 }
 
-// judgeToolList filters a tools/list result by the server's tool policy and, for a
-// pinned server, has the pin judge what is left (judgePin): a list with a tool that is
-// not pinned, or changed, is withheld, and the session's calls are refused from then on.
+func answering(resp *jsonrpc.Response) sending { return sending{answer: resp} }
+
+// verdict is the relay's verdict that does what s says.
+func (s sending) verdict() relay.Verdict {
+	if s.answer != nil {
+		return relay.Answer(s.answer)
+	}
+	return relay.ForwardContext(s.ctx, s.msg)
+}
+
+// judged are the methods of a client's call the gateway's decision judges (decide).
+var judged = map[string]bool{
+	policy.MethodToolsCall: true, policy.MethodResourcesRead: true, policy.MethodPromptsGet: true,
+}
+
+// ask is what the session asks the gateway's decision about a call: its audit
+// line (and its count) are the session's, and the pin judges the session's upstream.
+func (s *session) ask(req *jsonrpc.Request, c *call, params *mcpmsg.Params) *query {
+	q := &query{caller: s.caller, server: s.key, method: req.Method, arguments: params.Arguments,
+		conn: &s.pin, log: s.audit, record: c.record, later: true, approve: s.approver()}
+	switch req.Method {
+	case policy.MethodToolsCall:
+		q.tool = params.Name
+		q.audit = func(outcome string, kv ...any) {
+			s.g.metrics.call(s.key, c.method, outcome, time.Since(c.start))
+			s.auditCall(req.ID, c, outcome, kv...)
+		}
+	case policy.MethodResourcesRead:
+		q.resource = params.URI
+	case policy.MethodPromptsGet:
+		q.prompt = params.Name
+	}
+	if req.Method != policy.MethodToolsCall {
+		q.audit = func(outcome string, kv ...any) {
+			s.g.metrics.call(s.key, c.method, outcome, time.Since(c.start))
+			s.audit.Info("Request refused", append([]any{"method", req.Method, "id", clip(fmt.Sprint(req.ID.Raw()))}, kv...)...)
+		}
+	}
+	return q
+}
+
+// judgeToolList judges a tools/list result as the gateway's decision judges lists
+// (judgeList): for a pinned server, a list with a tool that is not pinned, or changed, is
+// withheld, and the session's calls are refused from then on; the tools the caller may
+// not see (spec.tools, access policies) are removed.
 func (s *session) judgeToolList(result json.RawMessage, firstPage bool) (json.RawMessage, error) {
-	srv := s.g.server(s.key)
-	filtered, err := filterToolList(result, srv)
-	if err != nil || srv == nil || srv.pinned == "" {
-		return filtered, err
-	}
-	tools, next, err := servedTools(filtered)
+	srv, shows, err := s.g.judgeList(&query{caller: s.caller, server: s.key, conn: &s.pin, log: s.audit},
+		func() ([]connector.Tool, bool, error) {
+			tools, next, err := servedTools(result)
+			return s.upstream.ConvertTools(tools), firstPage && next == "", err
+		})
 	if err != nil {
 		return nil, err
 	}
-	if why := s.g.judgePin(pinCheck{srv: srv, conn: &s.pin, audit: s.audit,
-		listed: s.upstream.ConvertTools(tools), isList: true, complete: firstPage && next == ""}); why != "" {
-		return nil, withheld(why)
+	if !s.g.filtersList(srv) {
+		return result, nil
 	}
-	return filtered, nil
+	return filterToolList(result, shows)
 }
 
 // answer settles the call resp answers: tools/list answers lose the tools the server's
@@ -338,6 +422,9 @@ func (s *session) auditCall(id jsonrpc.ID, c *call, outcome string, extra ...any
 	kv = append(kv, "tool", clip(c.tool), "outcome", outcome,
 		"duration", time.Since(c.start).Round(time.Microsecond).String(), "id", clip(fmt.Sprint(id.Raw())))
 	kv = append(kv, extra...)
+	if len(extra) == 0 {
+		kv = append(kv, c.decided...)
+	}
 	if c.span != nil && c.span.SpanContext().HasTraceID() {
 		kv = append(kv, "traceID", c.span.SpanContext().TraceID().String())
 	}
@@ -378,6 +465,122 @@ func (s *session) closed(side relay.Side, err error) {
 		return
 	}
 	s.end(errClientEnded)
+}
+
+// approvalTimeout bounds how long a call waits for its user's approval.
+const approvalTimeout = 10 * time.Minute
+
+// writeClient writes the gateway's own message to the client.
+func (s *session) writeClient(msg jsonrpc.Message) {
+	if err := s.client.Write(context.Background(), msg); err != nil {
+		s.g.log.V(1).Info("Could not write to the client", "session", s.seq, "reason", err.Error())
+	}
+}
+
+// approver returns how the session asks its client's user to approve a call: a form
+// elicitation (elicitation/create) of the gateway's own; nil when the client did not
+// declare form elicitation.
+func (s *session) approver() func(context.Context, approval) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.elicits {
+		return nil
+	}
+	return s.elicitApproval
+}
+
+// elicitApproval sends the client an elicitation/create asking its user to approve a,
+// and waits for the answer (at most approvalTimeout, and no longer than the session).
+func (s *session) elicitApproval(ctx context.Context, a approval) error {
+	params, err := json.Marshal(map[string]any{"message": a.message(), "requestedSchema": approvalSchema})
+	if err != nil {
+		return err
+	}
+	var suffix [8]byte
+	_, _ = rand.Read(suffix[:])
+	id, err := jsonrpc.MakeID(fmt.Sprintf("switchboard-approval-%x", suffix))
+	if err != nil {
+		return err
+	}
+	answer := make(chan *jsonrpc.Response, 1)
+	s.mu.Lock()
+	if s.ending || len(s.approvals) >= s.g.opts.MaxPendingCalls {
+		s.mu.Unlock()
+		return fmt.Errorf("more than %d approvals of this session are waiting for the user", s.g.opts.MaxPendingCalls)
+	}
+	s.approvals[id] = answer
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.approvals, id)
+		s.mu.Unlock()
+	}()
+	if err := s.client.Write(ctx, &jsonrpc.Request{ID: id, Method: "elicitation/create", Params: params}); err != nil {
+		return fmt.Errorf("the approval request could not be sent: %w", err)
+	}
+	timer := time.NewTimer(approvalTimeout)
+	defer timer.Stop()
+	var resp *jsonrpc.Response
+	select {
+	case resp = <-answer:
+	case <-timer.C:
+		return fmt.Errorf("the user did not answer within %s", approvalTimeout)
+	case <-s.done:
+		return errors.New("the session ended")
+	}
+	if resp.Error != nil {
+		if wire, ok := errors.AsType[*jsonrpc.Error](resp.Error); ok {
+			return fmt.Errorf("the client answered the approval request with JSON-RPC error %d", wire.Code)
+		}
+		return errors.New("the client answered the approval request with an error")
+	}
+	var res mcp.ElicitResult
+	// Read as the client wrote it: exact member names, no duplicates.
+	if err := mcpmsg.Check(resp.Result); err != nil {
+		return fmt.Errorf("the client's answer to the approval request is malformed: %w", err)
+	}
+	if err := jsonv2.Unmarshal(resp.Result, &res); err != nil {
+		return fmt.Errorf("the client's answer to the approval request is malformed: %w", err)
+	}
+	return approvalAnswer(&res, nil)
+}
+
+// answersApproval hands resp, a message of the client, to the approval it answers, and
+// reports whether it answered one.
+func (s *session) answersApproval(resp *jsonrpc.Response) bool {
+	s.mu.Lock()
+	answer, ok := s.approvals[resp.ID]
+	delete(s.approvals, resp.ID)
+	s.mu.Unlock()
+	if ok {
+		answer <- resp
+	}
+	return ok
+}
+
+// elicitsForm reports whether the params of a client's initialize declare form
+// elicitation (an elicitation capability without form or url means form).
+func elicitsForm(params json.RawMessage) bool {
+	var p struct {
+		Capabilities struct {
+			Elicitation *struct {
+				Form *struct{} `json:"form"`
+				URL  *struct{} `json:"url"`
+			} `json:"elicitation"`
+		} `json:"capabilities"`
+	}
+	if jsonv2.Unmarshal(params, &p) != nil || p.Capabilities.Elicitation == nil {
+		return false
+	}
+	e := p.Capabilities.Elicitation
+	return e.Form != nil || e.URL == nil
+}
+
+// notifyClient sends the client a notification of the gateway's own.
+func (s *session) notifyClient(n *jsonrpc.Request) {
+	if err := s.client.Write(context.Background(), n); err != nil {
+		s.g.log.V(1).Info("Could not notify the client", "session", s.seq, "method", n.Method, "reason", err.Error())
+	}
 }
 
 func (s *session) replyError(id jsonrpc.ID, reason error) {
@@ -448,12 +651,9 @@ func (s *session) end(reason error) {
 		"duration", time.Since(s.started).Round(time.Millisecond).String())
 }
 
-// filterToolList removes from a tools/list result the tools srv's policy hides, keeping
+// filterToolList removes from a tools/list result the tools shows does not show, keeping
 // every other field of the result and of each tool as the server sent it.
-func filterToolList(result json.RawMessage, srv *server) (json.RawMessage, error) {
-	if srv == nil || len(srv.allow) == 0 && len(srv.deny) == 0 {
-		return result, nil
-	}
+func filterToolList(result json.RawMessage, shows func(tool string) bool) (json.RawMessage, error) {
 	// Read as the client reads it: no member names two readers could take apart, and
 	// exact-case names.
 	if err := mcpmsg.Check(result); err != nil {
@@ -474,7 +674,7 @@ func filterToolList(result json.RawMessage, srv *server) (json.RawMessage, error
 		var tool struct {
 			Name string `json:"name"`
 		}
-		if jsonv2.Unmarshal(t, &tool) == nil && srv.toolRefusal(tool.Name) == "" {
+		if jsonv2.Unmarshal(t, &tool) == nil && shows(tool.Name) {
 			kept = append(kept, t)
 		}
 	}

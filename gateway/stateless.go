@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/mcpmsg"
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
+	"github.com/switchboard-mcp/switchboard/policy"
 )
 
 // sessionlessVersion is the first MCP version without sessions (see internal/sessionless).
@@ -205,6 +206,11 @@ func outcomeOf(res mcp.Result, err error) string {
 // metrics.
 func (g *Gateway) relayCall(ctx context.Context, sr *statelessRequest, method string, req mcp.Request) (mcp.Result, error) {
 	start := time.Now()
+	if judged[method] && g.hasPolicies(sr.key.Namespace) {
+		if err := g.judgeStatelessRead(ctx, sr, method, req, start); err != nil {
+			return nil, err
+		}
+	}
 	meta, done := g.upstreamClients.progress.Rewriter(ctx, req, sr.client.key.caller == "")
 	defer done()
 	ctx, client := startClientSpan(ctx, method, "", sr.key)
@@ -230,19 +236,38 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 		params = &mcp.CallToolParamsRaw{}
 	}
 	c := &call{method: "tools/call", tool: params.Name, start: start, callSpans: callSpans{span: trace.SpanFromContext(ctx)}}
-	why := g.statelessRefusal(ctx, sr, params.Name)
 	// The records of the call's spans, which its caller (startToolCallTrace) ends; nil
 	// unless its server span records.
 	tt := toolCallTraceOf(ctx)
+	q := g.statelessQuery(sr, policy.MethodToolsCall)
+	q.tool, q.arguments = params.Name, params.Arguments
+	q.observe = func(ctx context.Context, srv *server) string {
+		if err := g.observePin(ctx, sr, srv); err != nil {
+			return fmt.Sprintf("the tools of MCPServer %s are pinned (spec.tools.pinnedDigest) and could not be listed to judge them before the call: %s",
+				sr.key, upstreamReason(err))
+		}
+		return ""
+	}
 	if tt != nil {
-		tt.record.decided(start, why)
+		q.record = tt.record
 	}
-	if why != "" {
-		g.metrics.call(sr.key, c.method, outcomeDenied, time.Since(start))
-		g.auditStatelessCall(sr, c, outcomeDenied, "reason", why)
-		return nil, &jsonrpc.Error{Code: codeRefused, Message: why}
+	q.audit = func(outcome string, kv ...any) {
+		g.metrics.call(sr.key, c.method, outcome, time.Since(start))
+		g.auditStatelessCall(sr, c, outcome, kv...)
 	}
-	up := &mcp.CallToolParams{Name: params.Name, InputResponses: params.InputResponses, RequestState: params.RequestState}
+	// A call a policy requires approval for is put to the client's user by
+	// input_required (settleByInput).
+	q.later = true
+	v, ask := g.settleByInput(ctx, q, g.decide(ctx, q), roundOf(req, params), strings.HasPrefix(params.RequestState, inputStatePrefix))
+	if ask != nil {
+		return ask, nil
+	}
+	c.decided = verdictKV(v)
+	if v.Effect == policy.EffectDeny {
+		return nil, &jsonrpc.Error{Code: codeRefused, Message: v.Reason}
+	}
+	up := &mcp.CallToolParams{Name: params.Name}
+	up.InputResponses, up.RequestState = forwardedInput(params)
 	if len(params.Arguments) > 0 {
 		up.Arguments = params.Arguments
 	}
@@ -290,23 +315,16 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	return res, nil
 }
 
-// statelessRefusal says why tool may not be called through the server, or "".
-func (g *Gateway) statelessRefusal(ctx context.Context, sr *statelessRequest, tool string) string {
-	srv := g.server(sr.key)
-	if srv == nil {
-		return errServerDeleted.Error()
-	}
-	if why := srv.toolRefusal(tool); why != "" {
-		return why
-	}
-	if srv.pinned == "" {
-		return ""
-	}
-	if err := g.observePin(ctx, sr, srv); err != nil {
-		return fmt.Sprintf("the tools of MCPServer %s are pinned (spec.tools.pinnedDigest) and could not be listed to judge them before the call: %s",
-			sr.key, upstreamReason(err))
-	}
-	return g.judgePin(g.statelessPinCheck(sr, srv, tool))
+// statelessQuery is what a sessionless request asks the gateway's decision about a
+// request of method: the pin judges the upstream client that relays it, and its audit
+// lines are written in the request's caller's name.
+func (g *Gateway) statelessQuery(sr *statelessRequest, method string) *query {
+	return &query{caller: sr.caller, server: sr.key, method: method, conn: &sr.client.pin, log: g.audit, who: statelessWho(sr)}
+}
+
+// statelessWho names a sessionless request's caller and server in an audit line.
+func statelessWho(sr *statelessRequest) []any {
+	return []any{"caller", sr.caller.Username, "namespace", sr.key.Namespace, "server", sr.key.Name, "era", sessionlessVersion}
 }
 
 // observePin has the pin judge the tools the server serves the upstream client that is
@@ -330,53 +348,60 @@ func (g *Gateway) observePin(ctx context.Context, sr *statelessRequest, srv *ser
 	if err != nil {
 		return err
 	}
-	check := g.statelessPinCheck(sr, srv, "")
-	check.listed, check.isList, check.complete = sr.client.up.ConvertTools(listed), true, true
-	g.judgePin(check)
+	g.judgePin(pinCheck{srv: srv, conn: &sr.client.pin, audit: g.audit, who: statelessWho(sr),
+		listed: sr.client.up.ConvertTools(listed), isList: true, complete: true})
 	return nil
 }
 
-// statelessPinCheck is the pin's question about a sessionless request's call of tool,
-// through the upstream client that relays it, audited in the request's caller's name.
-func (g *Gateway) statelessPinCheck(sr *statelessRequest, srv *server, tool string) pinCheck {
-	return pinCheck{srv: srv, conn: &sr.client.pin, audit: g.audit, tool: tool,
-		who: []any{"caller", sr.caller.Username, "namespace", sr.key.Namespace, "server", sr.key.Name, "era", sessionlessVersion}}
-}
-
-// judgeStatelessToolList removes the tools the server's policy hides from a tools/list
-// answer and, for a pinned server, has the pin judge the rest (judgePin): an answer with
-// tools that are not the pinned ones is withheld, and the client's calls refused.
+// judgeStatelessToolList judges a tools/list answer as the gateway's decision judges
+// lists (judgeList): for a pinned server, an answer with tools that are not the pinned
+// ones is withheld, and the client's calls refused; the tools the caller may not see
+// (spec.tools, access policies) are removed.
 func (g *Gateway) judgeStatelessToolList(sr *statelessRequest, res *mcp.ListToolsResult, params *mcp.ListToolsParams) error {
-	srv := g.server(sr.key)
-	if srv == nil {
-		return errServerDeleted
+	_, shows, err := g.judgeList(g.statelessQuery(sr, ""), func() ([]connector.Tool, bool, error) {
+		// Read again as the client's exact reader reads it (servedTools), as a session's
+		// answer is.
+		raw, err := json.Marshal(res.Tools)
+		if err != nil {
+			return nil, false, err
+		}
+		tools, _, err := servedTools(fmt.Appendf(nil, `{"tools":%s}`, raw))
+		complete := (params == nil || params.Cursor == "") && res.NextCursor == ""
+		return sr.client.up.ConvertTools(tools), complete, err
+	})
+	if err != nil {
+		return err
 	}
 	kept := res.Tools[:0]
 	for _, t := range res.Tools {
-		if t != nil && srv.toolRefusal(t.Name) == "" {
+		if t != nil && shows(t.Name) {
 			kept = append(kept, t)
 		}
 	}
 	res.Tools = kept
 	sr.client.paramHeaders.Learn(sr.client.front(g), res.Tools)
-	if srv.pinned == "" {
-		return nil
+	return nil
+}
+
+// judgeStatelessRead has the gateway's decision judge a sessionless resources/read or
+// prompts/get, on the params go-sdk decoded and forwards.
+func (g *Gateway) judgeStatelessRead(ctx context.Context, sr *statelessRequest, method string, req mcp.Request, start time.Time) error {
+	q := g.statelessQuery(sr, method)
+	switch p := req.GetParams().(type) {
+	case *mcp.ReadResourceParams:
+		q.resource = p.URI
+	case *mcp.GetPromptParams:
+		q.prompt = p.Name
+		if len(p.Arguments) > 0 {
+			q.arguments, _ = json.Marshal(p.Arguments)
+		}
 	}
-	// Read again as the client's exact reader reads it (servedTools), as a session's
-	// answer is.
-	raw, err := json.Marshal(res.Tools)
-	if err != nil {
-		return err
+	q.audit = func(outcome string, kv ...any) {
+		g.metrics.call(sr.key, method, outcome, time.Since(start))
+		g.audit.Info("Request refused", append(append(statelessWho(sr), "method", method), kv...)...)
 	}
-	tools, _, err := servedTools(fmt.Appendf(nil, `{"tools":%s}`, raw))
-	if err != nil {
-		return err
-	}
-	check := g.statelessPinCheck(sr, srv, "")
-	check.listed, check.isList = sr.client.up.ConvertTools(tools), true
-	check.complete = (params == nil || params.Cursor == "") && res.NextCursor == ""
-	if why := g.judgePin(check); why != "" {
-		return withheld(why)
+	if v := g.decide(ctx, q); v.Effect == policy.EffectDeny {
+		return &jsonrpc.Error{Code: codeRefused, Message: v.Reason}
 	}
 	return nil
 }
@@ -411,6 +436,9 @@ func (g *Gateway) auditStatelessCall(sr *statelessRequest, c *call, outcome stri
 	kv := append([]any{"caller", sr.caller.Username, "namespace", sr.key.Namespace, "server", sr.key.Name,
 		"tool", clip(c.tool), "outcome", outcome,
 		"duration", time.Since(c.start).Round(time.Microsecond).String(), "era", sessionlessVersion}, extra...)
+	if len(extra) == 0 {
+		kv = append(kv, c.decided...)
+	}
 	if c.span != nil && c.span.SpanContext().HasTraceID() {
 		kv = append(kv, "traceID", c.span.SpanContext().TraceID().String())
 	}

@@ -199,16 +199,7 @@ func TestSessionlessRequestsAreJudgedOnHeadersThatMatchTheirBody(t *testing.T) {
 // connectSessionlessTo connects a client of the sessionless era to endpoint with opts.
 func connectSessionlessTo(t *testing.T, endpoint string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token: callerToken}}, MaxRetries: -1,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionlessVersion})
-	if err != nil {
-		t.Fatalf("connecting a %s client to %s: %v", sessionlessVersion, endpoint, err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
+	cs := connectAs(t, endpoint, callerToken, sessionlessVersion, opts)
 	if got := cs.InitializeResult().ProtocolVersion; got != sessionlessVersion {
 		t.Fatalf("the client settled on %q, want %s", got, sessionlessVersion)
 	}

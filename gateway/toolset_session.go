@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/sessionless"
 	"github.com/switchboard-mcp/switchboard/internal/toolsets"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
+	"github.com/switchboard-mcp/switchboard/policy"
 )
 
 // toolsetRecheck is how often a session that has listed its tools recomputes them even
@@ -432,7 +433,12 @@ func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset,
 		defs[sel.Name] = byName
 		origins = append(origins, toolsets.Origin{Server: sel.Name, Prefix: sel.Prefix, Tools: names})
 	}
+	q := &query{caller: s.caller, toolset: &s.key}
 	for _, t := range toolsets.Expose(&ts.Spec, origins).Tools {
+		srv := s.g.server(connector.Key{Namespace: ts.Namespace, Name: t.Server})
+		if srv == nil || !s.g.listable(q, srv, t.Tool, t.Name) {
+			continue
+		}
 		if def := exposedTool(defs[t.Server][t.Tool], t.Name, t.Description, t.HasDescription); def != nil {
 			want[t.Name] = def
 			routes[t.Name] = route{server: t.Server, tool: t.Tool}
@@ -443,15 +449,7 @@ func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset,
 // mayUse reports whether the caller may use an origin server (cached like every access
 // review); a failed review counts as no.
 func (s *toolsetSession) mayUse(ctx context.Context, server string) bool {
-	if s.g.access == nil {
-		return true
-	}
-	ok, err := s.g.access.allowed(ctx, s.caller, connector.Key{Namespace: s.key.Namespace, Name: server})
-	if err != nil {
-		s.g.log.Error(err, "Could not review a caller's access", "server", server)
-		return false
-	}
-	return ok
+	return s.g.mayUse(ctx, s.caller, connector.Key{Namespace: s.key.Namespace, Name: server})
 }
 
 // origin returns the session's origin record of a server, creating it.
@@ -675,25 +673,42 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 	}
 	key := connector.Key{Namespace: s.key.Namespace, Name: r.server}
 	span := trace.SpanFromContext(ctx)
+	var decided []any // the audit line's fields of the access policy that let it run
 	audit := func(outcome string, extra ...any) {
 		s.g.metrics.call(key, "tools/call", outcome, time.Since(start))
 		kv := append([]any{"tool", clip(name), "server", r.server, "serverTool", clip(r.tool), "outcome", outcome,
 			"duration", durationSince(start)}, extra...)
+		if len(extra) == 0 {
+			kv = append(kv, decided...)
+		}
 		if span.SpanContext().HasTraceID() {
 			kv = append(kv, "traceID", span.SpanContext().TraceID().String())
 		}
 		s.audit.Info("Tool call", kv...)
 	}
-	why := s.refusal(ctx, key, r.tool)
 	if span.IsRecording() {
 		// The exposed name is one of the toolset's own: the route found it.
 		nameTool(span, "tools/call", name, true)
 		span.SetAttributes(tracing.Origin.String(r.server))
-		policySpan(ctx, start, why)
 	}
-	if why != "" {
-		audit(outcomeDenied, "reason", why)
-		return nil, &jsonrpc.Error{Code: codeRefused, Message: why}
+	q := &query{caller: s.caller, server: key, toolset: &s.key, exposed: name, method: policy.MethodToolsCall,
+		tool: r.tool, arguments: args, log: s.audit, who: []any{"server", key.Name}, audit: audit, approve: s.approver(req), later: s.sessionless}
+	if o := s.existingOrigin(r.server); o != nil {
+		q.conn = &o.pin
+	}
+	v := s.g.decide(ctx, q)
+	if s.sessionless {
+		// A call a policy requires approval for is put to the client's user by
+		// input_required (settleByInput).
+		var ask *mcp.CallToolResult
+		v, ask = s.g.settleByInput(ctx, q, v, roundOf(req, params), strings.HasPrefix(params.RequestState, inputStatePrefix))
+		if ask != nil {
+			return ask, nil
+		}
+	}
+	decided = verdictKV(v)
+	if v.Effect == policy.EffectDeny {
+		return nil, &jsonrpc.Error{Code: codeRefused, Message: v.Reason}
 	}
 	if srv := s.g.server(key); srv != nil {
 		if delay := s.g.rateDelay(s.caller, srv, key, 1); delay > 0 {
@@ -715,7 +730,8 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 	meta, forget := s.originMeta(ctx, req, cs, params.Meta)
 	defer forget()
 	meta = tracing.InjectMeta(ctx, meta)
-	up := &mcp.CallToolParams{Meta: meta, Name: r.tool, InputResponses: params.InputResponses, RequestState: params.RequestState}
+	up := &mcp.CallToolParams{Meta: meta, Name: r.tool}
+	up.InputResponses, up.RequestState = forwardedInput(params)
 	if len(args) > 0 {
 		up.Arguments = args
 	}
@@ -750,29 +766,14 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 	return res, nil
 }
 
-// refusal says why the caller may not call an origin's tool now, or "".
-func (s *toolsetSession) refusal(ctx context.Context, key connector.Key, tool string) string {
-	srv := s.g.server(key)
-	switch {
-	case srv == nil:
-		return errServerDeleted.Error()
-	case !srv.ready:
-		return fmt.Sprintf("MCPServer %s is not Ready (%s): %s", key, srv.reason, srv.message)
-	case !s.mayUse(ctx, key.Name):
-		return fmt.Sprintf("%s may not use MCPServer %s (it needs verb %q on mcpservers.%s %q in namespace %q)",
-			s.caller.Username, key, UseVerb, mcpv1alpha1.GroupVersion.Group, key.Name, key.Namespace)
+// approver returns how the session asks its client's user to approve a call (see
+// elicitApproval): nil for a sessionless client, whose calls have no session to ask on
+// (it is asked by input_required: settleByInput).
+func (s *toolsetSession) approver(req *mcp.CallToolRequest) func(context.Context, approval) error {
+	if s.sessionless || req == nil || req.Session == nil {
+		return nil
 	}
-	if why := srv.toolRefusal(tool); why != "" {
-		return why
-	}
-	if srv.pinned == "" {
-		return ""
-	}
-	conn := &pinWatch{} // an origin not open yet has served nothing
-	if o := s.existingOrigin(key.Name); o != nil {
-		conn = &o.pin
-	}
-	return s.g.judgePin(pinCheck{srv: srv, conn: conn, audit: s.audit, who: []any{"server", key.Name}, tool: tool})
+	return elicitApproval(req.Session)
 }
 
 // existingOrigin returns the origin of server if the session has one.
@@ -782,9 +783,9 @@ func (s *toolsetSession) existingOrigin(server string) *origin {
 	return s.origins[server]
 }
 
-// judgePinned has the pin judge an origin's listed tools (judgePin), when its server
-// has one: on a difference the origin's tools are withheld from the session and its
-// calls refused. It says why, or "".
+// judgePinned has the gateway's decision judge an origin's listed tools (judgeList), when
+// its server has a pin: on a difference the origin's tools are withheld from the session
+// and its calls refused. It says why, or "".
 func (o *origin) judgePinned(s *toolsetSession, srv *server, tools []*mcp.Tool) string {
 	if srv.pinned == "" {
 		return ""
@@ -795,8 +796,13 @@ func (o *origin) judgePinned(s *toolsetSession, srv *server, tools []*mcp.Tool) 
 	if up == nil {
 		return "the origin's session is closed"
 	}
-	return s.g.judgePin(pinCheck{srv: srv, conn: &o.pin, audit: s.audit, who: []any{"server", o.name},
-		listed: up.ConvertTools(tools), isList: true, complete: true})
+	_, _, err := s.g.judgeList(&query{caller: s.caller, server: connector.Key{Namespace: srv.namespace, Name: srv.name},
+		toolset: &s.key, conn: &o.pin, log: s.audit, who: []any{"server", o.name}},
+		func() ([]connector.Tool, bool, error) { return up.ConvertTools(tools), true, nil })
+	if err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func (s *toolsetSession) isEnding() bool {

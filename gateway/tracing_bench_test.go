@@ -27,7 +27,7 @@ func BenchmarkMetaCost(b *testing.B) {
 	withMeta := &mcp.CallToolParams{Name: "test_simple_text",
 		Meta: mcp.Meta{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
 	// Call by call: nothing but the params changes between the halves.
-	withOut, with := alternateCalls(b, url, sessionEra, 1, 0, func(half int) *mcp.CallToolParams {
+	withOut, with := alternateCalls(b, [2]string{url, url}, sessionEra, 1, 0, func(half int) *mcp.CallToolParams {
 		if half == 1 {
 			return withMeta
 		}

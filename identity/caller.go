@@ -58,6 +58,12 @@ type Caller struct {
 	// callers of the provider it names.
 	Provider string
 
+	// Claims are the verified claims of an MCPIdentityProvider caller's token that access
+	// policies may judge (caller.claims), within bounds (see PolicyClaims): values that
+	// are a string, a number (float64), a bool or a list of strings ([]string); nil for a
+	// Kubernetes token. Never the token itself, and never logged.
+	Claims map[string]any
+
 	// extraKey is a digest of Extra; see AccessKey.
 	extraKey string
 }
@@ -90,6 +96,15 @@ var Anonymous = &Caller{Username: "system:anonymous", Key: "anonymous"}
 func (c *Caller) clone() *Caller {
 	cc := *c
 	cc.Groups = slices.Clone(c.Groups)
+	if c.Claims != nil {
+		cc.Claims = make(map[string]any, len(c.Claims))
+		for k, v := range c.Claims {
+			if list, ok := v.([]string); ok {
+				v = slices.Clone(list)
+			}
+			cc.Claims[k] = v
+		}
+	}
 	if c.Extra != nil {
 		cc.Extra = make(map[string][]string, len(c.Extra))
 		for k, v := range c.Extra {

@@ -26,7 +26,8 @@ func TestCallerPrintsAndLogsOnlyItsName(t *testing.T) {
 		},
 	})
 	c.Provider = "corp"
-	hidden := []string{"secret-jti-4711", "agent-pod-0815", "uid-7f3a", c.Key, c.AccessKey()}
+	c.Claims = map[string]any{"department": "secret-department-42"}
+	hidden := []string{"secret-jti-4711", "agent-pod-0815", "uid-7f3a", c.Key, c.AccessKey(), "secret-department-42"}
 
 	var texts []string
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q"} {
@@ -74,4 +75,40 @@ func TestCallerKeys(t *testing.T) {
 
 func authorizationAttrs() authorizationv1.ResourceAttributes {
 	return authorizationv1.ResourceAttributes{Verb: "use", Resource: "mcpservers"}
+}
+
+// A caller keeps the claims an access policy may judge: strings, numbers, bools and
+// lists of strings, each whole and within bounds; anything else, or beyond a bound, is
+// left out rather than cut.
+func TestPolicyClaimsKeepsBoundedScalarsAndStringLists(t *testing.T) {
+	long := strings.Repeat("x", MaxPolicyClaimText+1)
+	got := PolicyClaims(map[string]any{
+		"department": "finance", "level": float64(3), "admin": false, "teams": []any{"a", "b"},
+		"address": map[string]any{"city": "Oslo"}, "mixed": []any{"a", float64(1)}, "none": nil,
+		"long": long, "longList": []any{"ok", long}, strings.Repeat("n", MaxPolicyClaimName+1): "v",
+		"many": make([]any, MaxPolicyClaimList+1),
+	})
+	want := map[string]any{"department": "finance", "level": float64(3), "admin": false, "teams": []string{"a", "b"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("PolicyClaims = %v, want %v", got, want)
+	}
+
+	many := map[string]any{}
+	for i := range MaxPolicyClaims + 10 {
+		many[fmt.Sprintf("c%03d", i)] = "v"
+	}
+	if got := PolicyClaims(many); len(got) != MaxPolicyClaims {
+		t.Errorf("PolicyClaims kept %d of %d claims, want at most %d", len(got), len(many), MaxPolicyClaims)
+	}
+	big := map[string]any{}
+	for i := range 40 {
+		big[fmt.Sprintf("c%02d", i)] = strings.Repeat("y", MaxPolicyClaimText)
+	}
+	size := 0
+	for k, v := range PolicyClaims(big) {
+		size += len(k) + len(v.(string))
+	}
+	if size > MaxPolicyClaimsBytes {
+		t.Errorf("PolicyClaims kept %d bytes, want at most %d", size, MaxPolicyClaimsBytes)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode"
@@ -157,7 +158,73 @@ func (p *provider) mapCaller(ctx context.Context, claims map[string]any) (*Calle
 	}
 	caller := NewCaller(authenticationv1.UserInfo{Username: username, Groups: groups})
 	caller.Provider = name
+	caller.Claims = PolicyClaims(claims)
 	return caller, nil
+}
+
+// Bounds on the claims a Caller keeps for access policies.
+const (
+	// MaxPolicyClaims bounds how many claims a Caller keeps.
+	MaxPolicyClaims = 64
+	// MaxPolicyClaimName bounds a kept claim's name, in bytes.
+	MaxPolicyClaimName = 128
+	// MaxPolicyClaimText bounds a kept string, or each string of a kept list, in bytes.
+	MaxPolicyClaimText = 1024
+	// MaxPolicyClaimList bounds the strings of a kept list.
+	MaxPolicyClaimList = 64
+	// MaxPolicyClaimsBytes bounds the names and strings of the kept claims together.
+	MaxPolicyClaimsBytes = 16 << 10
+)
+
+// PolicyClaims are the claims of a verified token an access policy may judge: each
+// claim whose value is a string, a number, a bool or a list of strings, in name order,
+// within the bounds above. A claim of another kind (an object, null, a mixed list) or
+// beyond a bound is left out whole, never cut: a policy that reads it finds it absent
+// (and an expression that reads an absent claim without has() fails, which denies).
+// The values are copies; nothing refers to the token.
+func PolicyClaims(claims map[string]any) map[string]any {
+	out := map[string]any{}
+	size := 0
+	for _, name := range slices.Sorted(maps.Keys(claims)) {
+		if len(out) == MaxPolicyClaims {
+			break
+		}
+		if len(name) > MaxPolicyClaimName {
+			continue
+		}
+		value, n, ok := policyClaim(claims[name])
+		if !ok || size+len(name)+n > MaxPolicyClaimsBytes {
+			continue
+		}
+		size += len(name) + n
+		out[name] = value
+	}
+	return out
+}
+
+// policyClaim returns v as a Caller keeps it and the bytes of its strings, or false when
+// it is not kept.
+func policyClaim(v any) (any, int, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, len(v), len(v) <= MaxPolicyClaimText
+	case float64, bool:
+		return v, 0, true
+	case []any:
+		if len(v) > MaxPolicyClaimList {
+			return nil, 0, false
+		}
+		list, n := make([]string, 0, len(v)), 0
+		for _, item := range v {
+			s, ok := item.(string)
+			if !ok || len(s) > MaxPolicyClaimText {
+				return nil, 0, false
+			}
+			list, n = append(list, s), n+len(s)
+		}
+		return list, n, true
+	}
+	return nil, 0, false
 }
 
 // mapGroups maps the groups claim (a string or a list of strings; absent is none).

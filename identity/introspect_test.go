@@ -3,12 +3,13 @@ package identity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 // introspecting returns the OP's provider "corp" configured to introspect with its client.
@@ -124,14 +125,16 @@ func TestIntrospectionAnswersAreCached(t *testing.T) {
 	if _, err := ps.Authenticate(ctx, shortLived); err != nil {
 		t.Fatalf("Authenticate: %v", err)
 	}
-	NewWithT(t).Eventually(func() Reason {
+	testutil.Eventually(t, 5*time.Second, "a cached answer to end with the token's exp", func() error {
 		_, err := ps.Authenticate(ctx, shortLived)
-		var te *TokenError
-		if errors.As(err, &te) {
-			return te.Reason
+		if err == nil {
+			return errors.New("Authenticate passes the token")
 		}
-		return ""
-	}).WithTimeout(5*time.Second).Should(Equal(ReasonExpired), "a cached answer outlived the token's exp")
+		if te := (*TokenError)(nil); !errors.As(err, &te) || te.Reason != ReasonExpired {
+			return fmt.Errorf("Authenticate answers %w, want reason %s", err, ReasonExpired)
+		}
+		return nil
+	})
 
 	// A forgotten provider's answers are gone with it.
 	ps.Forget("corp")

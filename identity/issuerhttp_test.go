@@ -3,12 +3,14 @@ package identity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
-	. "github.com/onsi/gomega"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
 func TestIssuerClientRefusesAddresses(t *testing.T) {
@@ -124,11 +126,14 @@ func TestIntrospectionsInFlightAreBounded(t *testing.T) {
 			_, _ = ps.Authenticate(context.Background(), "opaque-"+strings.Repeat("x", i+1))
 		})
 	}
-	NewWithT(t).Eventually(func() int {
+	testutil.Eventually(t, time.Second, "2 introspection requests in flight", func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		return inFlight
-	}).Should(Equal(2))
+		if inFlight != 2 {
+			return fmt.Errorf("%d in flight", inFlight)
+		}
+		return nil
+	})
 	close(gate)
 	wg.Wait()
 	if most > 2 {

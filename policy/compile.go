@@ -55,6 +55,8 @@ type rule struct {
 	globs [kindCount][]glob
 	// when is the compiled condition; nil when the rule has none.
 	when cel.Program
+	// whenText is when's source: one Decide evaluates each distinct condition once.
+	whenText string
 	// loops is true when when holds a comprehension, the one kind of expression whose
 	// time its cost does not bound well; it then runs with a deadline.
 	loops bool
@@ -181,7 +183,7 @@ func Compile(p *mcpv1alpha1.MCPAccessPolicy) (*Compiled, error) {
 			if err != nil {
 				errs = append(errs, err)
 			}
-			cr.when, cr.loops = prg, loops
+			cr.when, cr.whenText, cr.loops = prg, r.When, loops
 		}
 		c.rules = append(c.rules, cr)
 	}
@@ -218,5 +220,13 @@ func compileSubject(s mcpv1alpha1.AccessPolicySubject) subject {
 // serviceAccountPrefix starts the username of every Kubernetes ServiceAccount.
 const serviceAccountPrefix = "system:serviceaccount:"
 
-// allAuthenticated is the group every authenticated caller is in.
+// allAuthenticated is the group every authenticated caller is in, listed by its
+// authenticator or not (an MCPIdentityProvider caller's groups do not list it).
 const allAuthenticated = "system:authenticated"
+
+// anonymousUser is the caller of a gateway that authenticates nobody; as in Kubernetes,
+// it is in allUnauthenticated and never in allAuthenticated.
+const (
+	anonymousUser      = "system:anonymous"
+	allUnauthenticated = "system:unauthenticated"
+)

@@ -130,6 +130,10 @@ type evaluation struct {
 	kind   requestKind
 
 	vars map[string]any
+	// outcomes remembers each condition's outcome by its source: every variable it can
+	// read is the same for all the rules of one Decide, so a condition several rules
+	// share (the same guard copied into every policy) is evaluated once.
+	outcomes map[string]outcome
 
 	// ctx bounds the time of the call's expressions (evalTimeout); created with the
 	// first evaluation.
@@ -274,11 +278,37 @@ func kindNoun(k requestKind) string {
 	return "tool call"
 }
 
-// holds evaluates r's condition (true without one), charging its cost to budget.
+// outcome is what evaluating one condition gave, and what it cost.
+type outcome struct {
+	holds bool
+	err   error
+	cost  uint64
+}
+
+// holds evaluates r's condition (true without one), charging its cost to budget. A
+// condition evaluated before in this Decide is not evaluated again, but its cost is
+// charged again: each policy's budget pays for what its own rules need.
 func (e *evaluation) holds(r *rule, budget *uint64) (bool, error) {
 	if r.when == nil {
 		return true, nil
 	}
+	o, seen := e.outcomes[r.whenText]
+	if !seen {
+		o = e.evaluate(r)
+		if e.outcomes == nil {
+			e.outcomes = map[string]outcome{}
+		}
+		e.outcomes[r.whenText] = o
+	}
+	if o.cost > *budget {
+		return false, fmt.Errorf("the policy's expressions cost more than the %d one policy may spend on one request", policyBudget)
+	}
+	*budget -= o.cost
+	return o.holds, o.err
+}
+
+// evaluate runs r's condition once.
+func (e *evaluation) evaluate(r *rule) outcome {
 	var out ref.Val
 	var details *cel.EvalDetails
 	var err error
@@ -290,29 +320,39 @@ func (e *evaluation) holds(r *rule, budget *uint64) (bool, error) {
 	} else {
 		out, details, err = r.when.Eval(e)
 	}
+	var cost uint64
 	if details != nil && details.ActualCost() != nil {
-		cost := *details.ActualCost()
-		if cost > *budget {
-			return false, fmt.Errorf("the policy's expressions cost more than the %d one policy may spend on one request", policyBudget)
-		}
-		*budget -= cost
+		cost = *details.ActualCost()
 	}
 	if err != nil && e.ctx != nil && e.ctx.Err() != nil {
-		return false, fmt.Errorf("the request's expressions ran longer than %v and were cancelled", evalTimeout)
+		return outcome{cost: cost, err: fmt.Errorf("the request's expressions ran longer than %v and were cancelled", evalTimeout)}
 	}
 	if err != nil {
-		// Bounded: a CEL error may quote part of a value it could not convert.
-		msg := err.Error()
-		if len(msg) > maxErrorBytes {
-			msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "..."
-		}
-		return false, fmt.Errorf("when: %s", msg)
+		return outcome{cost: cost, err: fmt.Errorf("when: %s", celErrorKind(err))}
 	}
 	b, ok := out.(types.Bool)
 	if !ok {
-		return false, fmt.Errorf("when evaluated to %s, not a bool", out.Type().TypeName())
+		return outcome{cost: cost, err: fmt.Errorf("when evaluated to %s, not a bool", out.Type().TypeName())}
 	}
-	return bool(b), nil
+	return outcome{holds: bool(b), cost: cost}
+}
+
+// celErrorKind is what a reason may say of a CEL evaluation error: its kind, the text
+// before CEL's first ": " ("no such key", "error parsing regexp"), bounded. What
+// follows is the value the expression failed on, which may be a caller's argument (a
+// token, a URL with its query string): it reaches neither the caller's refusal nor the
+// audit line.
+func celErrorKind(err error) string {
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "operation cancelled") && !strings.HasPrefix(msg, "operation interrupted") {
+		// Those the interpreter says of itself ("operation cancelled: actual cost limit
+		// exceeded") quote no value and are kept whole.
+		msg, _, _ = strings.Cut(msg, ": ")
+	}
+	if len(msg) > maxErrorBytes {
+		msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "..."
+	}
+	return msg
 }
 
 // ResolveName implements interpreter.Activation, building each variable's value the first
@@ -406,7 +446,13 @@ func (r *rule) appliesTo(c *Caller) bool {
 				return true
 			}
 		case s.group == allAuthenticated:
-			return true
+			if c.Username != anonymousUser {
+				return true
+			}
+		case s.group == allUnauthenticated:
+			if c.Username == anonymousUser {
+				return true
+			}
 		case s.group != "":
 			if slices.Contains(c.Groups, s.group) {
 				return true

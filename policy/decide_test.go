@@ -259,3 +259,61 @@ func TestListable(t *testing.T) {
 		})
 	}
 }
+
+// TestTheAnonymousCallerIsNotAuthenticated: a gateway that authenticates nobody calls
+// everyone system:anonymous. A rule for system:authenticated must not let that caller
+// in (as in Kubernetes RBAC); one for system:unauthenticated names it.
+func TestTheAnonymousCallerIsNotAuthenticated(t *testing.T) {
+	authenticated := compiled(t, "authenticated", refs("MCPServer", "github"),
+		withRules(rule(allow, []string{"*"}, "", group("system:authenticated"))))
+	unauthenticated := compiled(t, "unauthenticated", refs("MCPServer", "github"),
+		withRules(rule(allow, []string{"*"}, "", group("system:unauthenticated"))))
+	anonymous := policy.Caller{Username: "system:anonymous"}
+	alice := policy.Caller{Username: "oidc:alice@example.com"}
+	target := policy.Target{Kind: mcpv1alpha1.AccessPolicyTargetMCPServer, Namespace: "team-a", Name: "github"}
+	req := policy.Request{Method: policy.MethodToolsCall, Tool: policy.Tool{Name: "get_issue"}}
+	cases := []struct {
+		name     string
+		caller   policy.Caller
+		policies []*policy.Compiled
+		want     policy.Effect
+	}{
+		{"anonymous under system:authenticated", anonymous, []*policy.Compiled{authenticated}, policy.EffectDeny},
+		{"alice under system:authenticated", alice, []*policy.Compiled{authenticated}, policy.EffectAllow},
+		{"anonymous under system:unauthenticated", anonymous, []*policy.Compiled{unauthenticated}, policy.EffectAllow},
+		{"alice under system:unauthenticated", alice, []*policy.Compiled{unauthenticated}, policy.EffectDeny},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if v := policy.Decide(tc.caller, target, req, tc.policies); v.Effect != tc.want {
+				t.Errorf("effect %s (%s), want %s", v.Effect, v.Reason, tc.want)
+			}
+			if listed := policy.Listable(tc.caller, target, req.Tool, tc.policies); listed != (tc.want == policy.EffectAllow) {
+				t.Errorf("listed %v, want %v", listed, tc.want == policy.EffectAllow)
+			}
+		})
+	}
+}
+
+// TestAFailedConditionQuotesNoArgument: a `when` that fails on a caller's argument (a key
+// looked up by the argument's value, a regular expression taken from it) refuses the
+// call, and the reason, which the caller and the audit log both get, says what kind of
+// failure it was without quoting the value: an argument may carry a token or a URL with
+// its query string.
+func TestAFailedConditionQuotesNoArgument(t *testing.T) {
+	const secret = "https://idp.example/cb?code=s3cr3t-code"
+	eve := policy.Caller{Username: "oidc:eve@example.com"}
+	for when, kind := range map[string]string{
+		`arguments[arguments.url] == 1`:    "no such key",
+		`"x".matches(arguments.url + "(")`: "error parsing regexp",
+	} {
+		p := compiled(t, "p", refs("MCPServer", "github"), withRules(rule(allow, []string{"*"}, when, user(eve.Username))))
+		v := policy.Decide(eve, github, call("get_issue", map[string]any{"url": secret}), []*policy.Compiled{p})
+		if v.Effect != policy.EffectDeny || !strings.Contains(v.Reason, kind) {
+			t.Errorf("%s: %s %q; want Deny saying %q", when, v.Effect, v.Reason, kind)
+		}
+		if strings.Contains(v.Reason, "s3cr3t") || strings.Contains(v.Reason, "idp.example") {
+			t.Errorf("%s: the reason quotes the argument: %q", when, v.Reason)
+		}
+	}
+}

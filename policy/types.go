@@ -20,7 +20,8 @@ type Caller struct {
 	// UID is the user's UID where the authenticator gave one.
 	UID string
 	// Groups are the caller's groups (mapped, with their prefix, for an
-	// MCPIdentityProvider caller). Every caller is in system:authenticated, listed or not.
+	// MCPIdentityProvider caller). Every caller but system:anonymous is in
+	// system:authenticated, listed or not; system:anonymous is in system:unauthenticated.
 	Groups []string
 	// Extra is the authenticator's extra information (TokenReview's user.extra).
 	Extra map[string][]string

@@ -5,6 +5,7 @@
 //	install   copy this binary to a path (the init container of stdio server pods)
 //	dev       run a local control plane, the manager and demo MCP servers (make dev)
 //	demo-server  serve one of the demo MCP servers dev uses
+//	import    print an MCPServer manifest for an MCP registry server.json
 //
 // Run `switchboard <subcommand> --help` for the flags of each.
 package main
@@ -22,6 +23,7 @@ var subcommands = map[string]func(args []string) int{
 	"install":     runInstall,
 	"dev":         runDev,
 	"demo-server": runDemoServer,
+	"import":      runImport,
 }
 
 func main() {
@@ -49,6 +51,7 @@ Subcommands:
   install   copy this binary to a path (the init container of stdio server pods)
   dev       run a local control plane, the manager and demo MCP servers (make dev)
   demo-server  serve one of the demo MCP servers dev uses (stdio, or HTTP with --http)
+  import    print an MCPServer manifest for an MCP registry server.json (a file or a registry entry)
 
 Run 'switchboard <subcommand> --help' for the flags of a subcommand.
 `)

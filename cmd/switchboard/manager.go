@@ -59,6 +59,9 @@ const shardGroup = "switchboard-shard"
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
+// The gateway enforces the MCPAccessPolicies its informer holds.
+// +kubebuilder:rbac:groups=mcp.switchboard.dev,resources=mcpaccesspolicies,verbs=get;list;watch
+
 // managerOptions are the manager subcommand's flags.
 type managerOptions struct {
 	metricsAddr string
@@ -102,6 +105,9 @@ type managerOptions struct {
 	// gatewayPublicURL is the base URL clients reach the catalogue's address at; empty
 	// publishes no protected resource metadata.
 	gatewayPublicURL string
+	// registryNamePrefix is the reverse-DNS part of the names the catalogue's MCP
+	// Registry API gives.
+	registryNamePrefix string
 	// gatewayScopes are the scopes_supported of the protected resource metadata.
 	gatewayScopes []string
 	// gatewayAudiences are the audiences a Kubernetes token must be issued for to be
@@ -118,6 +124,7 @@ type managerOptions struct {
 	gatewayMaxListenStreams          int
 	gatewayMaxListenStreamsPerCaller int
 	gatewayMaxInflightPerCaller      int
+	gatewayApprovalKeySecret         string
 
 	watchNamespaces []string
 
@@ -195,6 +202,8 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Accept only ServiceAccount tokens of the cluster (checked against its issuer keys) at the catalogue and the gateway; other tokens get 401 without a TokenReview.")
 	fs.StringVar(&o.gatewayPublicURL, "gateway-public-url", "",
 		"Public base URL clients reach the catalogue and the gateway at (https://mcp.example.com). With it, /mcp and every gateway endpoint publish OAuth protected resource metadata (RFC 9728) under /.well-known/oauth-protected-resource<endpoint path>, naming the advertised MCPIdentityProviders, and their 401 answers point to it; without it no metadata is served.")
+	fs.StringVar(&o.registryNamePrefix, "registry-name-prefix", catalog.DefaultRegistryNamePrefix,
+		"Reverse-DNS part of the server names the catalogue's MCP Registry API (/v0.1/servers) gives: an MCPServer is <prefix>/<namespace>.<name>, an MCPToolset <prefix>/<namespace>.toolset_<name>. Use a domain your organisation owns and one value per cluster, such as com.example.prod. The entries' remotes are the gateway's endpoints under --gateway-public-url; without it they have none.")
 	o.gatewayScopes = slices.Clone(catalog.DefaultResourceScopes)
 	fs.Func("gateway-scopes",
 		"Comma-separated scopes the protected resource metadata lists in scopes_supported, which MCP clients ask their identity provider for; default openid,email,profile. Access is decided by RBAC, not by scopes.",
@@ -232,6 +241,8 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"subscriptions/listen streams one caller holds open on this replica at most; its next one is answered 429 with Retry-After.")
 	fs.IntVar(&o.gatewayMaxInflightPerCaller, "gateway-max-inflight-per-caller", gateway.DefaultMaxInflightPerCaller,
 		"Sessionless requests (2026-07-28) of one caller this replica serves at once, listen streams aside; one more is answered 429 with Retry-After, so that no caller takes another's share of a server or a bridge.")
+	fs.StringVar(&o.gatewayApprovalKeySecret, "gateway-approval-key-secret", "",
+		"NAMESPACE/NAME of the Secret whose key "+approvalKeyField+" (at least 32 bytes) every replica signs and checks the approvals it asks 2026-07-28 clients for (RequireApproval) with; empty makes a key per replica, and an approval then holds only on the replica that asked.")
 	fs.Func("watch-namespaces",
 		"Comma-separated namespaces whose objects the manager watches and reconciles; empty watches every namespace. Its RBAC may then be Roles in those namespaces.",
 		func(v string) error {
@@ -541,9 +552,10 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		return fmt.Errorf("--gateway-public-url: %w", err)
 	}
 	cat, err := catalog.New(mgr, catalog.Options{
-		ResourceMetadata: metadata,
-		Auth:             mode,
-		Logger:           ctrl.Log.WithName("catalog"),
+		ResourceMetadata:   metadata,
+		Auth:               mode,
+		Logger:             ctrl.Log.WithName("catalog"),
+		RegistryNamePrefix: opts.registryNamePrefix,
 
 		ServiceAccountTokensOnly: opts.catalogSATokenOnly,
 		IdentityProviders:        opts.identityProviders,
@@ -568,6 +580,13 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		Registerer:                metrics.Registry,
 		Logger:                    ctrl.Log.WithName("gateway"),
 		Audit:                     opts.auditRoot().WithName("gateway").WithName("audit"),
+	}
+	if opts.gatewayApprovalKeySecret != "" {
+		if gatewayOpts.ApprovalKey, err = approvalKey(context.Background(), mgr.GetAPIReader(), opts.gatewayApprovalKeySecret); err != nil {
+			return err
+		}
+	} else {
+		ctrl.Log.WithName("gateway").Info("No --gateway-approval-key-secret: each replica signs the approvals it asks 2026-07-28 clients for with a key of its own, so a client's answer must reach the replica that asked")
 	}
 	if mode != catalog.AuthNone {
 		// An API client of its own, so that the gateway's reviews do not queue behind
@@ -596,6 +615,13 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	}
 	if _, err := toolsetInformer.AddEventHandler(gw.ToolsetEventHandler()); err != nil {
 		return fmt.Errorf("adding the gateway's MCPToolset event handler: %w", err)
+	}
+	policyInformer, err := mgr.GetCache().GetInformer(context.Background(), &mcpv1alpha1.MCPAccessPolicy{})
+	if err != nil {
+		return fmt.Errorf("getting the MCPAccessPolicy informer: %w", err)
+	}
+	if _, err := policyInformer.AddEventHandler(gw.PolicyEventHandler()); err != nil {
+		return fmt.Errorf("adding the gateway's MCPAccessPolicy event handler: %w", err)
 	}
 	door, err := frontdoor.New(frontdoor.Options{
 		Address:   opts.catalogAddr,

@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -78,7 +78,6 @@ func buildSwitchboard(t *testing.T) string {
 // TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM runs the real binary against a real
 // API server the way a Deployment would.
 func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
-	g := gomega.NewWithT(t)
 	env, _ := testenv.StartForTest(t)
 	kubeconfig := writeKubeconfig(t, env)
 
@@ -103,29 +102,22 @@ func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
 	logs := &logLines{done: make(chan struct{})}
 	go logs.read(stderr)
 
-	g.Eventually(func() (int, error) {
-		resp, err := http.Get(fmt.Sprintf("http://%s/readyz", probeAddr)) //nolint:noctx // test poll
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, nil
-	}, 30*time.Second, 200*time.Millisecond).Should(gomega.Equal(http.StatusOK), "manager never became ready")
+	testutil.Eventually(t, 30*time.Second, "the manager to be ready", func() error {
+		return answers(fmt.Sprintf("http://%s/readyz", probeAddr), http.StatusOK)
+	})
 
 	// The catalogue is served and asks for a token.
-	g.Eventually(func() (int, error) {
-		resp, err := http.Get(fmt.Sprintf("http://%s/api/v1/servers", catalogAddr)) //nolint:noctx // test poll
-		if err != nil {
-			return 0, err
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode, nil
-	}, 30*time.Second, 100*time.Millisecond).Should(gomega.Equal(http.StatusUnauthorized), "catalogue without a token")
+	testutil.Eventually(t, 30*time.Second, "the catalogue to refuse a request without a token", func() error {
+		return answers(fmt.Sprintf("http://%s/api/v1/servers", catalogAddr), http.StatusUnauthorized)
+	})
 
 	// The manager holds the leader Lease once elected.
-	g.Eventually(func() string { return strings.Join(logs.snapshot(), "\n") }, 30*time.Second).
-		Should(gomega.ContainSubstring("Successfully acquired lease"))
+	testutil.Eventually(t, 30*time.Second, "the manager to hold the leader Lease", func() error {
+		if log := strings.Join(logs.snapshot(), "\n"); !strings.Contains(log, "Successfully acquired lease") {
+			return fmt.Errorf("no \"Successfully acquired lease\" in the log:\n%s", log)
+		}
+		return nil
+	})
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -171,7 +163,6 @@ func TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM(t *testing.T) {
 // 401, one whose ServiceAccount may not get /metrics with 403, and a ServiceAccount bound
 // to a metrics-reader role gets the metrics.
 func TestManagerServesMetricsOnlyToAuthorizedScrapers(t *testing.T) {
-	g := gomega.NewWithT(t)
 	env, _ := testenv.StartForTest(t)
 	kubeconfig := writeKubeconfig(t, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -256,10 +247,16 @@ func TestManagerServesMetricsOnlyToAuthorizedScrapers(t *testing.T) {
 		return resp.StatusCode, string(body), err
 	}
 	metricsURL := "https://" + metricsAddr + "/metrics"
-	g.Eventually(func() (int, error) {
+	testutil.Eventually(t, 30*time.Second, "a scrape without a token to be refused", func() error {
 		code, _, err := scrape(metricsURL, "")
-		return code, err
-	}, 30*time.Second, 200*time.Millisecond).Should(gomega.Equal(http.StatusUnauthorized), "scrape without a token")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusUnauthorized {
+			return fmt.Errorf("status %d, want %d", code, http.StatusUnauthorized)
+		}
+		return nil
+	})
 
 	for _, tt := range []struct {
 		name, url, token string
@@ -330,4 +327,18 @@ func TestMemoryLimitFromContainer(t *testing.T) {
 			t.Errorf("%v: got %d %v, want %d %v", tc.env, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// answers is nil when a GET of url answers status, and otherwise says what it answered.
+func answers(url string, status int) error {
+	resp, err := http.Get(url) //nolint:noctx // test poll
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != status {
+		return fmt.Errorf("GET %s answered %s, want %d", url, resp.Status, status)
+	}
+	return nil
 }

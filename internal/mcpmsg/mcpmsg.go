@@ -115,6 +115,10 @@ type Params struct {
 	Cursor string
 	// URI is params.uri of resources/read and resources/subscribe.
 	URI string
+	// Arguments is params.arguments of tools/call and prompts/get as it appears in the
+	// params (the bytes forwarded), checked like the rest; nil when absent. Decisions on
+	// the arguments decode these bytes, and nothing else.
+	Arguments json.RawMessage
 	// ProgressToken is params._meta.progressToken as sent; nil when absent.
 	ProgressToken json.RawMessage
 	// Traceparent, Tracestate and Baggage are the W3C trace context members of
@@ -388,6 +392,10 @@ func (w *walker) params(depth int, p *Params) error {
 			into = &p.Cursor
 		case "uri":
 			into = &p.URI
+		case "arguments":
+			v, err := w.capture(depth + 1)
+			p.Arguments = json.RawMessage(v)
+			return err
 		case "_meta":
 			meta = true
 			if w.dec.PeekKind() == 'n' {

@@ -25,3 +25,21 @@ func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() e
 		time.Sleep(PollInterval)
 	}
 }
+
+// Consistently calls cond every PollInterval for duration and fails the test with what
+// and cond's error the first time it returns one: the condition holds throughout, and a
+// failure says when it stopped holding and why.
+func Consistently(tb testing.TB, duration time.Duration, what string, cond func() error) {
+	tb.Helper()
+	start := time.Now()
+	deadline := start.Add(duration)
+	for {
+		if err := cond(); err != nil {
+			tb.Fatalf("%s stopped holding after %s: %v", what, time.Since(start).Round(time.Millisecond), err)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(PollInterval)
+	}
+}

@@ -40,6 +40,46 @@ func TestEventuallyFailsWithTheLastReason(t *testing.T) {
 	}
 }
 
+func TestConsistentlyChecksForTheWholeDuration(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	start := time.Now()
+	Consistently(t, 100*time.Millisecond, "the condition", func() error {
+		calls++
+		return nil
+	})
+	if took := time.Since(start); took < 100*time.Millisecond {
+		t.Errorf("returned after %s, before the duration passed", took)
+	}
+	if calls < 2 {
+		t.Errorf("cond called %d times, want it checked throughout", calls)
+	}
+}
+
+func TestConsistentlyFailsAtTheFirstLapse(t *testing.T) {
+	t.Parallel()
+	rec := &recordingTB{TB: t}
+	calls := 0
+	done := make(chan struct{})
+	go func() { // Fatalf ends the goroutine, as it ends a test
+		defer close(done)
+		Consistently(rec, time.Minute, "no second token request", func() error {
+			calls++
+			if calls == 3 {
+				return errors.New("2 token requests")
+			}
+			return nil
+		})
+	}()
+	<-done
+	if calls != 3 {
+		t.Errorf("cond called %d times, want it to stop at the third, which failed", calls)
+	}
+	if !strings.Contains(rec.fatal, "no second token request") || !strings.Contains(rec.fatal, "2 token requests") {
+		t.Errorf("failure message %q names neither what should have held nor why it did not", rec.fatal)
+	}
+}
+
 // recordingTB captures Fatalf instead of failing the test.
 type recordingTB struct {
 	testing.TB

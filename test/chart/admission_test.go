@@ -2,11 +2,11 @@ package chart_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -22,7 +23,6 @@ import (
 // Deployments, one who may only write MCPServers. The second is rejected with messages
 // naming the permission it lacks.
 func TestChartAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
-	g := gomega.NewWithT(t)
 	env, admin := testenv.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -86,9 +86,16 @@ func TestChartAdmissionPolicyChecksTheAuthorsRights(t *testing.T) {
 	}
 	const secretDenied = `user "bob" may not get secrets "gh-token" in namespace "team-a"`
 	// The API server loads a new policy within moments.
-	g.Eventually(func() error {
-		return bob.Create(ctx, withSecret("probe"), client.DryRunAll)
-	}, 30*time.Second, 200*time.Millisecond).Should(gomega.MatchError(gomega.ContainSubstring(secretDenied)))
+	testutil.Eventually(t, 30*time.Second, "the admission policy to reject bob", func() error {
+		err := bob.Create(ctx, withSecret("probe"), client.DryRunAll)
+		if err == nil {
+			return fmt.Errorf("the dry-run create passed, want a refusal saying %q", secretDenied)
+		}
+		if !strings.Contains(err.Error(), secretDenied) {
+			return fmt.Errorf("the dry-run create answered %w, want a refusal saying %q", err, secretDenied)
+		}
+		return nil
+	})
 
 	for _, tt := range []struct {
 		name    string

@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -53,6 +54,8 @@ func TestDefaultsRenderTheWholeOperator(t *testing.T) {
 		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
 		"PodDisruptionBudget": 1, "NetworkPolicy": 1, "ServiceMonitor": 0,
 		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2,
+		// The gateway's approval key, made on install.
+		"Secret": 1,
 	}
 	clusterScoped := []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
 		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
@@ -457,6 +460,7 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		"--set", "manager.gateway.maxSessionsPerCaller=8", "--set-json", "manager.gateway.sessionRatePerCaller=2.5",
 		"--set", "manager.gateway.maxListenStreamsPerCaller=4", "--set", "manager.gateway.maxInflightPerCaller=16",
 		"--set", "manager.gateway.publicURL=https://mcp.example.com", "--set", "manager.gateway.scopes={openid,email}",
+		"--set", "catalog.registryNamePrefix=com.example.mcp",
 		"--set", "nodeSelector.pool=system", "--set", "tolerations[0].key=dedicated",
 		"--set", "tolerations[0].operator=Exists",
 		"--set", "resources.limits.memory=2Gi",
@@ -472,7 +476,8 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 		"--gateway-max-sessions-per-caller=8", "--gateway-max-sessions-per-namespace=0",
 		"--gateway-session-rate-per-caller=2.5", "--gateway-session-burst-per-caller=32",
 		"--gateway-max-listen-streams=2048", "--gateway-max-listen-streams-per-caller=4", "--gateway-max-inflight-per-caller=16",
-		"--gateway-public-url=https://mcp.example.com", "--gateway-scopes=openid,email"} {
+		"--gateway-public-url=https://mcp.example.com", "--gateway-scopes=openid,email",
+		"--registry-name-prefix=com.example.mcp"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("manager args %v lack %s", c.Args, want)
 		}
@@ -489,7 +494,7 @@ func TestManagerArgsFollowTheValues(t *testing.T) {
 
 	defaults := managerContainer(t, render(t)).Args
 	for _, arg := range defaults {
-		if strings.HasPrefix(arg, "--gateway-public-url") || strings.HasPrefix(arg, "--gateway-scopes") {
+		if strings.HasPrefix(arg, "--gateway-public-url") || strings.HasPrefix(arg, "--gateway-scopes") || strings.HasPrefix(arg, "--registry-name-prefix") {
 			t.Errorf("the defaults pass %s; want the manager's own defaults", arg)
 		}
 	}
@@ -832,5 +837,41 @@ func TestAdmissionPolicyEqualsConfig(t *testing.T) {
 	}
 	if r := render(t, "--set", "admissionPolicy.enabled=false"); len(r.all("ValidatingAdmissionPolicy"))+len(r.all("ValidatingAdmissionPolicyBinding")) != 0 {
 		t.Error("admissionPolicy.enabled=false still renders the admission policy")
+	}
+}
+
+// TestEveryReplicaSignsApprovalsWithOneKey: the chart makes one approval key for the
+// release and passes its Secret to every replica, so an approval a 2026-07-28 client
+// answers on another replica still verifies; a Secret of the admin's replaces it.
+func TestEveryReplicaSignsApprovalsWithOneKey(t *testing.T) {
+	r := render(t)
+	var key []byte
+	var name string
+	for _, o := range r.objects {
+		if o.GetKind() == "Secret" && strings.HasSuffix(o.GetName(), "-approval-key") {
+			name = o.GetName()
+			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+			decoded, err := base64.StdEncoding.DecodeString(data["approval-key"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			key = decoded
+		}
+	}
+	if len(key) < 32 {
+		t.Fatalf("the chart's approval key Secret holds %d bytes, want at least 32", len(key))
+	}
+	if args := managerContainer(t, r).Args; !slices.Contains(args, "--gateway-approval-key-secret="+namespace+"/"+name) {
+		t.Errorf("manager args %v do not name the chart's approval key Secret", args)
+	}
+
+	own := render(t, "--set", "manager.gateway.approvalKeySecret=team-approval-key")
+	for _, o := range own.objects {
+		if o.GetKind() == "Secret" {
+			t.Errorf("with the admin's Secret the chart still renders Secret %s", o.GetName())
+		}
+	}
+	if args := managerContainer(t, own).Args; !slices.Contains(args, "--gateway-approval-key-secret="+namespace+"/team-approval-key") {
+		t.Errorf("manager args %v do not name the admin's approval key Secret", args)
 	}
 }

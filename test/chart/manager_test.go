@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+	"github.com/switchboard-mcp/switchboard/internal/testutil"
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
@@ -32,7 +33,6 @@ import (
 // would. It must do its job in the listed namespaces without a single RBAC denial, and
 // leave every other namespace alone.
 func TestManagerWorksUnderTheNamespacedChart(t *testing.T) {
-	g := gomega.NewWithT(t)
 	controlPlane, admin := testenv.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -98,30 +98,33 @@ func TestManagerWorksUnderTheNamespacedChart(t *testing.T) {
 		}
 	}
 
-	readyReason := func(key client.ObjectKey) func() string {
-		return func() string {
+	readyReason := func(obj *mcpv1alpha1.MCPServer, want string) func() error {
+		return func() error {
 			var s mcpv1alpha1.MCPServer
-			if err := admin.Get(ctx, key, &s); err != nil {
-				return err.Error()
+			if err := admin.Get(ctx, client.ObjectKeyFromObject(obj), &s); err != nil {
+				return err
 			}
-			if c := meta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionReady); c != nil {
-				return c.Reason
+			if c := meta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionReady); c == nil || c.Reason != want {
+				return fmt.Errorf("Ready is %+v, want reason %s; manager log:\n%s", c, want, logs)
 			}
-			return ""
+			return nil
 		}
 	}
-	g.Eventually(readyReason(client.ObjectKeyFromObject(remote)), time.Minute, 200*time.Millisecond).
-		Should(gomega.Equal(mcpv1alpha1.ReasonEgressDenied), "team-a's server status; manager log:\n%s", logs)
+	testutil.Eventually(t, time.Minute, "team-a's server to be "+mcpv1alpha1.ReasonEgressDenied, readyReason(remote, mcpv1alpha1.ReasonEgressDenied))
 	// The stdio server's Deployment (server-side applied) exists; with no kubelet it never
 	// becomes available.
-	g.Eventually(func() int {
+	testutil.Eventually(t, time.Minute, "team-b's stdio Deployment", func() error {
 		var deployments appsv1.DeploymentList
-		_ = admin.List(ctx, &deployments, client.InNamespace("team-b"),
-			client.MatchingLabels{"app.kubernetes.io/instance": stdio.Name})
-		return len(deployments.Items)
-	}, time.Minute, 200*time.Millisecond).Should(gomega.Equal(1), "team-b's stdio Deployment; manager log:\n%s", logs)
-	g.Eventually(readyReason(client.ObjectKeyFromObject(stdio)), time.Minute, 200*time.Millisecond).
-		Should(gomega.Equal(mcpv1alpha1.ReasonWorkloadUnavailable), "team-b's server status; manager log:\n%s", logs)
+		if err := admin.List(ctx, &deployments, client.InNamespace("team-b"),
+			client.MatchingLabels{"app.kubernetes.io/instance": stdio.Name}); err != nil {
+			return err
+		}
+		if n := len(deployments.Items); n != 1 {
+			return fmt.Errorf("%d Deployments, want 1; manager log:\n%s", n, logs)
+		}
+		return nil
+	})
+	testutil.Eventually(t, time.Minute, "team-b's server to be "+mcpv1alpha1.ReasonWorkloadUnavailable, readyReason(stdio, mcpv1alpha1.ReasonWorkloadUnavailable))
 
 	// Outside the chart's namespaces nothing is touched: no status, no finalizer.
 	var untouched mcpv1alpha1.MCPServer

@@ -43,7 +43,7 @@ func TestDefaultInstallApplies(t *testing.T) {
 	}
 
 	want := map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 1,
+		"Namespace": 1, "CustomResourceDefinition": 5, "ServiceAccount": 1,
 		// The manager's role and the metrics reader for scrapers.
 		"ClusterRole": 2, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
 		"NetworkPolicy": 1, "PodDisruptionBudget": 1,

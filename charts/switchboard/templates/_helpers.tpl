@@ -86,3 +86,10 @@ with the same verbs into one rule, so a rule is split resource by resource. Call
 {{- end }}
 {{- toYaml $rules }}
 {{- end }}
+
+{{/*
+The Secret holding the gateway's approval key: the one the values name, or the chart's.
+*/}}
+{{- define "switchboard.approvalKeySecret" -}}
+{{- .Values.manager.gateway.approvalKeySecret | default (printf "%s-approval-key" (include "switchboard.fullname" .)) -}}
+{{- end }}

@@ -17,6 +17,9 @@ type Caller struct {
 	// Provider is the MCPIdentityProvider whose issuer vouched for Token; empty for a
 	// Kubernetes (ServiceAccount) token, which is never exchanged anywhere.
 	Provider string
+	// Username is the caller's username (identity.Caller.Username), kept with a
+	// person's grant for the admin's list of grants; not a secret.
+	Username string
 	// Expiry is when Token expires; zero when unknown. Upstream tokens obtained with
 	// it are dropped then.
 	Expiry time.Time

@@ -887,7 +887,7 @@ func (c *callerCache) len() int {
 // its newest token with [Pool.PresentCaller].
 func (p *Pool) PerCaller(key Key) bool {
 	s := p.current(key)
-	return s != nil && s.cfg.PerCaller != nil
+	return s != nil && (s.cfg.PerCaller != nil || s.cfg.PerUser != nil)
 }
 
 // PresentCaller hands the connector the caller's newest token before a request on a
@@ -961,6 +961,10 @@ func (s *session) watchMetadata() {
 // checkMetadata fetches the server's protected resource metadata and its authorization
 // server's metadata; the enterprise flow keeps what it found for its callers.
 func (s *session) checkMetadata() *Error {
+	if s.users != nil {
+		_, e := s.users.metadata(true)
+		return s.red.scrubError(e)
+	}
 	c := s.callers
 	if e := c.allowRequest(); e != nil {
 		return s.red.scrubError(e)

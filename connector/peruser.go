@@ -45,6 +45,9 @@ const (
 	grantCacheLife = 15 * time.Second
 	// metadataLife is how long discovered metadata is used before it is fetched again.
 	metadataLife = 10 * time.Minute
+	// grantReadTimeout bounds reading (and refreshing) a person's grant to learn
+	// whether they hold one.
+	grantReadTimeout = 30 * time.Second
 )
 
 // PerUser configures each person's own authorization at the server's authorization
@@ -175,6 +178,9 @@ type UserAuthorizer struct {
 	resource string
 	store    GrantStore
 	stack    *httpStack
+	// ownStack says Close releases stack (NewUserAuthorizer's); a pool session's
+	// authorizer uses the session's, which the session releases.
+	ownStack bool
 	// ts lends its discovery and bounded client; it holds no credential.
 	ts *tokenSource
 	// exchange is ts's client that follows no redirect at all: a code or a refresh
@@ -209,10 +215,8 @@ func NewUserAuthorizer(ctx context.Context, key Key, cfg Config, store GrantStor
 	if store == nil {
 		return nil, newError(ReasonInvalidSpec, "per-person authorization needs a grant store")
 	}
-	pu := *cfg.PerUser
-	pu.Scopes, pu.AuthorizationServers = slices.Clone(pu.Scopes), slices.Clone(pu.AuthorizationServers)
-	pu.Resources, pu.AllowedScopes = slices.Clone(pu.Resources), slices.Clone(pu.AllowedScopes)
-	if e := pu.Allowed(cfg.URL); e != nil {
+	pu, e := checkedPerUser(cfg)
+	if e != nil {
 		return nil, e
 	}
 	endpoint, err := url.Parse(cfg.URL)
@@ -226,6 +230,25 @@ func NewUserAuthorizer(ctx context.Context, key Key, cfg Config, store GrantStor
 	if err != nil {
 		return nil, newError(ReasonInvalidSpec, "building the HTTP client: %s", safeText(err.Error(), 200))
 	}
+	u := newUserAuthorizer(ctx, key, cfg, pu, endpoint, stack, store)
+	u.ownStack = true
+	return u, nil
+}
+
+// checkedPerUser returns a copy of cfg.PerUser that its admin's allow-list allows.
+func checkedPerUser(cfg Config) (PerUser, *Error) {
+	pu := *cfg.PerUser
+	pu.Scopes, pu.AuthorizationServers = slices.Clone(pu.Scopes), slices.Clone(pu.AuthorizationServers)
+	pu.Resources, pu.AllowedScopes = slices.Clone(pu.Resources), slices.Clone(pu.AllowedScopes)
+	if e := pu.Allowed(cfg.URL); e != nil {
+		return PerUser{}, e
+	}
+	return pu, nil
+}
+
+// newUserAuthorizer is the authorizer of a checked config pu, whose requests go through
+// stack: a pool session's own, so that a new egress decision reaches them at once.
+func newUserAuthorizer(ctx context.Context, key Key, cfg Config, pu PerUser, endpoint *url.URL, stack *httpStack, store GrantStore) *UserAuthorizer {
 	ctx, cancel := context.WithCancel(ctx)
 	u := &UserAuthorizer{
 		key: key, cfg: pu, endpoint: endpoint, resource: canonicalResource(endpoint), store: store,
@@ -244,13 +267,15 @@ func NewUserAuthorizer(ctx context.Context, key Key, cfg Config, store GrantStor
 			captureFrom(req.Context()).set(e)
 			return e
 		}}
-	return u, nil
+	return u
 }
 
-// Close ends the authorizer's requests and releases its HTTP stack.
+// Close ends the authorizer's requests and releases its HTTP stack, when it is its own.
 func (u *UserAuthorizer) Close() {
 	u.cancel()
-	u.stack.close()
+	if u.ownStack {
+		u.stack.close()
+	}
 }
 
 // Server names the server the authorizer is for.
@@ -624,4 +649,91 @@ func (u *UserAuthorizer) refresh(ctx context.Context, g *Grant) (*Grant, *Error)
 func (u *UserAuthorizer) Revoke(ctx context.Context, callerKey string) error {
 	u.forget(callerKey)
 	return u.store.DeleteGrant(ctx, GrantKey{Caller: callerKey, Server: u.key})
+}
+
+// userBearer is the bearer source of one Upstream acting for one person of a perUser
+// server: the person's own token from their grant, never another's.
+type userBearer struct {
+	auth   *UserAuthorizer
+	caller Caller
+	ctx    context.Context
+	// sent are the person's tokens the Upstream sent, for its redactor.
+	sent recentSecrets
+}
+
+func (b *userBearer) current() (string, *Error) {
+	tok, e := b.auth.Token(b.ctx, b.caller)
+	if e == nil {
+		b.sent.add(tok, maxCallerSecrets)
+	}
+	return tok, e
+}
+
+func (b *userBearer) renew(rejected string, _ challenge) (string, *Error) {
+	tok, e := b.auth.Renew(b.ctx, b.caller, rejected)
+	if e == nil {
+		b.sent.add(tok, maxCallerSecrets)
+	}
+	return tok, e
+}
+
+func (b *userBearer) insufficientScope(ch challenge) *Error {
+	asked := "a scope it did not name"
+	if ch.scope != "" {
+		asked = fmt.Sprintf("scope %q", TruncateUTF8(ch.scope, 256))
+	}
+	return authError(ReasonInsufficientScope, ReasonInsufficientScope,
+		"server %s answered insufficient_scope: it asks for %s, which the person's grant does not hold; an admin can add it to perUser.scopes (and the identity provider's spec.perUser.scopes), after which the person authorizes again",
+		displayURL(b.auth.endpoint), asked)
+}
+
+func (b *userBearer) tokenEndpoint() string { return "the person's grant" }
+
+// redactor returns the Upstream's redactor: the session's secrets and the person's
+// tokens it sent.
+func (b *userBearer) redactor(session redactor) redactor {
+	var mu sync.Mutex
+	var merged *secretList
+	var mergedFrom [2]*secretList
+	return redactor{configured: session.configured, issued: func() *secretList {
+		own := &noSecrets
+		if session.issued != nil {
+			own = session.issued()
+		}
+		theirs := b.sent.get()
+		mu.Lock()
+		defer mu.Unlock()
+		if merged == nil || mergedFrom != [2]*secretList{own, theirs} {
+			l := newSecretList(append(slices.Clone(own.text), theirs.text...))
+			merged, mergedFrom = &l, [2]*secretList{own, theirs}
+		}
+		return merged
+	}}
+}
+
+// hasGrant reports whether the person holds a usable grant for the server now, reading
+// (and refreshing) it as a request would.
+func (b *userBearer) hasGrant() (bool, *Error) {
+	ctx, cancel := context.WithTimeout(b.ctx, grantReadTimeout)
+	defer cancel()
+	tok, e := b.auth.Token(ctx, b.caller)
+	if e == nil {
+		b.sent.add(tok, maxCallerSecrets)
+	}
+	switch {
+	case e == nil:
+		return true, nil
+	case e.Reason == ReasonAuthorizationRequired:
+		return false, nil
+	}
+	return false, e
+}
+
+// UserAuthorizer returns the authorizer of the perUser server key names, or nil when
+// the server takes no per-person authorization (or the pool has no such server).
+func (p *Pool) UserAuthorizer(key Key) *UserAuthorizer {
+	if s := p.current(key); s != nil {
+		return s.users
+	}
+	return nil
 }

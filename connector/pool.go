@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -47,6 +48,13 @@ type Options struct {
 	// its last gateway upstream, so that an agent's next session does not pay a new
 	// handshake (see [Pool.Standby]). Zero means 1m.
 	StandbyLinger time.Duration
+	// Grants keeps persons' grants for perUser servers (see [UserAuthorizer]); nil
+	// refuses every perUser server with a reason naming the manager's flag.
+	Grants GrantStore
+	// AuthorizationRequired answers a call of a person who holds no grant for a
+	// perUser server: the gateway's URL elicitation (-32042, see [URLElicitationRequired]).
+	// Nil answers it with the connector's ReasonAuthorizationRequired error.
+	AuthorizationRequired func(ctx context.Context, key Key, caller Caller) *jsonrpc.Error
 }
 
 // Event says that what the connector knows about a server changed: its state, its last

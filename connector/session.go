@@ -26,6 +26,12 @@ type session struct {
 	// callers are the per-caller credentials of a server whose credentials follow
 	// the caller (percaller.go); nil for other servers.
 	callers *callerTokens
+	// users authorizes each person of a perUser server at its authorization server
+	// (peruser.go); nil for other servers.
+	users *UserAuthorizer
+	// initTemplate is what a person's Upstream answers a deferred initialize with
+	// (upstream_peruser.go).
+	initTemplate atomic.Pointer[initTemplate]
 	// mem is the session's share of the pool's discovery memory budget.
 	mem *lease
 
@@ -105,6 +111,22 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 			return s
 		}
 		s.callers = callers
+	}
+	if cfg.PerUser != nil {
+		if p.opts.Grants == nil {
+			s.setupErr = newError(ReasonInvalidSpec, "the server acts for each person with their own account, and this manager keeps no persons' grants: start it with --user-grants-key-secret")
+			return s
+		}
+		if cfg.Protocol == ProtocolSSE {
+			s.setupErr = newError(ReasonInvalidSpec, "a server that acts for each person with their own account must speak Streamable HTTP: the legacy SSE transport cannot open a session before the person authorized it")
+			return s
+		}
+		pu, e := checkedPerUser(cfg)
+		if e != nil {
+			s.setupErr = e
+			return s
+		}
+		s.users = newUserAuthorizer(s.ctx, key, cfg, pu, endpoint, stack, p.opts.Grants)
 	}
 	return s
 }
@@ -241,7 +263,7 @@ func (s *session) run() {
 		return
 	}
 	defer s.stack.close()
-	if s.callers != nil && s.callers.metadataOnly {
+	if (s.callers != nil && s.callers.metadataOnly) || s.users != nil {
 		// No operator credential: the session must not act as a caller.
 		s.watchMetadata()
 		return

@@ -50,8 +50,9 @@ type httpStack struct {
 	// the server takes no OAuth token.
 	auth *tokenSource
 	// caller is, on a gateway Upstream of a server whose credentials follow the
-	// caller, the caller's tokens (percaller.go); it replaces auth.
-	caller *callerBearer
+	// caller, the caller's tokens (percaller.go) or the person's (peruser.go); it
+	// replaces auth.
+	caller bearerSource
 
 	// issuers are the origins that issued the session ids this stack has seen, so
 	// that session headers follow a redirect only to the session's own server.

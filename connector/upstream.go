@@ -77,6 +77,11 @@ type Upstream struct {
 	// toolsMem charges the tools ListTools returned to the namespace's discovery
 	// budget; nil until ListTools.
 	toolsMem *lease
+
+	// user is, on a perUser server, the person's own bearer; deferred their
+	// initialize while they hold no grant (upstream_peruser.go).
+	user     *userBearer
+	deferred deferredInit
 }
 
 // pendingCall is a call on its way to the server or waiting for its answer.
@@ -136,7 +141,18 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key, caller *Caller) (*Upst
 		return nil, s.setupErr
 	}
 	var bearer *callerBearer
-	if s.callers != nil {
+	var user *userBearer
+	switch {
+	case s.users != nil:
+		if caller == nil {
+			return nil, authError(ReasonUnauthorized, ReasonCallerNotAllowed,
+				"server %s acts for each person with their own account, and the upstream session names no caller", displayURL(s.endpoint))
+		}
+		if e := s.users.CheckCaller(*caller); e != nil {
+			return nil, e
+		}
+		user = &userBearer{auth: s.users, caller: *caller}
+	case s.callers != nil:
 		if caller == nil {
 			return nil, authError(ReasonUnauthorized, ReasonTokenRequestFailed,
 				"server %s takes each caller's own credentials, and the upstream session names no caller", displayURL(s.endpoint))
@@ -168,11 +184,16 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key, caller *Caller) (*Upst
 	}
 	stack.setDecider(s.stack.egress())
 	red := s.red
-	if bearer != nil {
+	switch {
+	case user != nil:
+		// The person's own tokens; nobody else's.
+		stack.caller = user
+		red = user.redactor(s.red)
+	case bearer != nil:
 		// The caller's own tokens; the server's (the operator's) never.
 		stack.caller = bearer
 		red = bearer.redactor(s.red)
-	} else {
+	default:
 		// One token source per server: the gateway's sessions present the tokens the
 		// pool's own session obtained, and renew them the same way.
 		stack.auth = s.stack.auth
@@ -189,8 +210,12 @@ func (p *Pool) OpenUpstream(ctx context.Context, key Key, caller *Caller) (*Upst
 		injected:  make(chan jsonrpc.Message, maxInjected),
 		failed:    make(chan struct{}),
 		pending:   make(map[jsonrpc.ID]*pendingCall),
+		user:      user,
 	}
 	u.ctx, u.cancel = context.WithCancel(context.WithValue(p.ctx, negotiatedVersionKey{}, u.version))
+	if user != nil {
+		user.ctx = u.ctx
+	}
 	if !s.addUpstream(u) {
 		u.cancel()
 		return nil, ErrUnknownServer
@@ -269,6 +294,9 @@ func (u *Upstream) read(ctx context.Context) (jsonrpc.Message, error) {
 			if u.answered(msg) {
 				continue // the answer to the Upstream's own listen call: nobody else asked
 			}
+			if u.answersDeferredInit(msg) {
+				continue // the answer to an initialize the client had answered already
+			}
 		case *jsonrpc.Request:
 			if u.acknowledgesListen(msg) {
 				continue // the server took the Upstream's own listen call: nobody else asked
@@ -322,6 +350,9 @@ func (u *Upstream) Write(wctx context.Context, msg jsonrpc.Message) error {
 	// closes; Close cancels the calls still owed an answer instead.
 	// The write's span comes along (the gateway's client span of the call): the request's
 	// trace context goes upstream in its headers, its dial and TLS are that span's events.
+	if u.user != nil && u.writeDeferred(msg) {
+		return nil
+	}
 	ctx, cancel := context.WithCancel(tracing.CarryOver(context.WithoutCancel(u.ctx), wctx))
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 		u.call(ctx, cancel, req)
@@ -362,6 +393,12 @@ func (u *Upstream) call(ctx context.Context, cancel context.CancelFunc, req *jso
 	u.pending[req.ID] = pc
 	u.mu.Unlock()
 	go func() {
+		if u.user != nil {
+			if e := u.sendDeferredInit(ctx); e != nil {
+				u.answerAuthorization(ctx, req.ID, e)
+				return
+			}
+		}
 		err := u.conn.Write(ctx, req)
 		if err == nil {
 			return
@@ -378,8 +415,22 @@ func (u *Upstream) call(ctx context.Context, cancel context.CancelFunc, req *jso
 				return
 			}
 		}
+		if u.user != nil {
+			u.answerAuthorization(ctx, req.ID, u.red.scrubError(u.classify(err)))
+			return
+		}
 		u.answerCall(req.ID, u.red.scrubError(u.classify(err)).wire())
 	}()
+}
+
+// answerAuthorization answers a person's call that failed with e: with the pool's
+// AuthorizationRequired when the person holds no grant, else with e.
+func (u *Upstream) answerAuthorization(ctx context.Context, id jsonrpc.ID, e *Error) {
+	if e.Reason == ReasonAuthorizationRequired {
+		u.answerCall(id, u.authorizationRequired(ctx, e))
+		return
+	}
+	u.answerCall(id, e.wire())
 }
 
 // rejectedByTransport reports whether wire is go-sdk's jsonrpc2.ErrRejected (internal
@@ -427,6 +478,9 @@ func (u *Upstream) answered(resp *jsonrpc.Response) (own bool) {
 		}
 		if json.Unmarshal(resp.Result, &res) == nil && res.ProtocolVersion != "" {
 			u.version.Store(&res.ProtocolVersion)
+		}
+		if u.user != nil {
+			u.owner.rememberInit(resp.Result)
 		}
 	}
 	return own

@@ -289,14 +289,21 @@ func (g *Gateway) askByInput(q *query, v policy.Verdict) (*mcp.CallToolResult, e
 }
 
 // forwardedInput is what of a sessionless call's requestState and inputResponses goes
-// on to the server: nothing of the gateway's approval, which is its own.
+// on to the server: nothing of the gateway's approval or of a person's authorization,
+// which are its own.
 func forwardedInput(params *mcp.CallToolParamsRaw) (mcp.InputResponseMap, string) {
-	if !strings.HasPrefix(params.RequestState, approvalStatePrefix) {
+	_, authorized := params.InputResponses[authorizationInputKey]
+	approved := strings.HasPrefix(params.RequestState, approvalStatePrefix)
+	if !approved && !authorized {
 		return params.InputResponses, params.RequestState
+	}
+	state := params.RequestState
+	if approved {
+		state = ""
 	}
 	var kept mcp.InputResponseMap
 	for k, v := range params.InputResponses {
-		if k == approvalInputKey {
+		if k == approvalInputKey || k == authorizationInputKey {
 			continue
 		}
 		if kept == nil {
@@ -304,5 +311,5 @@ func forwardedInput(params *mcp.CallToolParamsRaw) (mcp.InputResponseMap, string
 		}
 		kept[k] = v
 	}
-	return kept, ""
+	return kept, state
 }

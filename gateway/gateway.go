@@ -25,6 +25,7 @@ import (
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
+	"github.com/switchboard-mcp/switchboard/gateway/userauth"
 	"github.com/switchboard-mcp/switchboard/identity"
 	"github.com/switchboard-mcp/switchboard/internal/gatewaypath"
 	"github.com/switchboard-mcp/switchboard/internal/mcphttp"
@@ -130,6 +131,10 @@ type Options struct {
 	// other's. Empty gives each process a random key of its own: a client's answer must
 	// then reach the replica that asked, and elsewhere is refused, saying so.
 	ApprovalKey []byte
+	// Authorizations brokers persons' authorizations of perUser servers: the gateway
+	// tells a session's client when one it elicited completed, and serves each
+	// person's view and revocation of their grants. Nil serves neither.
+	Authorizations *userauth.Broker
 	// Registerer receives the gateway's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger logs the gateway's operation; Audit gets one line per session start and end
@@ -306,6 +311,10 @@ func New(opts Options) (*Gateway, error) {
 	// internal/gatewaypath names the paths; the catalogue publishes them as gatewayPath.
 	g.mux.HandleFunc(gatewaypath.Prefix+"{namespace}/servers/{name}", g.serveServer)
 	g.mux.HandleFunc(gatewaypath.Prefix+"{namespace}/toolsets/{name}", g.serveToolset)
+	if opts.Authorizations != nil {
+		g.mux.HandleFunc(gatewaypath.Prefix+"{namespace}/servers/{name}/authorization", g.serveAuthorization)
+		opts.Authorizations.OnComplete(g.authorizationCompleted)
+	}
 	return g, nil
 }
 

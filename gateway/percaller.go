@@ -15,7 +15,7 @@ import (
 // authenticator already; its expiry and provider are the authenticator's.
 func upstreamCaller(r *http.Request, id *identity.Caller) *connector.Caller {
 	token, _ := identity.BearerToken(r)
-	return &connector.Caller{Key: id.Key, Token: token, Provider: id.Provider, Expiry: id.Expiry}
+	return &connector.Caller{Key: id.Key, Token: token, Provider: id.Provider, Username: id.Username, Expiry: id.Expiry}
 }
 
 // openRefusalStatus is the HTTP status of a request whose upstream session could not be

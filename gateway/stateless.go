@@ -305,6 +305,12 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	if tt != nil {
 		tt.answered, tt.outcome = time.Now(), outcome
 	}
+	if ask, ok := authorizationInput(req, err); ok {
+		// The person holds no grant for a perUser server: they are asked to authorize
+		// it, and call again.
+		g.auditStatelessCall(sr, c, outcome, "reason", connector.ReasonAuthorizationRequired)
+		return ask, nil
+	}
 	if err != nil {
 		// In the gateway's words, as a toolset's origin's failure is: the server's own
 		// error text is its to choose.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"runtime/debug"
@@ -125,6 +126,7 @@ type managerOptions struct {
 	gatewayMaxListenStreamsPerCaller int
 	gatewayMaxInflightPerCaller      int
 	gatewayApprovalKeySecret         string
+	userGrantsKeySecret              string
 
 	watchNamespaces []string
 
@@ -243,6 +245,8 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 		"Sessionless requests (2026-07-28) of one caller this replica serves at once, listen streams aside; one more is answered 429 with Retry-After, so that no caller takes another's share of a server or a bridge.")
 	fs.StringVar(&o.gatewayApprovalKeySecret, "gateway-approval-key-secret", "",
 		"NAMESPACE/NAME of the Secret whose key "+approvalKeyField+" (at least 32 bytes) every replica signs and checks the approvals it asks 2026-07-28 clients for (RequireApproval) with; empty makes a key per replica, and an approval then holds only on the replica that asked.")
+	fs.StringVar(&o.userGrantsKeySecret, "user-grants-key-secret", "",
+		"NAMESPACE/NAME of the Secret whose keys (each data key a key id, the value 32 bytes; the id that sorts last seals, every one opens) seal persons' grants of perUser servers, which are kept as Secrets in that namespace; empty refuses every perUser server. Needs --gateway-public-url.")
 	fs.Func("watch-namespaces",
 		"Comma-separated namespaces whose objects the manager watches and reconciles; empty watches every namespace. Its RBAC may then be Roles in those namespaces.",
 		func(v string) error {
@@ -425,14 +429,23 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 	if err != nil {
 		return err
 	}
-	pool, err := connector.NewPool(connector.Options{
+	users, err := opts.newUserAuthorizations(mgr)
+	if err != nil {
+		return err
+	}
+	poolOpts := connector.Options{
 		MaxConcurrentConnects: opts.maxConcurrentConnects,
 		DiscoveryMemoryBudget: opts.discoveryMemoryBudget,
 		Registerer:            metrics.Registry,
 		Logger:                ctrl.Log.WithName("connector"),
-	})
+	}
+	users.poolOptions(&poolOpts)
+	pool, err := connector.NewPool(poolOpts)
 	if err != nil {
 		return fmt.Errorf("creating connector pool: %w", err)
+	}
+	if users != nil {
+		users.pool = pool
 	}
 	if err := mgr.Add(pool); err != nil {
 		return err
@@ -482,7 +495,7 @@ func setupControllers(mgr ctrl.Manager, opts managerOptions) error {
 			return fmt.Errorf("setting up controller %T: %w", s, err)
 		}
 	}
-	return setupCatalog(mgr, opts, pool)
+	return setupCatalog(mgr, opts, pool, users)
 }
 
 // resolveSharding fills in the shard identity and namespace their flags leave to
@@ -542,7 +555,7 @@ func (o *managerOptions) newMembership(mgr ctrl.Manager) (*sharding.Membership, 
 // gateway over upstream sessions built from pool's. The two share the catalogue's
 // identity.Authenticator and know nothing of each other: what the gateway needs of the
 // catalogue (its tool ranking, the resource metadata's challenge) is handed to it here.
-func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) error {
+func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool, users *userAuthorizations) error {
 	mode, err := catalog.ParseAuthMode(opts.catalogAuth)
 	if err != nil {
 		return fmt.Errorf("--catalog-auth: %w", err)
@@ -588,6 +601,11 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 	} else {
 		ctrl.Log.WithName("gateway").Info("No --gateway-approval-key-secret: each replica signs the approvals it asks 2026-07-28 clients for with a key of its own, so a client's answer must reach the replica that asked")
 	}
+	var authorizations http.Handler
+	if users != nil {
+		gatewayOpts.Authorizations = users.broker
+		authorizations = users.broker.Handler()
+	}
 	if mode != catalog.AuthNone {
 		// An API client of its own, so that the gateway's reviews do not queue behind
 		// the manager's other requests.
@@ -628,6 +646,8 @@ func setupCatalog(mgr ctrl.Manager, opts managerOptions, pool *connector.Pool) e
 		Catalogue: cat.Handler(),
 		Gateway:   gw.Handler(),
 		Logger:    ctrl.Log.WithName("catalog"),
+
+		Authorizations: authorizations,
 	})
 	if err != nil {
 		return err

@@ -34,6 +34,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2"
 
 	"github.com/switchboard-mcp/switchboard/connector"
@@ -366,3 +368,33 @@ func sameDigest(s string, want []byte) bool {
 
 // newVerifier is a PKCE code verifier (RFC 7636).
 func newVerifier() string { return oauth2.GenerateVerifier() }
+
+// AuthorizationRequired is the answer to a call of caller, who holds no grant for the
+// perUser server key names: a URL elicitation of a new authorization (-32042,
+// URLElicitationRequired, SEP-1036), whose message shows the one-time code. When no
+// authorization can be started (too many in flight, the store unavailable) it is an
+// error saying why, naming no secret. The connector's pool calls it
+// (connector.Options.AuthorizationRequired).
+func (b *Broker) AuthorizationRequired(ctx context.Context, key connector.Key, caller connector.Caller) *jsonrpc.Error {
+	st, err := b.Start(ctx, caller, caller.Username, key)
+	if err != nil {
+		if e, ok := errors.AsType[*connector.Error](err); ok {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Reason + ": " + e.Message}
+		}
+		b.log().Error("Starting a person's authorization failed", "server", key.String(), "error", err.Error())
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("%s: server %s acts for each person with their own account, and no authorization could be started: %s",
+				connector.ReasonAuthorizationRequired, key, err)}
+	}
+	b.log().Info("Person's authorization started", "username", caller.Username, "server", key.String())
+	data, err := json.Marshal(map[string]any{"elicitations": []*mcp.ElicitParams{st.Elicitation()}})
+	if err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	return &jsonrpc.Error{Code: mcp.CodeURLElicitationRequired, Message: st.Message, Data: data}
+}
+
+// Elicitation is the URL elicitation that asks the person to open st.URL.
+func (st *Started) Elicitation() *mcp.ElicitParams {
+	return &mcp.ElicitParams{Mode: "url", URL: st.URL, ElicitationID: st.ElicitationID, Message: st.Message}
+}

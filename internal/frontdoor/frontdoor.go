@@ -53,6 +53,11 @@ type Options struct {
 	// Without it the catalogue gets those requests too.
 	Gateway http.Handler
 
+	// Authorizations, when set, serves every request whose path starts with
+	// AuthorizationsPrefix: the pages a person opens to authorize a perUser server and
+	// the redirect URI authorization servers send them back to (gateway/userauth).
+	Authorizations http.Handler
+
 	// ShutdownTimeout bounds the graceful shutdown of the HTTP server; 10s when zero.
 	ShutdownTimeout time.Duration
 
@@ -89,7 +94,11 @@ func New(opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
-	return &Server{opts: opts, handler: Mount(opts.Catalogue, opts.Gateway)}, nil
+	handler := Mount(opts.Catalogue, opts.Gateway)
+	if opts.Authorizations != nil {
+		handler = mountAuthorizations(handler, opts.Authorizations)
+	}
+	return &Server{opts: opts, handler: handler}, nil
 }
 
 // Mount returns the handler that sends requests under gatewaypath.Prefix to gateway, when
@@ -104,6 +113,21 @@ func Mount(catalogue, gateway http.Handler) http.Handler {
 			return
 		}
 		gateway.ServeHTTP(w, r)
+	})
+}
+
+// AuthorizationsPrefix starts the paths of persons' authorization pages.
+const AuthorizationsPrefix = "/oauth2/"
+
+// mountAuthorizations sends requests under AuthorizationsPrefix to authorizations, and
+// everything else to rest.
+func mountAuthorizations(rest, authorizations http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, AuthorizationsPrefix) {
+			authorizations.ServeHTTP(w, r)
+			return
+		}
+		rest.ServeHTTP(w, r)
 	})
 }
 

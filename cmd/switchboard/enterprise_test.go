@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -311,8 +312,16 @@ func useGrant(namespace, server string, users ...string) []client.Object {
 // extraFlags are passed after the others.
 func startManagerWithGateway(t *testing.T, kubeconfig, idpNamespace string, extraFlags ...string) (string, *logLines) {
 	t.Helper()
+	url, logs, _ := startManagerWithGatewayAt(t, freeAddr(t), kubeconfig, idpNamespace, extraFlags...)
+	return url, logs
+}
+
+// startManagerWithGatewayAt is startManagerWithGateway with the gateway at gatewayAddr,
+// which is also its public URL's address. It returns the gateway's URL, the manager's
+// log lines and a function that stops the manager (as the test's end does).
+func startManagerWithGatewayAt(t *testing.T, gatewayAddr, kubeconfig, idpNamespace string, extraFlags ...string) (string, *logLines, func()) {
+	t.Helper()
 	bin := buildSwitchboard(t)
-	gatewayAddr := freeAddr(t)
 	gatewayURL := "http://" + gatewayAddr
 	args := []string{"manager",
 		"--kubeconfig", kubeconfig,
@@ -335,18 +344,24 @@ func startManagerWithGateway(t *testing.T, kubeconfig, idpNamespace string, extr
 		t.Fatal(err)
 	}
 	go logs.read(stderr)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = manager.Process.Signal(syscall.SIGTERM)
+			select { // read the log to its end before Wait closes the pipe
+			case <-logs.done:
+			case <-time.After(30 * time.Second):
+			}
+			_ = manager.Wait()
+		})
+	}
 	t.Cleanup(func() {
-		_ = manager.Process.Signal(syscall.SIGTERM)
-		select { // read the log to its end before Wait closes the pipe
-		case <-logs.done:
-		case <-time.After(30 * time.Second):
-		}
-		_ = manager.Wait()
+		stop()
 		if t.Failed() {
 			t.Logf("manager log:\n%s", strings.Join(logs.snapshot(), "\n"))
 		}
 	})
-	return gatewayURL, logs
+	return gatewayURL, logs, stop
 }
 
 // auditedCalls counts the audit lines of tool calls by caller with outcome ok, waiting

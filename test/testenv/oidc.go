@@ -321,3 +321,37 @@ func ZitadelTokenVerifier(t testing.TB, issuer string) auth.TokenVerifier {
 		return &auth.TokenInfo{UserID: answer.Sub, Expiration: time.Unix(int64(answer.Exp), 0)}, nil
 	}
 }
+
+// ZitadelAuthorizeAtGateway is what a person does with a URL elicitation of the
+// gateway's perUser broker, in a browser of their own: opens pageURL, enters code,
+// logs in at the example OP at issuer as username, and is sent back to the gateway's
+// callback, whose page it returns with its status. Redirects are followed as a browser
+// follows them, with cookies.
+func ZitadelAuthorizeAtGateway(t testing.TB, issuer, pageURL, code, username string) (int, string) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	read := func(resp *http.Response, err error) (*http.Response, string) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp, string(body)
+	}
+	resp, body := read(browser.Get(pageURL))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `name="code"`) {
+		t.Fatalf("the page the person opens answered %d: %s", resp.StatusCode, body)
+	}
+	resp, body = read(browser.PostForm(pageURL, url.Values{"code": {code}}))
+	m := regexp.MustCompile(`name="id" value="([^"]+)"`).FindStringSubmatch(body)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("the code did not lead to the OP's login page: %d %s", resp.StatusCode, body)
+	}
+	resp, body = read(browser.PostForm(issuer+"login/username", url.Values{"id": {m[1]}, "username": {username}, "password": {ZitadelPassword}}))
+	return resp.StatusCode, body
+}

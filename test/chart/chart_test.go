@@ -875,3 +875,66 @@ func TestEveryReplicaSignsApprovalsWithOneKey(t *testing.T) {
 		t.Errorf("manager args %v do not name the admin's approval key Secret", args)
 	}
 }
+
+// TestPersonsGrantsAreSealedWithTheReleasesKeys: with a public URL, the chart makes one
+// key Secret for persons' grants (one 32-byte key, named so that keys added later seal
+// instead), names it to every replica and lets the manager keep grants as Secrets of
+// the release namespace; a Secret of the admin's replaces the chart's; without a public
+// URL no replica is told to keep grants.
+func TestPersonsGrantsAreSealedWithTheReleasesKeys(t *testing.T) {
+	r := render(t, "--set", "manager.gateway.publicURL=https://mcp.example.com")
+	var name string
+	for _, o := range r.objects {
+		if o.GetKind() == "Secret" && strings.HasSuffix(o.GetName(), "-user-grant-keys") {
+			name = o.GetName()
+			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+			if len(data) != 1 {
+				t.Fatalf("the chart's grants key Secret holds %d keys, want 1", len(data))
+			}
+			for id, v := range data {
+				once, err := base64.StdEncoding.DecodeString(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				key, err := base64.StdEncoding.DecodeString(string(once))
+				if err != nil || len(key) != 32 {
+					t.Errorf("key %q of the chart's grants key Secret is not 32 bytes in base64 (%d, %v)", id, len(key), err)
+				}
+			}
+		}
+	}
+	if name == "" {
+		t.Fatal("with a public URL the chart renders no grants key Secret")
+	}
+	if args := managerContainer(t, r).Args; !slices.Contains(args, "--user-grants-key-secret="+namespace+"/"+name) {
+		t.Errorf("manager args %v do not name the chart's grants key Secret", args)
+	}
+	var writes bool
+	for _, o := range r.all("Role") {
+		if strings.HasSuffix(o.GetName(), "-user-grants") && o.GetNamespace() == namespace {
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			for _, rule := range rules {
+				verbs, _, _ := unstructured.NestedStringSlice(rule.(map[string]any), "verbs")
+				writes = writes || (slices.Contains(verbs, "create") && slices.Contains(verbs, "delete"))
+			}
+		}
+	}
+	if !writes {
+		t.Error("no Role lets the manager create and delete the grants' Secrets in the release namespace")
+	}
+
+	own := render(t, "--set", "manager.gateway.publicURL=https://mcp.example.com", "--set", "manager.gateway.userGrantsKeySecret=team-grant-keys")
+	for _, o := range own.objects {
+		if o.GetKind() == "Secret" && strings.HasSuffix(o.GetName(), "-user-grant-keys") {
+			t.Errorf("with the admin's Secret the chart still renders Secret %s", o.GetName())
+		}
+	}
+	if args := managerContainer(t, own).Args; !slices.Contains(args, "--user-grants-key-secret="+namespace+"/team-grant-keys") {
+		t.Errorf("manager args %v do not name the admin's grants key Secret", args)
+	}
+	for _, a := range managerContainer(t, render(t)).Args {
+		if strings.HasPrefix(a, "--user-grants-key-secret") {
+			t.Errorf("without a public URL the manager is told %s", a)
+		}
+	}
+}

@@ -93,3 +93,10 @@ The Secret holding the gateway's approval key: the one the values name, or the c
 {{- define "switchboard.approvalKeySecret" -}}
 {{- .Values.manager.gateway.approvalKeySecret | default (printf "%s-approval-key" (include "switchboard.fullname" .)) -}}
 {{- end }}
+
+{{/*
+The Secret of the keys that seal persons' grants: the one the values name, or the chart's.
+*/}}
+{{- define "switchboard.userGrantsKeySecret" -}}
+{{- .Values.manager.gateway.userGrantsKeySecret | default (printf "%s-user-grant-keys" (include "switchboard.fullname" .)) -}}
+{{- end }}

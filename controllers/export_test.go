@@ -9,3 +9,9 @@ func (r *MCPServerReconciler) HoldsRecordsOf(key connector.Key) (written, announ
 	_, announced = r.announced.Load(key)
 	return written, announced
 }
+
+// ObserveConfigs makes r call f with every config it hands the pool, so a test sees what
+// a spec resolved to (the pool keeps its configs to itself).
+func (r *MCPServerReconciler) ObserveConfigs(f func(connector.Key, connector.Config)) {
+	r.handedToPool = f
+}

@@ -120,6 +120,10 @@ type MCPServerReconciler struct {
 	// use by sources).
 	sourcesOnce sync.Once
 	assertions  *assertionSources
+
+	// handedToPool, when set, sees every config the reconciler hands the pool; tests
+	// observe what a spec resolved to through it.
+	handedToPool func(connector.Key, connector.Config)
 }
 
 // Reconcile brings one MCPServer's session, workload and status in line with its spec.
@@ -291,6 +295,7 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 	var oauth *connector.OAuth2ClientCredentials
 	var wif *connector.OAuth2WorkloadIdentity
 	var perCaller *connector.PerCallerAuth
+	var perUser *connector.PerUser
 	if err == nil {
 		oauth, err = resolver.resolveOAuth2(ctx, spec)
 	}
@@ -299,6 +304,9 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 	}
 	if err == nil {
 		perCaller, err = r.resolvePerCaller(ctx, obj, resolver, obs)
+	}
+	if err == nil {
+		perUser, err = r.resolvePerUser(ctx, obj, resolver, obs)
 	}
 	if err != nil {
 		var missing *missingSecretError
@@ -318,6 +326,7 @@ func (r *MCPServerReconciler) reconcileSecrets(ctx context.Context, obj *mcpv1al
 	cfg.OAuth2 = oauth
 	cfg.WorkloadIdentity = wif
 	cfg.PerCaller = perCaller
+	cfg.PerUser = perUser
 	return cfg, nil
 }
 
@@ -388,6 +397,9 @@ func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, obj *mcpv1a
 // for: while a new session (after a takeover or a restart) connects, computeStatus
 // keeps what was observed for this generation.
 func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, key connector.Key, cfg connector.Config, obs *observation) {
+	if r.handedToPool != nil {
+		r.handedToPool(key, cfg)
+	}
 	r.Pool.Ensure(key, cfg)
 	if wait := r.firstConnectWait(); wait > 0 && !readyForGeneration(obj) && !settled(r.Pool.Settled(key)) {
 		since, _ := r.firstConnects.LoadOrStore(key, time.Now())

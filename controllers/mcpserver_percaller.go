@@ -15,8 +15,8 @@ import (
 )
 
 // identityProviderIndex indexes MCPServers by the MCPIdentityProvider their per-caller
-// mode names, so a provider created, changed or deleted wakes exactly the servers that
-// use it.
+// or perUser mode names (identityProviderOf), so a provider created, changed or deleted
+// wakes exactly the servers that use it.
 const identityProviderIndex = ".spec.http.auth.oauth2.identityProvider"
 
 // allNamespaces in an MCPIdentityProvider's tokenExchange.namespaces lets every
@@ -170,10 +170,18 @@ func perCallerConfig(name string, tx *mcpv1alpha1.IdentityTokenExchange, o *mcpv
 	}}
 }
 
-// perCallerMode names the per-caller mode of obj, for messages.
+// perCallerMode names the mode of obj whose credentials follow the caller, for
+// messages.
 func perCallerMode(obj *mcpv1alpha1.MCPServer) string {
-	if h := obj.Spec.HTTP; h != nil && h.Auth != nil && h.Auth.OAuth2 != nil && h.Auth.OAuth2.EnterpriseManaged != nil {
+	var o *mcpv1alpha1.OAuth2Auth
+	if h := obj.Spec.HTTP; h != nil && h.Auth != nil {
+		o = h.Auth.OAuth2
+	}
+	switch {
+	case o != nil && o.EnterpriseManaged != nil:
 		return "enterpriseManaged"
+	case o != nil && o.PerUser != nil:
+		return "perUser"
 	}
 	return "tokenExchange"
 }

@@ -45,6 +45,9 @@ func referencedSecrets(obj *mcpv1alpha1.MCPServer) []string {
 		for _, ref := range perCallerSecretRefs(h) {
 			seen[ref.SecretKeyRef.Name] = true
 		}
+		for _, ref := range perUserSecretRefs(h) {
+			seen[ref.SecretKeyRef.Name] = true
+		}
 	}
 	if stdio := obj.Spec.Stdio; stdio != nil {
 		// The local runtime resolves these itself; the pod runtime leaves them to the

@@ -35,9 +35,10 @@ type observation struct {
 	invalidSpec string
 	// missingSecret is the Secret or key the spec references that does not exist.
 	missingSecret error
-	// identityProvider says why the MCPIdentityProvider a per-caller mode names cannot
-	// be used (it does not exist, has no tokenExchange, does not list the server's
-	// namespace or, for enterpriseManaged, any authorization server); nil when it can.
+	// identityProvider says why the MCPIdentityProvider a per-caller or perUser mode
+	// names cannot be used (it does not exist, has no tokenExchange or perUser, does not
+	// list the server's namespace, or does not allow what the server asks for); nil when
+	// it can.
 	identityProvider *blocker
 	// egressAllowedBy says what allows the server's egress (the EgressAllowed message
 	// while nothing denies it); empty when egress was not looked at.

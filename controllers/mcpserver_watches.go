@@ -44,7 +44,7 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &mcpv1alpha1.MCPServer{}, identityProviderIndex,
 		func(obj client.Object) []string {
-			if name := perCallerProvider(obj.(*mcpv1alpha1.MCPServer)); name != "" {
+			if name := identityProviderOf(obj.(*mcpv1alpha1.MCPServer)); name != "" {
 				return []string{name}
 			}
 			return nil
@@ -189,8 +189,8 @@ func (r *MCPServerReconciler) serversForSecret(ctx context.Context, secret clien
 	return requests
 }
 
-// serversForProvider returns the servers whose per-caller mode names the identity
-// provider.
+// serversForProvider returns the servers whose per-caller or perUser mode names the
+// identity provider.
 func (r *MCPServerReconciler) serversForProvider(ctx context.Context, provider client.Object) []reconcile.Request {
 	var servers mcpv1alpha1.MCPServerList
 	if err := r.Client.List(ctx, &servers, client.MatchingFields{identityProviderIndex: provider.GetName()}); err != nil {

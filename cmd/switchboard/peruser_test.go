@@ -134,9 +134,12 @@ func TestEachPersonAuthorizesAPerUserServerThroughTheGateway(t *testing.T) {
 	})
 	aliceSession, err := aliceClient.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: endpointAt(gatewayURL), HTTPClient: &http.Client{Transport: bearerTransport{token: logins[alice]}}, MaxRetries: -1,
-	}, nil)
+	}, sessionEra)
 	if err != nil {
 		t.Fatalf("alice connecting to the gateway: %v", err)
+	}
+	if v := aliceSession.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Fatalf("alice's client settled on %q", v)
 	}
 	defer aliceSession.Close()
 	_, err = aliceSession.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
@@ -224,15 +227,9 @@ func TestEachPersonAuthorizesAPerUserServerThroughTheGateway(t *testing.T) {
 	// Another replica, which has nothing in memory, serves both from the store; then
 	// the first stops, as in a restart.
 	secondURL, secondLogs, _ := startManagerWithGatewayAt(t, freeAddr(t), kubeconfig, systemNamespace, grantsFlag)
-	waitCatalogued(ctx, t, secondURL, logins[alice], serverName)
-	stopFirst()
-	aliceAgain, err := aliceClient.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: endpointAt(secondURL), HTTPClient: &http.Client{Transport: bearerTransport{token: logins[alice]}}, MaxRetries: -1,
-	}, nil)
-	if err != nil {
-		t.Fatalf("alice connecting to the second replica: %v", err)
-	}
+	aliceAgain := connectWhenServed(ctx, t, aliceClient, endpointAt(secondURL), logins[alice], sessionEra)
 	defer aliceAgain.Close()
+	stopFirst()
 	if got := callWhoami(ctx, t, aliceAgain); got != subjectOf(alice) {
 		t.Fatalf("on the second replica alice's call reached the server as %q", got)
 	}
@@ -293,6 +290,9 @@ func TestEachPersonAuthorizesAPerUserServerThroughTheGateway(t *testing.T) {
 		t.Errorf("a manager's log holds alice's one-time code or her authorization link")
 	}
 }
+
+// sessionEra makes a go-sdk client speak 2025-11-25, with a session.
+var sessionEra = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 
 // urlElicitationOf returns the one URL elicitation of err, a -32042 error.
 func urlElicitationOf(t *testing.T, err error) *mcp.ElicitParams {
@@ -364,21 +364,23 @@ func authorizationOf(ctx context.Context, t *testing.T, method, url, token strin
 	return string(body)
 }
 
-// waitCatalogued waits until the catalogue at base lists server to the holder of
-// token: the replica has synced, and knows the caller and the server.
-func waitCatalogued(ctx context.Context, t *testing.T, base, token, server string) {
+// connectWhenServed connects client to endpoint once the replica serving it knows the
+// server (it answers 404 until its informers have synced), within a minute.
+func connectWhenServed(ctx context.Context, t *testing.T, client *mcp.Client, endpoint, token string, opts *mcp.ClientSessionOptions) *mcp.ClientSession {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var last error
 	for ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v0.1/servers", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), server) {
-				return
-			}
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+			Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerTransport{token: token}}, MaxRetries: -1,
+		}, opts)
+		if err == nil {
+			return cs
 		}
+		last = err
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("the catalogue at %s never listed %s", base, server)
+	t.Fatalf("connecting to %s: %v", endpoint, last)
+	return nil
 }

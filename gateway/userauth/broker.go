@@ -111,7 +111,30 @@ type Broker struct {
 
 	mu         sync.Mutex
 	onComplete []func(Completed)
+	// started are the authorizations this replica started and may offer again: a
+	// person's calls before they open the link (a tools/list, a retry, another
+	// session's) get the same link and code rather than one more authorization each.
+	started map[startedFor]startedFlow
 }
+
+// startedFor names whose authorization of which server a started flow is.
+type startedFor struct {
+	callerKey string
+	server    connector.Key
+}
+
+// startedFlow is a flow this replica started: its id and what Start answered.
+type startedFlow struct {
+	id string
+	st Started
+}
+
+// maxStarted bounds the started flows a replica remembers to offer again.
+const maxStarted = 4096
+
+// reofferMargin is how long before its expiry a started flow is no longer offered
+// again: the person should have time to use it.
+const reofferMargin = 2 * time.Minute
 
 // ErrNotPerUser is Start's error for a server that takes no per-person authorization.
 var ErrNotPerUser = errors.New("the server takes no per-person authorization")
@@ -195,6 +218,9 @@ func (b *Broker) Start(ctx context.Context, caller connector.Caller, username st
 	if e := auth.CheckCaller(caller); e != nil {
 		return nil, e
 	}
+	if st := b.reoffer(ctx, startedFor{caller.Key, server}); st != nil {
+		return st, nil
+	}
 	callerDigest := usergrants.Digest("caller", caller.Key)
 	pending, err := b.Flows.List(ctx, usergrants.KindFlow, map[string]string{usergrants.LabelCaller: callerDigest})
 	if err != nil {
@@ -233,14 +259,60 @@ func (b *Broker) Start(ctx context.Context, caller connector.Caller, username st
 	}); err != nil {
 		return nil, err
 	}
-	return &Started{
+	st := Started{
 		URL:           strings.TrimRight(b.PublicURL, "/") + AuthorizePath + id,
 		ElicitationID: eid,
 		Code:          code,
 		Message: fmt.Sprintf("Server %s acts with your own account there. Open the link and enter the code %s to authorize it (valid for %d minutes).",
 			server, code, int(b.life().Minutes())),
 		Expires: f.Expires,
-	}, nil
+	}
+	b.remember(startedFor{caller.Key, server}, startedFlow{id: id, st: st})
+	return &st, nil
+}
+
+// reoffer returns the authorization this replica started for k when the person has
+// not opened it yet and it has time left, or nil.
+func (b *Broker) reoffer(ctx context.Context, k startedFor) *Started {
+	b.mu.Lock()
+	sf, ok := b.started[k]
+	b.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if b.now().Add(reofferMargin).Before(sf.st.Expires) {
+		if f, _, refused := b.load(ctx, sf.id); refused == nil && f.Stage == stageNew && f.CallerKey == k.callerKey && f.server() == k.server {
+			st := sf.st
+			return &st
+		}
+	}
+	b.mu.Lock()
+	if cur, ok := b.started[k]; ok && cur.id == sf.id {
+		delete(b.started, k)
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+// remember keeps sf to offer again, forgetting expired flows (or all) when full.
+func (b *Broker) remember(k startedFor, sf startedFlow) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started == nil {
+		b.started = make(map[startedFor]startedFlow)
+	}
+	if len(b.started) >= maxStarted {
+		now := b.now()
+		for old, f := range b.started {
+			if !now.Before(f.st.Expires) {
+				delete(b.started, old)
+			}
+		}
+		if len(b.started) >= maxStarted {
+			clear(b.started)
+		}
+	}
+	b.started[k] = sf
 }
 
 func (b *Broker) maxPending() int {

@@ -506,3 +506,51 @@ func TestHostileCallbacksAreRefusedAndStoreNothing(t *testing.T) {
 	})
 	t.Logf("logs:\n%s", r.logs.String())
 }
+
+// A person's calls before they open the link (a tools/list, a retry, another session's
+// call) are offered the same link and code, not one more authorization each; once the
+// person entered the code (their browser is at the authorization server) or the flow
+// is gone, a call starts a new one. Another person is never offered theirs.
+func TestAPersonIsOfferedTheSameLinkUntilTheyUseIt(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	first, err := r.broker.Start(ctx, alice, "oidc:alice", r.server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.broker.Start(ctx, alice, "oidc:alice", r.server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *again != *first {
+		t.Fatalf("alice's second call was offered %+v; want the link she has not used yet", again)
+	}
+	theirs, err := r.broker.Start(ctx, bob, "oidc:bob", r.server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if theirs.URL == first.URL || theirs.Code == first.Code || theirs.ElicitationID == first.ElicitationID {
+		t.Fatal("bob was offered alice's authorization")
+	}
+	// alice enters the code: her browser is sent to the authorization server.
+	b := r.newBrowser(true)
+	if status, _ := b.get(t, first.URL); status != http.StatusOK {
+		t.Fatalf("alice's page: %d", status)
+	}
+	resp, _ := b.post(t, first.URL, url.Values{"code": {first.Code}})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice's code: %d", resp.StatusCode)
+	}
+	next, err := r.broker.Start(ctx, alice, "oidc:alice", r.server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.URL == first.URL || next.Code == first.Code {
+		t.Fatal("a link alice's browser already used was offered again")
+	}
+	// Near its expiry a link is not offered again either.
+	r.clock.advance(userauth.DefaultFlowLife - time.Minute)
+	if last, err := r.broker.Start(ctx, alice, "oidc:alice", r.server); err != nil || last.URL == next.URL {
+		t.Fatalf("a link about to expire was offered again (%v)", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
@@ -100,13 +103,10 @@ func TestEachPersonAuthorizesAPerUserServerThroughTheGateway(t *testing.T) {
 			}},
 		},
 	}
-	objects = append(objects, useGrant(serverNamespace, serverName, slices.Collect(func(yield func(string) bool) {
-		for _, u := range people {
-			if !yield(u) {
-				return
-			}
-		}
-	})...)...)
+	const agent = "triage" // a ServiceAccount that may use the server, and has no person
+	objects = append(objects, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: agent}})
+	objects = append(objects, useGrant(serverNamespace, serverName, append(slices.Collect(maps.Values(people)),
+		"system:serviceaccount:"+serverNamespace+":"+agent)...)...)
 	createAll(ctx, t, admin, objects...)
 	grantsFlag := "--user-grants-key-secret=" + systemNamespace + "/user-grant-keys"
 	gatewayURL, logs, stopFirst := startManagerWithGatewayAt(t, gatewayAddr, kubeconfig, systemNamespace, grantsFlag)
@@ -122,7 +122,9 @@ func TestEachPersonAuthorizesAPerUserServerThroughTheGateway(t *testing.T) {
 		logins[name] = testenv.ZitadelLoginAs(t, issuer, name).AccessToken
 	}
 	subjectOf := func(name string) string { s, _, _ := strings.Cut(name, "@"); return s }
-	endpointAt := func(base string) string { return base + "/mcp/namespaces/" + serverNamespace + "/servers/" + serverName }
+	endpointAt := func(base string) string {
+		return base + "/mcp/namespaces/" + serverNamespace + "/servers/" + serverName
+	}
 
 	// alice, a client of the session era with URL elicitation.
 	completed := make(chan string, 4)
@@ -206,6 +208,23 @@ func TestEachPersonAuthorizesAPerUserServerThroughTheGateway(t *testing.T) {
 		t.Fatalf("bob was asked %d times; want once", bobAsked)
 	}
 	t.Logf("bob (2026-07-28) got input_required with the URL, authorized, and his client's retry reached the server as %q", subjectOf(bob))
+
+	// An agent without a person is told what an admin can do instead, and is sent no link.
+	clientset, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := clientset.CoreV1().ServiceAccounts(serverNamespace).CreateToken(ctx, agent, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = mcp.NewClient(&mcp.Implementation{Name: "triage", Version: "v0"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: endpointAt(gatewayURL), HTTPClient: &http.Client{Transport: bearerTransport{token: tr.Status.Token}}, MaxRetries: -1,
+	}, sessionEra)
+	if err == nil || !strings.Contains(err.Error(), "workload") || strings.Contains(err.Error(), "/oauth2/") {
+		t.Fatalf("a ServiceAccount's session with the perUser server: %v; want a refusal naming a workload credential, with no link", err)
+	}
+	t.Logf("the ServiceAccount %s was refused: %v", agent, err)
 
 	// What reached the server: two people's own vendor tokens, never a login token.
 	presented := map[string]bool{}

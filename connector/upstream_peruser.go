@@ -33,11 +33,12 @@ import (
 const maxInitTemplate = 64 << 10
 
 // initTemplate is what of a server's initialize answer is told a person whose
-// initialize the Upstream answers itself: never the instructions, which may be the
-// person's own.
+// initialize the Upstream answers itself: the capabilities MCP defines and the server's
+// name and version, never its instructions, experimental capabilities or extensions,
+// which may be another person's own.
 type initTemplate struct {
-	Capabilities json.RawMessage     `json:"capabilities,omitempty"`
-	ServerInfo   *mcp.Implementation `json:"serverInfo,omitempty"`
+	Capabilities *mcp.ServerCapabilities `json:"capabilities"`
+	ServerInfo   *mcp.Implementation     `json:"serverInfo,omitempty"`
 }
 
 // deferredInit is the client's initialize an Upstream answered itself.
@@ -100,7 +101,7 @@ func (u *Upstream) deferInitialize(req *jsonrpc.Request) bool {
 	}
 	tmpl := u.owner.initTemplate.Load()
 	if tmpl == nil {
-		tmpl = &initTemplate{Capabilities: json.RawMessage(`{"tools":{"listChanged":true}}`),
+		tmpl = &initTemplate{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 			ServerInfo: &mcp.Implementation{Name: u.key.String(), Version: "unknown"}}
 	}
 	result, err := json.Marshal(struct {
@@ -225,11 +226,13 @@ func (s *session) rememberInit(result json.RawMessage) {
 		return
 	}
 	var t initTemplate
-	if json.Unmarshal(result, &t) != nil || len(t.Capabilities) == 0 {
+	if json.Unmarshal(result, &t) != nil || t.Capabilities == nil {
 		return
 	}
-	if t.ServerInfo != nil {
-		t.ServerInfo = &mcp.Implementation{Name: t.ServerInfo.Name, Title: t.ServerInfo.Title, Version: t.ServerInfo.Version}
+	c := t.Capabilities
+	t.Capabilities = &mcp.ServerCapabilities{Completions: c.Completions, Logging: c.Logging, Prompts: c.Prompts, Resources: c.Resources, Tools: c.Tools}
+	if info := t.ServerInfo; info != nil {
+		t.ServerInfo = &mcp.Implementation{Name: TruncateUTF8(info.Name, 256), Title: TruncateUTF8(info.Title, 256), Version: TruncateUTF8(info.Version, 256)}
 	}
 	s.initTemplate.Store(&t)
 }

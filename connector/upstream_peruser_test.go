@@ -72,7 +72,9 @@ func startPersonalServer(t *testing.T, tokens map[string]string, version string)
 	t.Helper()
 	ps := &personalServer{version: version}
 	server := mcp.NewServer(&mcp.Implementation{Name: "personal", Version: "1"}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Prompts: &mcp.PromptCapabilities{}},
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Prompts: &mcp.PromptCapabilities{},
+			Experimental: map[string]any{"notes": "meant for whoever initialized"}},
+		Instructions: "meant for whoever initialized",
 	})
 	server.AddTool(&mcp.Tool{Name: "whoami", InputSchema: map[string]any{"type": "object"}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -238,6 +240,10 @@ func TestAPersonsUpstreamWaitsForTheirGrant(t *testing.T) {
 	// His initialize was answered with the capabilities the server answered alice's.
 	if his.Capabilities.Prompts == nil || his.ServerInfo == nil || his.ServerInfo.Name != "personal" {
 		t.Errorf("bob's initialize, answered without the server, did not tell what the server told alice: %+v", his)
+	}
+	// Only what MCP defines: what the server told alice of her own is not bob's.
+	if his.Instructions != "" || his.Capabilities.Experimental != nil {
+		t.Errorf("bob's initialize carries the instructions or experimental capabilities the server told alice: %+v", his)
 	}
 	askedMu.Lock()
 	defer askedMu.Unlock()

@@ -57,13 +57,6 @@ type deferredInit struct {
 	answer chan *jsonrpc.Response
 }
 
-// deferring reports whether the Upstream still keeps the client's initialize.
-func (u *Upstream) deferring() bool {
-	u.deferred.mu.Lock()
-	defer u.deferred.mu.Unlock()
-	return u.deferred.req != nil
-}
-
 // writeDeferred handles msg while the person holds no grant: it reports whether msg was
 // taken care of (answered or dropped) rather than sent.
 func (u *Upstream) writeDeferred(msg jsonrpc.Message) bool {
@@ -230,7 +223,8 @@ func (s *session) rememberInit(result json.RawMessage) {
 		return
 	}
 	c := t.Capabilities
-	t.Capabilities = &mcp.ServerCapabilities{Completions: c.Completions, Logging: c.Logging, Prompts: c.Prompts, Resources: c.Resources, Tools: c.Tools}
+	t.Capabilities = &mcp.ServerCapabilities{Completions: c.Completions, Prompts: c.Prompts, Resources: c.Resources, Tools: c.Tools,
+		Logging: c.Logging} //nolint:staticcheck // sessions of 2025-11-25 have logging still
 	if info := t.ServerInfo; info != nil {
 		t.ServerInfo = &mcp.Implementation{Name: TruncateUTF8(info.Name, 256), Title: TruncateUTF8(info.Title, 256), Version: TruncateUTF8(info.Version, 256)}
 	}

@@ -64,7 +64,9 @@ func validID(id string) bool {
 		return false
 	}
 	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
 			return false
 		}
 	}
@@ -151,9 +153,12 @@ func (b *Broker) serveCode(w http.ResponseWriter, r *http.Request) {
 		b.refused(w, "code", refuse(http.StatusConflict, "conflict", "This authorization is already under way elsewhere."))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
+	// Secure whenever the public URL is https; a plain http public URL serves a loopback
+	// address only (tests, switchboard dev). Lax: the authorization server's redirect
+	// back is a top-level navigation from another site.
+	http.SetCookie(w, &http.Cookie{ //nolint:gosec // Secure follows the public URL's scheme, see above
 		Name: cookieName(id), Value: browser, Path: CallbackPath, HttpOnly: true,
-		Secure: strings.HasPrefix(b.PublicURL, "https://"), SameSite: http.SameSiteLaxMode,
+		Secure: b.secure(), SameSite: http.SameSiteLaxMode,
 		MaxAge: int(time.Until(f.Expires).Seconds()) + 1,
 	})
 	headers(w)
@@ -212,7 +217,8 @@ func (b *Broker) serveCallback(w http.ResponseWriter, r *http.Request) {
 		b.refused(w, "callback", refuse(status, reason, "This authorization was used already. Call the tool again for a new one."))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName(id), Value: "", Path: CallbackPath, MaxAge: -1, HttpOnly: true})
+	http.SetCookie(w, &http.Cookie{Name: cookieName(id), Value: "", Path: CallbackPath, MaxAge: -1, HttpOnly: true, //nolint:gosec // as the cookie it removes
+		Secure: b.secure(), SameSite: http.SameSiteLaxMode})
 	if code := q.Get("error"); code != "" {
 		b.refused(w, "callback", refuse(http.StatusForbidden, "refused-at-authorization-server",
 			"The authorization server did not authorize Switchboard ("+safeWord(code)+"). Call the tool again to retry."))
@@ -257,3 +263,6 @@ func safeWord(s string) string {
 	}
 	return sb.String()
 }
+
+// secure reports whether the broker's cookies are Secure: whenever its public URL is https.
+func (b *Broker) secure() bool { return strings.HasPrefix(b.PublicURL, "https://") }

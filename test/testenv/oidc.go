@@ -334,24 +334,35 @@ func ZitadelAuthorizeAtGateway(t testing.TB, issuer, pageURL, code, username str
 		t.Fatal(err)
 	}
 	browser := &http.Client{Jar: jar, Timeout: 20 * time.Second}
-	read := func(resp *http.Response, err error) (*http.Response, string) {
+	// visit is a GET of u, or a POST of form to it, as the browser makes them.
+	visit := func(u string, form url.Values) (int, string) {
 		t.Helper()
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, u, nil)
+		if form != nil {
+			req, err = http.NewRequestWithContext(context.Background(), http.MethodPost, u, strings.NewReader(form.Encode()))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := browser.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return resp, string(body)
+		return resp.StatusCode, string(body)
 	}
-	resp, body := read(browser.Get(pageURL))
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `name="code"`) {
-		t.Fatalf("the page the person opens answered %d: %s", resp.StatusCode, body)
+	status, body := visit(pageURL, nil)
+	if status != http.StatusOK || !strings.Contains(body, `name="code"`) {
+		t.Fatalf("the page the person opens answered %d: %s", status, body)
 	}
-	resp, body = read(browser.PostForm(pageURL, url.Values{"code": {code}}))
+	status, body = visit(pageURL, url.Values{"code": {code}})
 	m := regexp.MustCompile(`name="id" value="([^"]+)"`).FindStringSubmatch(body)
-	if resp.StatusCode != http.StatusOK || m == nil {
-		t.Fatalf("the code did not lead to the OP's login page: %d %s", resp.StatusCode, body)
+	if status != http.StatusOK || m == nil {
+		t.Fatalf("the code did not lead to the OP's login page: %d %s", status, body)
 	}
-	resp, body = read(browser.PostForm(issuer+"login/username", url.Values{"id": {m[1]}, "username": {username}, "password": {ZitadelPassword}}))
-	return resp.StatusCode, body
+	return visit(issuer+"login/username", url.Values{"id": {m[1]}, "username": {username}, "password": {ZitadelPassword}})
 }

@@ -18,39 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// memoryGrants is a GrantStore in memory.
-type memoryGrants struct {
-	mu sync.Mutex
-	m  map[GrantKey]Grant
-}
-
-func (s *memoryGrants) LoadGrant(_ context.Context, k GrantKey) (*Grant, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, ok := s.m[k]
-	if !ok {
-		return nil, ErrNoGrant
-	}
-	return &g, nil
-}
-
-func (s *memoryGrants) SaveGrant(_ context.Context, g *Grant) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[GrantKey]Grant{}
-	}
-	s.m[g.Key] = *g
-	return nil
-}
-
-func (s *memoryGrants) DeleteGrant(_ context.Context, k GrantKey) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, k)
-	return nil
-}
-
 // personalServer is an MCP server that takes only the tokens of tokens, answers whoami
 // with the token's subject, serves the protected resource and authorization server
 // metadata of a perUser server, and records the method of every message it gets.
@@ -135,7 +102,7 @@ func startPersonalServer(t *testing.T, tokens map[string]string, version string)
 // can do.
 func TestAPersonsUpstreamWaitsForTheirGrant(t *testing.T) {
 	ps := startPersonalServer(t, map[string]string{"token-of-alice": "alice", "token-of-bob": "bob"}, "")
-	grants := &memoryGrants{}
+	grants := &memGrants{}
 	var asked []string
 	var askedMu sync.Mutex
 	p := testPool(t, func(o *Options) {
@@ -257,7 +224,7 @@ func TestAPersonsUpstreamWaitsForTheirGrant(t *testing.T) {
 // speaking one version to the server and another to the client.
 func TestAPersonsKeptInitializeAnsweredWithAnotherVersionEndsTheUpstream(t *testing.T) {
 	ps := startPersonalServer(t, map[string]string{"token-of-alice": "alice"}, "2024-11-05")
-	grants := &memoryGrants{}
+	grants := &memGrants{}
 	p := testPool(t, func(o *Options) { o.Grants = grants })
 	key := Key{Namespace: "ns", Name: "odd"}
 	cfg := fastConfig(ps.url + "/mcp")

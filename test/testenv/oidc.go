@@ -60,27 +60,20 @@ const ZitadelPassword = "verysecure"
 // are their names before the "@".
 func StartZitadelOPWithAdmins(t testing.TB) string {
 	t.Helper()
-	users := map[string]map[string]any{}
-	for _, name := range ZitadelAdmins {
-		id, _, _ := strings.Cut(name, "@")
-		users[id] = map[string]any{"ID": id, "Username": name, "Password": ZitadelPassword, "FirstName": id, "LastName": "Example",
-			"Email": id + "@example.test", "EmailVerified": true, "PreferredLanguage": "en", "IsAdmin": true}
-	}
-	data, err := json.Marshal(users)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "users.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return startZitadelOP(t, "USERS_FILE="+path)
+	return startZitadelOP(t, "USERS_FILE="+zitadelAdminsFile(t))
 }
 
 // StartZitadelOPWithAdminsRedirectingTo is StartZitadelOPWithAdmins whose clients
 // ("web", "api", "native") also accept the redirect URIs given, besides
 // ZitadelRedirect: a test's own callback, say.
 func StartZitadelOPWithAdminsRedirectingTo(t testing.TB, redirectURIs ...string) string {
+	t.Helper()
+	return startZitadelOP(t, "USERS_FILE="+zitadelAdminsFile(t), "REDIRECT_URI="+strings.Join(append([]string{ZitadelRedirect}, redirectURIs...), ","))
+}
+
+// zitadelAdminsFile writes the example OP's users file of ZitadelAdmins and returns its
+// path.
+func zitadelAdminsFile(t testing.TB) string {
 	t.Helper()
 	users := map[string]map[string]any{}
 	for _, name := range ZitadelAdmins {
@@ -96,7 +89,7 @@ func StartZitadelOPWithAdminsRedirectingTo(t testing.TB, redirectURIs ...string)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return startZitadelOP(t, "USERS_FILE="+path, "REDIRECT_URI="+strings.Join(append([]string{ZitadelRedirect}, redirectURIs...), ","))
+	return path
 }
 
 func startZitadelOP(t testing.TB, env ...string) string {

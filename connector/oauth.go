@@ -111,6 +111,8 @@ type authMeta struct {
 	authorizationURL     string
 	issParameter         bool
 	codeChallengeMethods []string
+	// registrationURL is the dynamic client registration endpoint (RFC 7591), if any.
+	registrationURL string
 }
 
 // newTokenSource checks the credentials and returns the session's token source. Its
@@ -451,6 +453,7 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 		AuthorizationEndpoint     string   `json:"authorization_endpoint"`
 		IssParameterSupported     bool     `json:"authorization_response_iss_parameter_supported"`
 		CodeChallengeMethods      []string `json:"code_challenge_methods_supported"`
+		RegistrationEndpoint      string   `json:"registration_endpoint"`
 	}
 	asURL, e := a.fetchFirst("authorization server metadata", candidates, &asm)
 	if e != nil {
@@ -476,6 +479,7 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 	meta.tokenURL, meta.issuer = tu, asm.Issuer
 	meta.authorizationURL, meta.issParameter = asm.AuthorizationEndpoint, asm.IssParameterSupported
 	meta.codeChallengeMethods = boundedScopes(asm.CodeChallengeMethods)
+	meta.registrationURL = asm.RegistrationEndpoint
 	if meta.method == "" {
 		meta.method = a.defaultMethod(asm.TokenEndpointAuthMethods)
 	}

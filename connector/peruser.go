@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
@@ -80,6 +81,15 @@ type PerUser struct {
 	// AllowInsecureHTTP permits plain http metadata, authorization and token endpoints
 	// on a loopback address.
 	AllowInsecureHTTP bool
+	// DynamicClientRegistration says a cluster admin lets a server without a ClientID
+	// register Switchboard as a client at its authorization server (RFC 7591).
+	DynamicClientRegistration bool
+}
+
+// OAuthClient is Switchboard's client at an authorization server: the configured one,
+// or one it registered (RFC 7591). Secret is a secret, empty for a public client.
+type OAuthClient struct {
+	ID, Secret string
 }
 
 // equal reports whether a and b configure the same per-person authorization.
@@ -90,7 +100,7 @@ func (a *PerUser) equal(b *PerUser) bool {
 	return a.Provider == b.Provider && a.Issuer == b.Issuer && a.ClientID == b.ClientID && a.ClientSecret == b.ClientSecret &&
 		slices.Equal(a.Scopes, b.Scopes) && slices.Equal(a.AuthorizationServers, b.AuthorizationServers) &&
 		slices.Equal(a.Resources, b.Resources) && slices.Equal(a.AllowedScopes, b.AllowedScopes) &&
-		a.AllowInsecureHTTP == b.AllowInsecureHTTP
+		a.AllowInsecureHTTP == b.AllowInsecureHTTP && a.DynamicClientRegistration == b.DynamicClientRegistration
 }
 
 // Allowed checks, without any I/O, that the config may send persons of the server at
@@ -105,8 +115,9 @@ func (a *PerUser) Allowed(serverURL string) *Error {
 	if a.Provider == "" {
 		return authError(ReasonInvalidSpec, ReasonInvalidClient, "perUser names no identity provider whose callers may authorize")
 	}
-	if a.ClientID == "" {
-		return authError(ReasonInvalidSpec, ReasonInvalidClient, "perUser needs a client ID")
+	if a.ClientID == "" && !a.DynamicClientRegistration {
+		return authError(ReasonClientRegistrationNotAllowed, ReasonClientRegistrationNotAllowed,
+			"perUser names no clientID, and identity provider %q does not let servers register a client dynamically (spec.perUser.dynamicClientRegistration)", a.Provider)
 	}
 	if !resourceAllowed(canonicalResource(u), a.Resources) {
 		return authError(ReasonResourceNotAllowed, ReasonResourceNotAllowed,
@@ -141,6 +152,9 @@ const (
 	// its grant was refused on refresh and removed): the person authorizes at the URL
 	// the gateway elicits, and the call is retried.
 	ReasonAuthorizationRequired = mcpv1alpha1.ReasonAuthorizationRequired
+	// ReasonClientRegistrationNotAllowed means a perUser server names no client ID and
+	// its identity provider does not let it register one.
+	ReasonClientRegistrationNotAllowed = mcpv1alpha1.ReasonClientRegistrationNotAllowed
 	// ReasonAuthorizationFailed means a person's authorization could not be completed:
 	// the callback did not match the flow, or the authorization server refused the
 	// code. Nothing was stored.
@@ -195,6 +209,11 @@ type UserAuthorizer struct {
 
 	cacheMu sync.Mutex
 	cache   map[string]*userEntry
+
+	// registered are the clients this authorizer registered, by authorization server
+	// and redirect URI (see client).
+	registerMu sync.Mutex
+	registered map[string]OAuthClient
 }
 
 // userEntry is one person's grant as last read or written, with the lock that
@@ -351,19 +370,83 @@ func (u *UserAuthorizer) scopes(in []string) []string {
 	return out
 }
 
-// oauthConfig is the x/oauth2 client of the flow with meta's endpoints.
-func (u *UserAuthorizer) oauthConfig(meta *authMeta, redirectURL string) *oauth2.Config {
+// oauthConfig is the x/oauth2 client c of the flow with meta's endpoints.
+func (u *UserAuthorizer) oauthConfig(meta *authMeta, redirectURL string, c OAuthClient) *oauth2.Config {
 	style := oauth2.AuthStyleInParams
-	if u.cfg.ClientSecret != "" {
+	if c.Secret != "" {
 		style = oauth2.AuthStyleInHeader
 	}
 	return &oauth2.Config{
-		ClientID:     u.cfg.ClientID,
-		ClientSecret: u.cfg.ClientSecret,
+		ClientID:     c.ID,
+		ClientSecret: c.Secret,
 		Endpoint:     oauth2.Endpoint{AuthURL: meta.authorizationURL, TokenURL: meta.tokenURL.String(), AuthStyle: style},
 		RedirectURL:  redirectURL,
 		Scopes:       meta.scopes,
 	}
+}
+
+// maxRegistrations bounds the clients one authorizer registers and keeps: one per
+// authorization server and redirect URI, which are few.
+const maxRegistrations = 16
+
+// client returns the client the flow at meta's authorization server uses: the
+// configured one or, where the admin allows it and the server offers it, one registered
+// for redirectURL (a public client using PKCE, unless the authorization server issues a
+// secret), registered once per authorization server and redirect URI on this replica.
+// The flow and the grant keep the client they used, so that any replica can finish and
+// refresh them.
+func (u *UserAuthorizer) client(meta *authMeta, redirectURL string) (OAuthClient, *Error) {
+	if u.cfg.ClientID != "" {
+		return OAuthClient{ID: u.cfg.ClientID, Secret: u.cfg.ClientSecret}, nil
+	}
+	u.registerMu.Lock()
+	defer u.registerMu.Unlock()
+	key := meta.issuer + "\x00" + redirectURL
+	if c, ok := u.registered[key]; ok {
+		return c, nil
+	}
+	if meta.registrationURL == "" {
+		return OAuthClient{}, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+			"authorization server %s offers no dynamic client registration (registration_endpoint), and server %s names no perUser.clientID", quoteURL(meta.issuer), u.key)
+	}
+	ru, err := url.Parse(meta.registrationURL)
+	if err != nil || ru.Host == "" || ru.User != nil || ru.Fragment != "" ||
+		(ru.Scheme != "https" && (ru.Scheme != "http" || !u.cfg.AllowInsecureHTTP || !namesLoopback(ru.Hostname()))) {
+		return OAuthClient{}, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+			"the registration endpoint of authorization server %s is not an https URL (plain http only to a loopback address with allowInsecureHTTP)", quoteURL(meta.issuer))
+	}
+	ctx, cancel := context.WithTimeout(u.ctx, u.ts.timeout)
+	defer cancel()
+	capture := &fetchCapture{}
+	ctx = context.WithValue(ctx, fetchCaptureKey{}, capture)
+	reg, err := oauthex.RegisterClient(ctx, meta.registrationURL, &oauthex.ClientRegistrationMetadata{
+		RedirectURIs:            []string{redirectURL},
+		TokenEndpointAuthMethod: "none",
+		GrantTypes:              []string{"authorization_code", "refresh_token"},
+		ResponseTypes:           []string{"code"},
+		ClientName:              "Switchboard",
+		Scope:                   strings.Join(meta.scopes, " "),
+		// The browser comes back to the gateway, a web server.
+		ApplicationType: "web",
+	}, u.exchange)
+	if err != nil {
+		if e := capture.get(); e != nil {
+			return OAuthClient{}, e // a denied redirect or dial: its own reason
+		}
+		detail := "it did not answer with a client"
+		if regErr, ok := errors.AsType[*oauthex.ClientRegistrationError](err); ok {
+			detail = fmt.Sprintf("it answered %s", safeText(regErr.ErrorCode, 64))
+		}
+		// Never err's text: a malformed answer is quoted in it whole, secret and all.
+		return OAuthClient{}, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
+			"registering Switchboard as a client at %s failed: %s", origin(ru), detail)
+	}
+	c := OAuthClient{ID: reg.ClientID, Secret: reg.ClientSecret}
+	if u.registered == nil || len(u.registered) >= maxRegistrations {
+		u.registered = make(map[string]OAuthClient)
+	}
+	u.registered[key] = c
+	return c, nil
 }
 
 // AuthorizationRequest is what the broker hands the connector to start a person's
@@ -380,23 +463,42 @@ type AuthorizationRequest struct {
 	RedirectURL string
 }
 
-// AuthorizationURL returns the URL of the authorization server's authorization
-// endpoint the person's browser is sent to, and the issuer identifier of that
-// authorization server, which the broker keeps to check the callback against. Its
-// errors never carry a secret.
-func (u *UserAuthorizer) AuthorizationURL(r AuthorizationRequest) (string, string, *Error) {
+// Authorization is where a person's browser is sent, and what the broker keeps of it
+// to finish the flow: the issuer to check the callback against and the client to
+// exchange the code with.
+type Authorization struct {
+	// URL is the authorization server's authorization endpoint with the request.
+	URL string
+	// Issuer is the issuer identifier of the authorization server.
+	Issuer string
+	// Client is the client the request names; its Secret is a secret.
+	Client OAuthClient
+}
+
+// AuthorizationURL returns the authorization of r: the URL of the authorization
+// server's authorization endpoint the person's browser is sent to, with the issuer and
+// the client the broker keeps with the flow. Its errors never carry a secret.
+func (u *UserAuthorizer) AuthorizationURL(r AuthorizationRequest) (*Authorization, *Error) {
 	if e := u.CheckCaller(r.Caller); e != nil {
-		return "", "", e
+		return nil, e
 	}
 	if r.State == "" || r.Verifier == "" || r.RedirectURL == "" {
-		return "", "", newError(ReasonInvalidSpec, "an authorization needs a state, a PKCE verifier and a redirect URL")
+		return nil, newError(ReasonInvalidSpec, "an authorization needs a state, a PKCE verifier and a redirect URL")
 	}
 	meta, e := u.metadata(false)
 	if e != nil {
-		return "", "", e
+		return nil, e
 	}
-	c := u.oauthConfig(meta, r.RedirectURL)
-	return c.AuthCodeURL(r.State, oauth2.S256ChallengeOption(r.Verifier), oauth2.SetAuthURLParam("resource", u.resource)), meta.issuer, nil
+	client, e := u.client(meta, r.RedirectURL)
+	if e != nil {
+		return nil, e
+	}
+	c := u.oauthConfig(meta, r.RedirectURL, client)
+	return &Authorization{
+		URL:    c.AuthCodeURL(r.State, oauth2.S256ChallengeOption(r.Verifier), oauth2.SetAuthURLParam("resource", u.resource)),
+		Issuer: meta.issuer,
+		Client: client,
+	}, nil
 }
 
 // Completion is what the broker hands the connector once the person's browser came
@@ -417,6 +519,8 @@ type Completion struct {
 	Issuer string
 	// Iss is the callback's iss parameter (RFC 9207); empty when it carried none.
 	Iss string
+	// Client is the client AuthorizationURL returned for the flow.
+	Client OAuthClient
 }
 
 // Complete exchanges the code for the person's tokens and stores them as the person's
@@ -457,10 +561,13 @@ func (u *UserAuthorizer) Complete(ctx context.Context, c Completion) *Error {
 	capture := &fetchCapture{}
 	ctx = context.WithValue(ctx, fetchCaptureKey{}, capture)
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, u.exchange)
-	cfg := u.oauthConfig(meta, c.RedirectURL)
+	if c.Client.ID == "" {
+		return authError(ReasonAuthorizationFailed, ReasonAuthorizationFailed, "the authorization names no client")
+	}
+	cfg := u.oauthConfig(meta, c.RedirectURL, c.Client)
 	tok, err := cfg.Exchange(ctx, c.Code, oauth2.VerifierOption(c.Verifier), oauth2.SetAuthURLParam("resource", u.resource))
 	if err != nil {
-		e := tokenRequestError("token endpoint "+origin(meta.tokenURL), u.cfg.ClientID, meta.scopes, err, capture)
+		e := tokenRequestError("token endpoint "+origin(meta.tokenURL), c.Client.ID, meta.scopes, err, capture)
 		if e.Reason != ReasonTokenRequestFailed {
 			return e // a denied redirect, a response over the bound: its own reason
 		}
@@ -474,6 +581,7 @@ func (u *UserAuthorizer) Complete(ctx context.Context, c Completion) *Error {
 	g := &Grant{
 		Key: GrantKey{Caller: c.Caller.Key, Server: u.key}, Username: c.Username, Issuer: meta.issuer,
 		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Updated: time.Now(),
+		Client: c.Client,
 	}
 	if err := u.store.SaveGrant(ctx, g); err != nil {
 		return newError(ReasonAuthorizationFailed, "storing the grant failed: %s", safeText(err.Error(), 200))
@@ -629,9 +737,13 @@ func (u *UserAuthorizer) refresh(ctx context.Context, g *Grant) (*Grant, *Error)
 	// oauth2 refreshes a token only once it is within ten seconds of expiry: the copy
 	// handed to it has expired, so it refreshes now.
 	old := &oauth2.Token{AccessToken: g.AccessToken, RefreshToken: g.RefreshToken, TokenType: "Bearer", Expiry: time.Now().Add(-time.Minute)}
-	tok, err := u.oauthConfig(meta, "").TokenSource(ctx, old).Token()
+	client := g.Client
+	if client.ID == "" {
+		client = OAuthClient{ID: u.cfg.ClientID, Secret: u.cfg.ClientSecret}
+	}
+	tok, err := u.oauthConfig(meta, "", client).TokenSource(ctx, old).Token()
 	if err != nil {
-		return nil, tokenRequestError("token endpoint "+origin(meta.tokenURL), u.cfg.ClientID, meta.scopes, err, capture)
+		return nil, tokenRequestError("token endpoint "+origin(meta.tokenURL), client.ID, meta.scopes, err, capture)
 	}
 	if e := checkUserToken(meta, tok); e != nil {
 		return nil, e

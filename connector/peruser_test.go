@@ -106,12 +106,12 @@ func TestPerUserCodeExchangeRefusesHostileTokenEndpoints(t *testing.T) {
 			}
 			defer u.Close()
 			alice := Caller{Key: "alice", Provider: "corp"}
-			_, issuer, e := u.AuthorizationURL(AuthorizationRequest{Caller: alice, State: "s", Verifier: "v-0123456789-0123456789-0123456789-0123", RedirectURL: "https://gw.example/oauth2/callback"})
+			authz, e := u.AuthorizationURL(AuthorizationRequest{Caller: alice, State: "s", Verifier: "v-0123456789-0123456789-0123456789-0123", RedirectURL: "https://gw.example/oauth2/callback"})
 			if e != nil {
 				t.Fatal(e)
 			}
 			e = u.Complete(context.Background(), Completion{Caller: alice, Code: "the-code-4a7b9e", Verifier: "v-0123456789-0123456789-0123456789-0123",
-				RedirectURL: "https://gw.example/oauth2/callback", Issuer: issuer})
+				RedirectURL: "https://gw.example/oauth2/callback", Issuer: authz.Issuer, Client: authz.Client})
 			if e == nil || !strings.Contains(e.Error(), tt.want) || (e.Reason != tt.reason && e.Authentication != tt.reason && !strings.Contains(e.Error(), tt.reason)) {
 				t.Fatalf("got %v, want %s naming %q", e, tt.reason, tt.want)
 			}

@@ -48,6 +48,9 @@ type Grant struct {
 	Expiry time.Time
 	// Updated is when the grant was issued or last refreshed.
 	Updated time.Time
+	// Client is the client the tokens were issued to, which refreshes them; zero for the
+	// server's configured client.
+	Client OAuthClient
 }
 
 // String names the grant without its tokens.

@@ -98,6 +98,8 @@ func (r *MCPServerReconciler) resolvePerUser(ctx context.Context, obj *mcpv1alph
 		Resources:            slices.Clone(allowed.Resources),
 		AllowedScopes:        slices.Clone(allowed.Scopes),
 		AllowInsecureHTTP:    spec.AllowInsecureHTTP,
+
+		DynamicClientRegistration: allowed.DynamicClientRegistration,
 	}
 	if e := cfg.Allowed(spec.URL); e != nil {
 		return refuse(e.Reason, "%s", e.Message)

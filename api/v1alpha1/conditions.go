@@ -283,6 +283,11 @@ const (
 	// for it.
 	ReasonResourceNotAllowed = "ResourceNotAllowed"
 
+	// ReasonClientRegistrationNotAllowed means a perUser server names no clientID and
+	// its MCPIdentityProvider does not set spec.perUser.dynamicClientRegistration: no
+	// client is registered at the server's authorization server.
+	ReasonClientRegistrationNotAllowed = "ClientRegistrationNotAllowed"
+
 	// ReasonAuthorizationRequired is the answer a caller of a perUser server gets while
 	// it holds no grant for the server (or its grant was refused on refresh): the
 	// person authorizes at the URL the gateway elicits. It is a caller's answer, never

@@ -111,6 +111,15 @@ type IdentityPerUser struct {
 	// +kubebuilder:validation:items:MaxLength=256
 	// +kubebuilder:validation:items:Pattern=`^[\x21\x23-\x5B\x5D-\x7E]+$`
 	Scopes []string `json:"scopes,omitempty"`
+
+	// dynamicClientRegistration lets a perUser MCPServer naming this provider leave
+	// out its clientID: Switchboard then registers itself as a public client (RFC 7591,
+	// PKCE, redirect URI <gateway public URL>/oauth2/callback) at the registration
+	// endpoint the server's authorization server advertises, one of
+	// authorizationServers. Off, such a server is Stalled with reason
+	// ClientRegistrationNotAllowed.
+	// +optional
+	DynamicClientRegistration bool `json:"dynamicClientRegistration,omitempty"`
 }
 
 // IdentityTokenExchange is where, and for which namespaces, the gateway exchanges the

@@ -217,6 +217,7 @@ type OAuth2Auth struct {
 //
 // The issuer rule lives on this object so that a rejection never echoes the issuer back.
 // +kubebuilder:validation:XValidation:rule="!has(self.issuer) || size(self.issuer) == 0 || (self.issuer.matches('^(?i)https?://[^/?#@]+(/[^?#]*)?$') && isURL(self.issuer))",fieldPath=".issuer",message="issuer must be an absolute http:// or https:// URL with no user information, query or fragment"
+// +kubebuilder:validation:XValidation:rule="!has(self.clientSecret) || (has(self.clientID) && size(self.clientID) > 0)",fieldPath=".clientSecret",message="clientSecret needs the clientID it belongs to; without a clientID a client is registered dynamically, and it has no secret of yours"
 type OAuth2PerUser struct {
 	// identityProvider is the name of the MCPIdentityProvider (cluster-scoped, written
 	// by a cluster admin) whose callers may authorize this server, and whose
@@ -240,11 +241,13 @@ type OAuth2PerUser struct {
 	Issuer string `json:"issuer,omitempty"`
 
 	// clientID is Switchboard's client at the authorization server, registered with the
-	// redirect URI <gateway public URL>/oauth2/callback.
-	// +required
-	// +kubebuilder:validation:MinLength=1
+	// redirect URI <gateway public URL>/oauth2/callback. Empty registers one
+	// dynamically (RFC 7591, a public client using PKCE) at the authorization server's
+	// registration_endpoint, when the identity provider's
+	// spec.perUser.dynamicClientRegistration allows it.
+	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	ClientID string `json:"clientID"`
+	ClientID string `json:"clientID,omitempty"`
 
 	// clientSecret authenticates the client at the token endpoint
 	// (client_secret_basic), read from a Secret in the MCPServer's namespace. Without it

@@ -151,20 +151,24 @@ const (
 
 // flow is what is sealed of an authorization in flight.
 type flow struct {
-	CallerKey     string    `json:"ck"`
-	Provider      string    `json:"pv"`
-	Username      string    `json:"un"`
-	Namespace     string    `json:"ns"`
-	Name          string    `json:"nm"`
-	ElicitationID string    `json:"eid"`
-	CodeHash      []byte    `json:"ch"`
-	Attempts      int       `json:"at,omitempty"`
-	Stage         stage     `json:"st"`
-	Verifier      string    `json:"pkce,omitempty"`
-	StateHash     []byte    `json:"sh,omitempty"`
-	BrowserHash   []byte    `json:"bh,omitempty"`
-	Issuer        string    `json:"iss,omitempty"`
-	Expires       time.Time `json:"exp"`
+	CallerKey     string `json:"ck"`
+	Provider      string `json:"pv"`
+	Username      string `json:"un"`
+	Namespace     string `json:"ns"`
+	Name          string `json:"nm"`
+	ElicitationID string `json:"eid"`
+	CodeHash      []byte `json:"ch"`
+	Attempts      int    `json:"at,omitempty"`
+	Stage         stage  `json:"st"`
+	Verifier      string `json:"pkce,omitempty"`
+	StateHash     []byte `json:"sh,omitempty"`
+	BrowserHash   []byte `json:"bh,omitempty"`
+	Issuer        string `json:"iss,omitempty"`
+	// ClientID and ClientSecret are the client the authorization request named (a
+	// registered one, when the server has none configured), which exchanges the code.
+	ClientID     string    `json:"cid,omitempty"`
+	ClientSecret string    `json:"cs,omitempty"`
+	Expires      time.Time `json:"exp"`
 }
 
 func (f *flow) server() connector.Key { return connector.Key{Namespace: f.Namespace, Name: f.Name} }

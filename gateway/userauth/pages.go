@@ -139,7 +139,7 @@ func (b *Broker) serveCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nonce, browser, verifier := randomText(32), randomText(32), newVerifier()
-	authURL, issuer, e := auth.AuthorizationURL(connector.AuthorizationRequest{
+	authz, e := auth.AuthorizationURL(connector.AuthorizationRequest{
 		Caller: f.caller(), State: id + "." + nonce, Verifier: verifier, RedirectURL: b.RedirectURL(),
 	})
 	if e != nil {
@@ -147,7 +147,9 @@ func (b *Broker) serveCode(w http.ResponseWriter, r *http.Request) {
 		b.refused(w, "code", refuse(http.StatusBadGateway, e.Reason, "The server's authorization server cannot be used: "+e.Message))
 		return
 	}
-	f.Stage, f.Verifier, f.StateHash, f.BrowserHash, f.Issuer = stageSent, verifier, digest(nonce), digest(browser), issuer
+	f.Stage, f.Verifier, f.StateHash, f.BrowserHash, f.Issuer = stageSent, verifier, digest(nonce), digest(browser), authz.Issuer
+	f.ClientID, f.ClientSecret = authz.Client.ID, authz.Client.Secret
+	authURL := authz.URL
 	if err := b.update(ctx, id, bl, f); err != nil {
 		// Another request moved the flow on first: only one browser proceeds.
 		b.refused(w, "code", refuse(http.StatusConflict, "conflict", "This authorization is already under way elsewhere."))
@@ -232,6 +234,7 @@ func (b *Broker) serveCallback(w http.ResponseWriter, r *http.Request) {
 	e := auth.Complete(ctx, connector.Completion{
 		Caller: f.caller(), Username: f.Username, Code: q.Get("code"), Verifier: f.Verifier,
 		RedirectURL: b.RedirectURL(), Issuer: f.Issuer, Iss: q.Get("iss"),
+		Client: connector.OAuthClient{ID: f.ClientID, Secret: f.ClientSecret},
 	})
 	if e != nil {
 		b.log().Info("Authorization refused", "server", f.server().String(), "username", f.Username, "reason", e.Reason, "message", e.Message)

@@ -43,6 +43,8 @@ type sealedGrant struct {
 	RefreshToken string    `json:"rt,omitempty"`
 	Expiry       time.Time `json:"exp,omitzero"`
 	Updated      time.Time `json:"upd,omitzero"`
+	ClientID     string    `json:"cid,omitempty"`
+	ClientSecret string    `json:"cs,omitempty"`
 }
 
 // LoadGrant implements connector.GrantStore. A grant that does not open for k (copied
@@ -70,13 +72,15 @@ func (s *Store) LoadGrant(ctx context.Context, k connector.GrantKey) (*connector
 	return &connector.Grant{
 		Key: k, Username: bl.Annotations[AnnotationUsername], Issuer: sg.Issuer,
 		AccessToken: sg.AccessToken, RefreshToken: sg.RefreshToken, Expiry: sg.Expiry, Updated: sg.Updated,
+		Client: connector.OAuthClient{ID: sg.ClientID, Secret: sg.ClientSecret},
 	}, nil
 }
 
 // SaveGrant implements connector.GrantStore.
 func (s *Store) SaveGrant(ctx context.Context, g *connector.Grant) error {
 	//nolint:gosec // the plaintext sealed below, never stored or logged as it is
-	plain, err := json.Marshal(sealedGrant{Issuer: g.Issuer, AccessToken: g.AccessToken, RefreshToken: g.RefreshToken, Expiry: g.Expiry, Updated: g.Updated})
+	plain, err := json.Marshal(sealedGrant{Issuer: g.Issuer, AccessToken: g.AccessToken, RefreshToken: g.RefreshToken, Expiry: g.Expiry, Updated: g.Updated,
+		ClientID: g.Client.ID, ClientSecret: g.Client.Secret})
 	if err != nil {
 		return fmt.Errorf("encoding the grant: %w", err)
 	}

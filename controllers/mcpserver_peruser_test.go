@@ -224,6 +224,17 @@ func TestPerUserServerFollowsItsIdentityProvider(t *testing.T) {
 		AllowedScopes: []string{"repo", "read:org", "admin:org"}, AllowInsecureHTTP: true,
 	})
 
+	// Without a clientID a client is registered only where the admin allows it.
+	patchSpec(t, obj, func(o *mcpv1alpha1.MCPServer) { o.Spec.HTTP.Auth.OAuth2.PerUser.ClientID = "" })
+	blocked(mcpv1alpha1.ReasonClientRegistrationNotAllowed, provider.Name, "no clientID", "spec.perUser.dynamicClientRegistration")
+	updateProvider(t, provider, func(pu *mcpv1alpha1.IdentityPerUser) { pu.DynamicClientRegistration = true })
+	allowed()
+	handed.awaitPerUser(t, obj, connector.PerUser{
+		Provider: provider.Name, Issuer: as + "/", Scopes: []string{"repo", "admin:org"},
+		AuthorizationServers: []string{as}, Resources: []string{origin + "/elsewhere", upstream.url()},
+		AllowedScopes: []string{"repo", "read:org", "admin:org"}, AllowInsecureHTTP: true, DynamicClientRegistration: true,
+	})
+
 	// Taking the namespace off the list stops the server again.
 	updateProvider(t, provider, func(pu *mcpv1alpha1.IdentityPerUser) { pu.Namespaces = []string{"another-namespace"} })
 	blocked(mcpv1alpha1.ReasonNamespaceNotAllowed, ns)

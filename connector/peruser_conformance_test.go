@@ -94,7 +94,7 @@ func runPerUserConformanceClient() error {
 		return ctx.Err()
 	}
 	if snap, _ := p.Snapshot(key); snap.LastError != nil {
-		return fmt.Errorf("the server's metadata: %s", snap.LastError)
+		return fmt.Errorf("the server's metadata: %w", snap.LastError)
 	}
 	u, err := p.OpenUpstream(ctx, key, &Caller{Key: "person", Provider: "conformance-idp", Username: "person"})
 	if err != nil {
@@ -109,7 +109,7 @@ func runPerUserConformanceClient() error {
 	defer func() { _ = cs.Close() }()
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "test-tool", Arguments: map[string]any{}})
 	if wire, ok := errors.AsType[*jsonrpc.Error](err); !ok || wire.Code != mcp.CodeURLElicitationRequired {
-		return fmt.Errorf("the person's first call answered %v; want them asked to authorize", err)
+		return fmt.Errorf("the person's first call answered %w; want them asked to authorize", err)
 	}
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test-tool", Arguments: map[string]any{}}); err != nil {
 		return fmt.Errorf("tools/call once authorized: %w", err)

@@ -12,3 +12,8 @@ func WithRequestTimeouts(read, write time.Duration) func(*Options) {
 
 // MCPCacheTTLMs is the ttlMs the catalogue's MCP endpoint puts on its list answers.
 const MCPCacheTTLMs = int(mcpCacheTTL / time.Millisecond)
+
+// WithRegistryReviews bounds the entries one registry request reviews to n.
+func WithRegistryReviews(n int) func(*Options) {
+	return func(o *Options) { o.registryReviews = n }
+}

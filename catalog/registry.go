@@ -32,8 +32,10 @@ import (
 // registry API of docs/reference/api/openapi.yaml), served under /v0.1 from the same
 // informer events as the rest of the catalogue. Each MCPServer and each MCPToolset is one
 // server.json whose only remote is its endpoint on the gateway; a caller sees the entries
-// the catalogue shows it (list mcpservers in the namespace) that it may also use (the
-// gateway's check), since an entry it could not call is of no use to it.
+// it may use (the gateway's check, verb use on the object), whether or not it may list
+// mcpservers in their namespace: a registry is where agents find what they can call, and
+// an entry it could not call is of no use to it. A request reviews at most
+// maxRegistryReviews objects; a page cut short by that ends with a cursor.
 
 // RegistryPathPrefix starts every path of the MCP Registry API the catalogue serves.
 const RegistryPathPrefix = "/v0.1"
@@ -514,31 +516,23 @@ func registryList(records []*registryRecord, next string) []byte {
 	return append(out, '}', '\n')
 }
 
-// registryAccess decides, for one request, which entries its caller may see: those in
-// namespaces where it may list mcpservers (the catalogue's rule) that it may use (the
-// gateway's rule). Answers are cached by the gatekeeper; within the request, the
+// maxRegistryReviews bounds the entries one registry request reviews the caller's use
+// of: a caller who may use few of many entries gets short pages with a cursor rather than
+// one request that asks the API server thousands of questions.
+const maxRegistryReviews = 1024
+
+// registryAccess decides, for one request, which entries its caller may see: those it may
+// use (the gateway's rule). Answers are cached by the gatekeeper; within the request, the
 // namespace-wide ones are remembered too.
 type registryAccess struct {
 	s      *Server
 	c      *caller
-	scope  scope
 	mu     sync.Mutex
 	nsWide map[string]bool // kind + "/" + namespace ("" for cluster-wide) -> may use every object
 }
 
-func (s *Server) registryAccess(ctx context.Context, c *caller) (*registryAccess, *apiError) {
-	a := &registryAccess{s: s, c: c, nsWide: map[string]bool{}}
-	if c.all {
-		a.scope = scope{all: true}
-		return a, nil
-	}
-	sc, err := s.gate.scope(ctx, c, s.registry.namespaces())
-	if err != nil {
-		s.log.Error(err, "Authorization check failed")
-		return nil, errorf(http.StatusInternalServerError, "authorization check failed")
-	}
-	a.scope = sc
-	return a, nil
+func (s *Server) registryAccess(c *caller) *registryAccess {
+	return &registryAccess{s: s, c: c, nsWide: map[string]bool{}}
 }
 
 // mayUse reports whether the caller may use every object of kind in namespace ("" for
@@ -606,9 +600,6 @@ func (a *registryAccess) filter(ctx context.Context, records []*registryRecord) 
 		slots    = make(chan struct{}, maxParallelReviews)
 	)
 	for i, r := range records {
-		if !a.scope.allows(r.key.namespace) {
-			continue
-		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
@@ -660,37 +651,46 @@ func (s *Server) listRegistry(ctx context.Context, c *caller, q registryQuery) (
 		}
 		after = cur.Name
 	}
-	access, aerr := s.registryAccess(ctx, c)
-	if aerr != nil {
-		return nil, aerr
-	}
+	access := s.registryAccess(c)
 	matches := func(r *registryRecord) bool {
-		return access.scope.allows(r.key.namespace) &&
-			(q.search == "" || strings.Contains(r.lname, q.search)) &&
+		return (q.search == "" || strings.Contains(r.lname, q.search)) &&
 			(q.updatedSince.IsZero() || r.updated.After(q.updatedSince)) &&
 			(q.version == "" || q.version == "latest" || q.version == r.version)
 	}
 	// Walk the entries in batches, reviewing each batch's objects in parallel, until a
-	// page and one more are found or the entries end.
+	// page and one more are found, the entries end, or maxRegistryReviews were reviewed
+	// (the page then ends at the last entry reviewed, with a cursor).
 	var page []*registryRecord
 	batch := min(max(2*q.limit, 16), 256)
+	reviewed, cut := 0, ""
 	for {
-		candidates, last := s.registry.after(after, batch, matches)
+		candidates, last := s.registry.after(after, min(batch, s.opts.registryReviews-reviewed), matches)
 		visible, err := access.filter(ctx, candidates)
 		if err != nil {
 			s.log.Error(err, "Authorization check failed")
 			return nil, errorf(http.StatusInternalServerError, "authorization check failed")
 		}
 		page = append(page, visible...)
+		reviewed += len(candidates)
 		if len(page) > q.limit || last == "" {
 			break
 		}
 		after = last
+		if reviewed >= s.opts.registryReviews {
+			cut = last
+			break
+		}
+	}
+	switch {
+	case len(page) > q.limit:
+		page = page[:q.limit]
+		cut = page[len(page)-1].name
+	case len(page) == q.limit && cut != "":
+		cut = page[len(page)-1].name
 	}
 	next := ""
-	if len(page) > q.limit {
-		page = page[:q.limit]
-		b, err := json.Marshal(registryCursor{Version: cursorVersion, Fingerprint: fp, Name: page[len(page)-1].name})
+	if cut != "" {
+		b, err := json.Marshal(registryCursor{Version: cursorVersion, Fingerprint: fp, Name: cut})
 		if err != nil {
 			panic(fmt.Sprintf("catalog: encoding a registry cursor: %v", err))
 		}
@@ -707,11 +707,7 @@ func (s *Server) lookupRegistry(ctx context.Context, c *caller, name string) (*r
 	if rec == nil {
 		return nil, notFound
 	}
-	access, aerr := s.registryAccess(ctx, c)
-	if aerr != nil {
-		return nil, aerr
-	}
-	visible, err := access.filter(ctx, []*registryRecord{rec})
+	visible, err := s.registryAccess(c).filter(ctx, []*registryRecord{rec})
 	if err != nil {
 		s.log.Error(err, "Authorization check failed")
 		return nil, errorf(http.StatusInternalServerError, "authorization check failed")

@@ -170,19 +170,19 @@ func secretSpec(o *mcpv1alpha1.MCPServer) {
 	}
 }
 
-// registryFixture is two namespaces of servers and toolsets, and two callers of
+// registryFixture is two namespaces of servers and toolsets, and three callers of
 // different RBAC.
 type registryFixture struct {
-	c              *running
-	one, two       string
-	tokenA, tokenB string
-	wantA, wantB   []string
-	prefix         string
-	serverName     func(ns, name string) string
-	toolsetName    func(ns, name string) string
+	c                      *running
+	one, two               string
+	tokenA, tokenB, tokenC string
+	wantA, wantB           []string
+	prefix                 string
+	serverName             func(ns, name string) string
+	toolsetName            func(ns, name string) string
 }
 
-func newRegistryFixture(t *testing.T) *registryFixture {
+func newRegistryFixture(t *testing.T, opts ...func(*catalog.Options)) *registryFixture {
 	t.Helper()
 	metadata, err := catalog.NewResourceMetadata(registryPublicURL, nil, nil)
 	if err != nil {
@@ -192,6 +192,9 @@ func newRegistryFixture(t *testing.T) *registryFixture {
 	f.c = startCatalog(t, catalog.AuthTokenReview, func(o *catalog.Options) {
 		o.ResourceMetadata = metadata
 		o.RegistryNamePrefix = f.prefix
+		for _, opt := range opts {
+			opt(o)
+		}
 	})
 	f.serverName = func(ns, name string) string { return catalog.RegistryServerName(f.prefix, ns, name) }
 	f.toolsetName = func(ns, name string) string { return catalog.RegistryToolsetName(f.prefix, ns, name) }
@@ -219,15 +222,22 @@ func newRegistryFixture(t *testing.T) *registryFixture {
 	grantUse(t, f.one, f.one, "agent-a", "mcpservers")
 	grantUse(t, f.one, f.one, "agent-a", "mcptoolsets", "support")
 	grantUse(t, f.two, f.one, "agent-a", "mcpservers", "delta")
-	// B may use everything in every namespace, but list in the second only: it sees
-	// what the catalogue shows it there, nothing of the first.
+	// B may use everything in both namespaces, and list in the second only: a registry
+	// shows what a caller may use, so it sees every entry of both.
 	f.tokenB = newCaller(t, f.two, "agent-b", true)
-	grantUse(t, "", f.two, "agent-b", "mcpservers")
-	grantUse(t, "", f.two, "agent-b", "mcptoolsets")
+	for _, ns := range []string{f.one, f.two} {
+		grantUse(t, ns, f.two, "agent-b", "mcpservers")
+		grantUse(t, ns, f.two, "agent-b", "mcptoolsets")
+	}
+	// C may list in both namespaces and use nothing: it sees nothing.
+	f.tokenC = newCaller(t, f.two, "agent-c", true)
+	grantList(t, f.one, f.two, "agent-c")
 
 	f.wantA = []string{f.serverName(f.one, "alpha"), f.serverName(f.one, "beta"), f.serverName(f.one, "gamma"),
 		f.toolsetName(f.one, "support"), f.serverName(f.two, "delta")}
-	f.wantB = []string{f.serverName(f.two, "delta"), f.serverName(f.two, "epsilon"), f.toolsetName(f.two, "ops")}
+	f.wantB = []string{f.serverName(f.one, "alpha"), f.serverName(f.one, "beta"), f.serverName(f.one, "gamma"),
+		f.toolsetName(f.one, "support"), f.toolsetName(f.one, "hidden"),
+		f.serverName(f.two, "delta"), f.serverName(f.two, "epsilon"), f.toolsetName(f.two, "ops")}
 	slices.Sort(f.wantA)
 	slices.Sort(f.wantB)
 
@@ -362,9 +372,16 @@ func TestRegistryListsWhatEachCallerMayUse(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want 404", p, resp.code, resp.body)
 		}
 	}
-	// B sees nothing of the first namespace, even what RBAC lets it use.
-	if resp := c.registryGet(t, f.tokenB, path+"/versions/latest"); resp.code != http.StatusNotFound {
-		t.Errorf("B got alpha: %d %s", resp.code, resp.body)
+	// B, which may use alpha without listing its namespace, gets it; C, which may list
+	// the namespace and use nothing, gets neither the entry nor any other.
+	if resp := c.registryGet(t, f.tokenB, path+"/versions/latest"); resp.code != http.StatusOK {
+		t.Errorf("B, which may use alpha, got %d %s", resp.code, resp.body)
+	}
+	if resp := c.registryGet(t, f.tokenC, path+"/versions/latest"); resp.code != http.StatusNotFound {
+		t.Errorf("C, which may use nothing, got alpha: %d %s", resp.code, resp.body)
+	}
+	if names, _ := c.registryAll(t, f.tokenC, "/v0.1/servers?limit=100"); len(names) != 0 {
+		t.Errorf("C, which may use nothing, was listed %q", names)
 	}
 
 	// The API is read-only.
@@ -374,6 +391,19 @@ func TestRegistryListsWhatEachCallerMayUse(t *testing.T) {
 		t.Errorf("POST: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// A request reviews a bounded number of entries: a caller who may use few of many gets
+// short pages, each ending with a cursor, and every entry it may use over the pages.
+func TestRegistryReviewsABoundedNumberOfEntriesPerRequest(t *testing.T) {
+	f := newRegistryFixture(t, catalog.WithRegistryReviews(2))
+	first := f.c.registryList(t, f.tokenA, "/v0.1/servers?limit=100")
+	if first.Metadata.NextCursor == "" || len(first.Servers) >= len(f.wantA) {
+		t.Errorf("a request that may review 2 entries listed %d of %d with cursor %q", len(first.Servers), len(f.wantA), first.Metadata.NextCursor)
+	}
+	if names, _ := f.c.registryAll(t, f.tokenA, "/v0.1/servers?limit=100"); !slices.Equal(names, f.wantA) {
+		t.Errorf("over the pages A was listed %q, want %q", names, f.wantA)
 	}
 }
 

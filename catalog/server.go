@@ -95,6 +95,9 @@ type Options struct {
 	// requestReadTimeout and requestWriteTimeout bound each request of the catalogue's
 	// own routes: readTimeout and writeTimeout, shorter only in tests.
 	requestReadTimeout, requestWriteTimeout time.Duration
+	// registryReviews bounds the entries one registry request reviews; zero means
+	// maxRegistryReviews.
+	registryReviews int
 
 	// serviceAccountKeys fetches the API server's ServiceAccount issuer and keys; New
 	// sets it from the manager's config.
@@ -127,6 +130,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = ctrl.Log.WithName("catalog")
+	}
+	if o.registryReviews <= 0 {
+		o.registryReviews = maxRegistryReviews
 	}
 	if o.requestReadTimeout <= 0 {
 		o.requestReadTimeout = readTimeout

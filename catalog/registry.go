@@ -167,7 +167,6 @@ type registryIndex struct {
 	byKey  map[registryKey]*registryRecord
 	byName map[string]*registryRecord
 	list   []*registryRecord // sorted by name
-	ns     map[string]int    // entries per namespace
 	now    func() time.Time
 }
 
@@ -175,7 +174,6 @@ func newRegistryIndex() *registryIndex {
 	return &registryIndex{
 		byKey:  map[registryKey]*registryRecord{},
 		byName: map[string]*registryRecord{},
-		ns:     map[string]int{},
 		now:    time.Now,
 	}
 }
@@ -328,7 +326,6 @@ func (ix *registryIndex) upsert(e registryEntry) {
 	ix.byName[rec.name] = rec
 	i, _ := slices.BinarySearchFunc(ix.list, rec.name, func(r *registryRecord, name string) int { return strings.Compare(r.name, name) })
 	ix.list = slices.Insert(ix.list, i, rec)
-	ix.ns[rec.key.namespace]++
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -353,21 +350,6 @@ func (ix *registryIndex) removeLocked(rec *registryRecord) {
 	if i, ok := slices.BinarySearchFunc(ix.list, rec.name, func(r *registryRecord, name string) int { return strings.Compare(r.name, name) }); ok {
 		ix.list = slices.Delete(ix.list, i, i+1)
 	}
-	if ix.ns[rec.key.namespace]--; ix.ns[rec.key.namespace] <= 0 {
-		delete(ix.ns, rec.key.namespace)
-	}
-}
-
-// namespaces returns the sorted namespaces that hold an entry.
-func (ix *registryIndex) namespaces() []string {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	out := make([]string, 0, len(ix.ns))
-	for ns := range ix.ns {
-		out = append(out, ns)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // get returns the entry named name.

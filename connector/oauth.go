@@ -28,6 +28,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/httpclient"
 )
 
 // OAuth bounds and timings.
@@ -1001,33 +1002,13 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		capture.set(e)
 		return nil, e
 	}
-	resp.Body = &authLimitBody{body: resp.Body, remaining: maxOAuthDocumentBytes, capture: capture}
+	resp.Body = httpclient.NewBody(resp.Body, maxOAuthDocumentBytes, func() error {
+		e := newError(ReasonLimitExceeded, "response is larger than %d bytes", maxOAuthDocumentBytes)
+		capture.set(e)
+		return e
+	})
 	return resp, nil
 }
-
-// authLimitBody fails a body that grows past maxOAuthDocumentBytes.
-type authLimitBody struct {
-	body      io.ReadCloser
-	remaining int64
-	capture   *fetchCapture
-}
-
-func (b *authLimitBody) Read(p []byte) (int, error) {
-	if int64(len(p)) > b.remaining+1 {
-		p = p[:b.remaining+1]
-	}
-	n, err := b.body.Read(p)
-	if int64(n) > b.remaining {
-		e := newError(ReasonLimitExceeded, "response is larger than %d bytes", maxOAuthDocumentBytes)
-		b.capture.set(e)
-		b.remaining = 0
-		return 0, e
-	}
-	b.remaining -= int64(n)
-	return n, err
-}
-
-func (b *authLimitBody) Close() error { return b.body.Close() }
 
 // fetchCapture keeps the classified failure of one fetch, which oauth2 and
 // encoding/json flatten into text.

@@ -21,11 +21,12 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/httpclient"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // maxResponseHeaderBytes bounds the response headers of any request.
-const maxResponseHeaderBytes = 64 << 10
+const maxResponseHeaderBytes = httpclient.MaxResponseHeaderBytes
 
 // httpStack is the HTTP client of one session: redirect checks, header injection scoped
 // to the configured origin and response limits, over a shared transport (see
@@ -167,7 +168,7 @@ func (s *httpStack) send(out *http.Request) (*http.Response, error) {
 	if carriesOwnConnection(out) {
 		resp, err = b.transport.roundTripStream(out)
 	} else {
-		resp, err = b.transport.forScheme(out.URL.Scheme).RoundTrip(out)
+		resp, err = b.transport.ForScheme(out.URL.Scheme).RoundTrip(out)
 	}
 	if err != nil {
 		return nil, err
@@ -749,7 +750,12 @@ func (s *httpStack) inspect(req *http.Request, resp *http.Response) (*http.Respo
 		s.obs.record(e)
 		return nil, e
 	}
-	resp.Body = &limitBody{body: resp.Body, remaining: s.limits.MaxResponseBytes, max: s.limits.MaxResponseBytes, obs: &s.obs}
+	limit := s.limits.MaxResponseBytes
+	resp.Body = httpclient.NewBody(resp.Body, limit, func() error {
+		e := responseTooLarge(limit)
+		s.obs.record(e)
+		return e
+	})
 	return resp, nil
 }
 

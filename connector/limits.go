@@ -2,7 +2,8 @@ package connector
 
 import (
 	"io"
-	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 )
 
 // eventLimitBody watches an event stream and records a LimitExceeded incident when one
@@ -49,12 +50,4 @@ func (b *eventLimitBody) Read(p []byte) (int, error) {
 func (b *eventLimitBody) Close() error { return b.body.Close() }
 
 // TruncateUTF8 cuts s to at most n bytes without splitting a UTF-8 sequence.
-func TruncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func TruncateUTF8(s string, n int) string { return oauth.TruncateUTF8(s, n) }

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/internal/httpclient"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
@@ -641,9 +642,9 @@ type bearerSource interface {
 	// current returns the token to send, or "" to send none yet.
 	current() (string, *Error)
 	// renew returns a token other than rejected, obtaining a new one if need be.
-	renew(rejected string, ch challenge) (string, *Error)
+	renew(rejected string, ch oauth.Challenge) (string, *Error)
 	// insufficientScope is the failure of a request answered insufficient_scope.
-	insufficientScope(ch challenge) *Error
+	insufficientScope(ch oauth.Challenge) *Error
 	// tokenEndpoint names, for messages, the origin tokens come from.
 	tokenEndpoint() string
 }
@@ -671,8 +672,8 @@ func (s *httpStack) authenticate(auth bearerSource, out *http.Request, resp *htt
 	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 		return resp, nil
 	}
-	ch := parseChallenge(resp.Header.Values("WWW-Authenticate"))
-	if ch.err == "insufficient_scope" {
+	ch := oauth.ParseChallenge(resp.Header.Values("WWW-Authenticate"))
+	if ch.Error == "insufficient_scope" {
 		return fail(auth.insufficientScope(ch))
 	}
 	if resp.StatusCode != http.StatusUnauthorized || (out.Body != nil && out.GetBody == nil) {
@@ -703,14 +704,14 @@ func (s *httpStack) authenticate(auth bearerSource, out *http.Request, resp *htt
 	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
-		ch := parseChallenge(resp.Header.Values("WWW-Authenticate"))
-		if ch.err == "insufficient_scope" {
+		ch := oauth.ParseChallenge(resp.Header.Values("WWW-Authenticate"))
+		if ch.Error == "insufficient_scope" {
 			return fail(auth.insufficientScope(ch))
 		}
 		if resp.StatusCode == http.StatusUnauthorized {
 			detail := ""
-			if ch.err != "" {
-				detail = " (" + safeText(ch.err, 64) + ")"
+			if ch.Error != "" {
+				detail = " (" + safeText(ch.Error, 64) + ")"
 			}
 			return fail(authError(ReasonUnauthorized, ReasonTokenRequestFailed,
 				"server %s rejected a token fresh from %s%s", displayURL(s.endpoint), auth.tokenEndpoint(), detail))

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 	"github.com/switchboard-mcp/switchboard/egress"
 )
 
@@ -446,23 +447,7 @@ func (c Config) secrets() []string {
 }
 
 // displayURL prints u as scheme://host:port/path: no userinfo, no query, no fragment.
-func displayURL(u *url.URL) string {
-	if u == nil {
-		return ""
-	}
-	port := u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-	}
-	host := u.Hostname()
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	return u.Scheme + "://" + host + ":" + port + u.EscapedPath()
-}
+func displayURL(u *url.URL) string { return oauth.DisplayURL(u) }
 
 // DisplayURL returns the endpoint as scheme://host:port/path, fit for status and logs:
 // no userinfo, no query string, no fragment. It returns "" when raw does not parse.

@@ -25,7 +25,10 @@
 // decider and redirect checks, with bounded responses; the client secret or signed
 // assertion goes to the token endpoint only, over https (or plain http to loopback with
 // AllowInsecureHTTP); tokens live in memory only and never appear in anything the
-// connector emits.
+// connector emits. What judges the servers' words without I/O (the challenge parser,
+// discovery's metadata checks, the canonical resource) is connector/oauth; the
+// transports and bounded bodies beneath the stack are internal/httpclient, which the
+// identity package's issuer client uses too.
 //
 // Per-caller credentials ([PerCallerAuth]: an RFC 8693 token exchange, or SEP-990
 // enterprise-managed authorization) give each gateway caller a token of its own for a

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
@@ -61,7 +62,7 @@ func (c *callerTokens) post(r tokenRequest) (tok *oauth2.Token, e *Error) {
 	if e := c.ts.checkTokenURL(r.url); e != nil {
 		return nil, authError(e.Reason, ReasonTokenRequestFailed,
 			"%s endpoint %s is not https: the caller's token is sent only over https (or plain http to a loopback address with allowInsecureHTTP)",
-			r.what, origin(r.url))
+			r.what, oauth.Origin(r.url))
 	}
 	cc := clientcredentials.Config{
 		ClientID:       r.clientID,
@@ -81,7 +82,7 @@ func (c *callerTokens) post(r tokenRequest) (tok *oauth2.Token, e *Error) {
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, c.ts.client)
 	tok, err := cc.Token(ctx)
 	if err != nil {
-		return nil, tokenRequestError(r.what+" at "+origin(r.url), r.clientID, r.scopes, err, capture)
+		return nil, tokenRequestError(r.what+" at "+oauth.Origin(r.url), r.clientID, r.scopes, err, capture)
 	}
 	return tok, nil
 }
@@ -110,7 +111,7 @@ func checkIssuedType(r tokenRequest, tok *oauth2.Token, want string) *Error {
 	}
 	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
 		"%s at %s issued token type %s, not the %s requested; the token was not used",
-		r.what, origin(r.url), shown, want)
+		r.what, oauth.Origin(r.url), shown, want)
 }
 
 // checkBearer refuses a token response that is not a bearer access token.
@@ -119,7 +120,7 @@ func checkBearer(r tokenRequest, tok *oauth2.Token) *Error {
 		return nil
 	}
 	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-		"%s at %s issued no bearer token (token_type %q)", r.what, origin(r.url), safeText(tok.TokenType, 32))
+		"%s at %s issued no bearer token (token_type %q)", r.what, oauth.Origin(r.url), safeText(tok.TokenType, 32))
 }
 
 // scopeText says which scopes a token was requested with.

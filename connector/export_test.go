@@ -7,8 +7,7 @@ func CloseIdleTransportConnections() {
 	defer transports.mu.Unlock()
 	for _, list := range transports.entries {
 		for _, t := range list {
-			t.plain.CloseIdleConnections()
-			t.secure.CloseIdleConnections()
+			t.CloseIdleConnections()
 		}
 	}
 }

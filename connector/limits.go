@@ -2,40 +2,9 @@ package connector
 
 import (
 	"io"
-	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 )
-
-// limitBody fails a response body that grows past max bytes with a LimitExceeded error,
-// having read at most max+1 bytes of it.
-type limitBody struct {
-	body      io.ReadCloser
-	remaining int64
-	max       int64
-	obs       *observer
-	err       error
-}
-
-func (b *limitBody) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
-	}
-	if int64(len(p)) > b.remaining+1 {
-		p = p[:b.remaining+1]
-	}
-	n, err := b.body.Read(p)
-	if int64(n) > b.remaining {
-		n = int(b.remaining)
-		b.remaining = 0
-		e := responseTooLarge(b.max)
-		b.obs.record(e)
-		b.err = e
-		return n, e
-	}
-	b.remaining -= int64(n)
-	return n, err
-}
-
-func (b *limitBody) Close() error { return b.body.Close() }
 
 // eventLimitBody watches an event stream and records a LimitExceeded incident when one
 // event grows past max bytes. go-sdk enforces the same bound (its MaxEventSize) and
@@ -81,12 +50,4 @@ func (b *eventLimitBody) Read(p []byte) (int, error) {
 func (b *eventLimitBody) Close() error { return b.body.Close() }
 
 // TruncateUTF8 cuts s to at most n bytes without splitting a UTF-8 sequence.
-func TruncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func TruncateUTF8(s string, n int) string { return oauth.TruncateUTF8(s, n) }

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -27,7 +26,9 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/httpclient"
 )
 
 // OAuth bounds and timings.
@@ -120,7 +121,7 @@ type authMeta struct {
 func newTokenSource(ctx context.Context, cfg Config, endpoint *url.URL, stack *httpStack) (*tokenSource, *Error) {
 	a := &tokenSource{
 		endpoint: endpoint,
-		resource: canonicalResource(endpoint),
+		resource: oauth.CanonicalResource(endpoint),
 		stack:    stack,
 		ctx:      ctx,
 		timeout:  cfg.Timeout,
@@ -240,27 +241,6 @@ func parseSigningKey(data []byte) (crypto.Signer, jwt.SigningMethod, error) {
 	}
 }
 
-// canonicalResource is the server's canonical URI (MCP authorization, RFC 8707): lower
-// case scheme and host, no default port, no query, no fragment, no trailing slash.
-func canonicalResource(u *url.URL) string {
-	scheme := strings.ToLower(u.Scheme)
-	host := strings.ToLower(u.Hostname())
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	defaultPort := (scheme == "https" && u.Port() == "443") || (scheme == "http" && u.Port() == "80")
-	if port := u.Port(); port != "" && !defaultPort {
-		host += ":" + port
-	}
-	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
-}
-
-// origin prints u's origin as scheme://host:port, for messages.
-func origin(u *url.URL) string {
-	d := displayURL(&url.URL{Scheme: u.Scheme, Host: u.Host})
-	return strings.TrimSuffix(d, "/")
-}
-
 // current returns the token to send, refreshing it shortly before it expires, or ""
 // before the first token was obtained (the server's 401 starts discovery).
 func (a *tokenSource) current() (string, *Error) {
@@ -280,7 +260,7 @@ func (a *tokenSource) current() (string, *Error) {
 // renew returns a token other than rejected (the token a request was refused with, or
 // "" when it carried none): one another request obtained meanwhile, or a new one. The
 // first call discovers where to get it, using the server's challenge.
-func (a *tokenSource) renew(rejected string, ch challenge) (string, *Error) {
+func (a *tokenSource) renew(rejected string, ch oauth.Challenge) (string, *Error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.reuse != nil {
@@ -311,7 +291,7 @@ func (a *tokenSource) tokenEndpoint() string {
 	if a.meta == nil || a.reuse == nil {
 		return ""
 	}
-	return origin(a.meta.tokenURL)
+	return oauth.Origin(a.meta.tokenURL)
 }
 
 // scopes returns the scopes tokens are requested with, as one string.
@@ -356,10 +336,10 @@ func (a *tokenSource) asError(err error) *Error {
 }
 
 // insufficientScope is the failure of a request the server answered insufficient_scope.
-func (a *tokenSource) insufficientScope(ch challenge) *Error {
+func (a *tokenSource) insufficientScope(ch oauth.Challenge) *Error {
 	asked := "a scope it did not name"
-	if ch.scope != "" {
-		asked = fmt.Sprintf("scope %q", TruncateUTF8(ch.scope, 256))
+	if ch.Scope != "" {
+		asked = fmt.Sprintf("scope %q", TruncateUTF8(ch.Scope, 256))
 	}
 	return authError(ReasonInsufficientScope, ReasonInsufficientScope,
 		"server %s answered insufficient_scope: it asks for %s; the token was requested with %s",
@@ -367,12 +347,12 @@ func (a *tokenSource) insufficientScope(ch challenge) *Error {
 }
 
 // discover finds the token endpoint: the configured one, or the MCP authorization
-// discovery (RFC 9728 protected resource metadata, then RFC 8414 or OpenID
-// authorization server metadata), validating resource and issuer.
-func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
+// discovery (oauth.Discover) through the source's client, validating resource and
+// issuer.
+func (a *tokenSource) discover(ch oauth.Challenge) (*authMeta, *Error) {
 	meta := &authMeta{method: a.cfg.AuthMethod, scopes: a.cfg.Scopes}
-	if len(meta.scopes) == 0 && ch.scope != "" {
-		meta.scopes = boundedScopes(strings.Fields(ch.scope)) // from the server's header: bounded like metadata's
+	if len(meta.scopes) == 0 && ch.Scope != "" {
+		meta.scopes = oauth.BoundedScopes(strings.Fields(ch.Scope)) // from the server's header: bounded like metadata's
 	}
 	if a.cfg.TokenURL != "" {
 		u, _ := url.Parse(a.cfg.TokenURL)
@@ -386,111 +366,50 @@ func (a *tokenSource) discover(ch challenge) (*authMeta, *Error) {
 		}
 		return meta, nil
 	}
-
-	// Protected resource metadata: the challenge's resource_metadata, else the
-	// well-known locations, path-inserted first.
-	var candidates []string
-	if ch.resourceMetadata != "" {
-		candidates = []string{ch.resourceMetadata}
-	} else {
-		base := a.endpoint.Scheme + "://" + a.endpoint.Host + "/.well-known/oauth-protected-resource"
-		if p := strings.TrimRight(a.endpoint.EscapedPath(), "/"); p != "" {
-			candidates = append(candidates, base+p)
-		}
-		candidates = append(candidates, base)
+	grant := a.grantType()
+	if grant == anyGrant {
+		grant = ""
 	}
-	var prm struct {
-		Resource             string   `json:"resource"`
-		AuthorizationServers []string `json:"authorization_servers"`
-		ScopesSupported      []string `json:"scopes_supported"`
+	found, err := oauth.Discover(oauth.Discovery{
+		Endpoint:          a.endpoint,
+		Resource:          a.resource,
+		Scopes:            meta.scopes,
+		Issuer:            a.cfg.Issuer,
+		Grant:             grant,
+		AllowInsecureHTTP: a.cfg.AllowInsecureHTTP,
+		Fetch:             a.fetchMetadata,
+	}, ch)
+	if err != nil {
+		return nil, discoveryError(err)
 	}
-	prmURL, e := a.fetchFirst("protected resource metadata", candidates, &prm)
-	if e != nil {
+	if e := a.checkTokenURL(found.TokenURL); e != nil {
 		return nil, e
 	}
-	if got, ok := parseCanonical(prm.Resource); !ok || got != a.resource {
-		return nil, authError(ReasonMetadataMismatch, ReasonMetadataMismatch,
-			"protected resource metadata at %s names resource %s, not the server's URL %s; no token was requested",
-			displayURL(prmURL), quoteURL(prm.Resource), displayURL(a.endpoint))
-	}
-	if len(prm.AuthorizationServers) == 0 {
-		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"protected resource metadata at %s names no authorization server", displayURL(prmURL))
-	}
-	if len(meta.scopes) == 0 {
-		meta.scopes = boundedScopes(prm.ScopesSupported)
-	}
-
-	issuer := prm.AuthorizationServers[0]
-	if pinned := a.cfg.Issuer; pinned != "" {
-		// Only the pinned authorization server gets the credential, and only when the
-		// server's metadata names it: nothing is fetched from any other.
-		i := slices.IndexFunc(prm.AuthorizationServers, func(s string) bool { return sameIssuer(s, pinned) })
-		if i < 0 {
-			return nil, authError(ReasonMetadataMismatch, ReasonMetadataMismatch,
-				"protected resource metadata at %s names authorization server %s, not the pinned issuer %s; no token was requested",
-				displayURL(prmURL), quoteURL(prm.AuthorizationServers[0]), quoteURL(pinned))
-		}
-		issuer = prm.AuthorizationServers[i]
-	}
-	iu, err := url.Parse(issuer)
-	if err != nil || (iu.Scheme != "https" && iu.Scheme != "http") || iu.Host == "" || iu.RawQuery != "" || iu.Fragment != "" {
-		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"protected resource metadata at %s names an authorization server that is not an http(s) URL without query", displayURL(prmURL))
-	}
-	originOf := iu.Scheme + "://" + iu.Host
-	p := strings.TrimRight(iu.EscapedPath(), "/")
-	candidates = []string{originOf + "/.well-known/oauth-authorization-server" + p, originOf + "/.well-known/openid-configuration" + p}
-	if p != "" {
-		candidates = append(candidates, originOf+p+"/.well-known/openid-configuration")
-	}
-	var asm struct {
-		Issuer                    string   `json:"issuer"`
-		TokenEndpoint             string   `json:"token_endpoint"`
-		GrantTypesSupported       []string `json:"grant_types_supported"`
-		TokenEndpointAuthMethods  []string `json:"token_endpoint_auth_methods_supported"`
-		TokenEndpointSigningAlgos []string `json:"token_endpoint_auth_signing_alg_values_supported"`
-		AuthorizationEndpoint     string   `json:"authorization_endpoint"`
-		IssParameterSupported     bool     `json:"authorization_response_iss_parameter_supported"`
-		CodeChallengeMethods      []string `json:"code_challenge_methods_supported"`
-		RegistrationEndpoint      string   `json:"registration_endpoint"`
-	}
-	asURL, e := a.fetchFirst("authorization server metadata", candidates, &asm)
-	if e != nil {
-		return nil, e
-	}
-	if !sameIssuer(asm.Issuer, issuer) {
-		return nil, authError(ReasonMetadataMismatch, ReasonMetadataMismatch,
-			"authorization server metadata at %s names issuer %s, not the authorization server %s; no token was requested",
-			displayURL(asURL), quoteURL(asm.Issuer), displayURL(iu))
-	}
-	if grant := a.grantType(); len(asm.GrantTypesSupported) > 0 && grant != anyGrant && !slices.Contains(asm.GrantTypesSupported, grant) {
-		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"authorization server %s does not support the %s grant", origin(iu), grant)
-	}
-	tu, err := url.Parse(asm.TokenEndpoint)
-	if err != nil || asm.TokenEndpoint == "" || tu.Host == "" {
-		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"authorization server metadata at %s names no usable token endpoint", displayURL(asURL))
-	}
-	if e := a.checkTokenURL(tu); e != nil {
-		return nil, e
-	}
-	meta.tokenURL, meta.issuer = tu, asm.Issuer
-	meta.authorizationURL, meta.issParameter = asm.AuthorizationEndpoint, asm.IssParameterSupported
-	meta.codeChallengeMethods = boundedScopes(asm.CodeChallengeMethods)
-	meta.registrationURL = asm.RegistrationEndpoint
+	meta.scopes = found.Scopes
+	meta.tokenURL, meta.issuer = found.TokenURL, found.Issuer
+	meta.authorizationURL, meta.issParameter = found.AuthorizationURL, found.IssParameter
+	meta.codeChallengeMethods = found.CodeChallengeMethods
+	meta.registrationURL = found.RegistrationURL
 	if meta.method == "" {
-		meta.method = a.defaultMethod(asm.TokenEndpointAuthMethods)
+		meta.method = a.defaultMethod(found.AuthMethods)
 	}
 	return meta, nil
 }
 
-// sameIssuer reports whether two issuer identifiers name the same authorization server:
-// equal but for a trailing slash (RFC 8414 compares issuers as strings; servers differ
-// in whether they print the slash of an issuer without a path).
-func sameIssuer(a, b string) bool {
-	return a != "" && strings.TrimRight(a, "/") == strings.TrimRight(b, "/")
+// discoveryError is the *Error of a failed discovery: discovery's own verdict, with
+// its reason as the Authenticated reason, or the failed fetch's.
+func discoveryError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var de *oauth.Error
+	if errors.As(err, &de) {
+		e = authError(de.Reason, de.Reason, "%s", de.Message)
+		e.Transient = de.Transient
+		return e
+	}
+	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "discovery failed")
 }
 
 // grantType is the grant_type of the token requests: client_credentials, or the
@@ -521,53 +440,18 @@ func (a *tokenSource) defaultMethod(supported []string) string {
 	return AuthMethodClientSecretBasic
 }
 
-// boundedScopes keeps at most 32 well-formed scopes.
-func boundedScopes(in []string) []string {
-	var out []string
-	for _, s := range in {
-		if len(out) == 32 {
-			break
-		}
-		if s != "" && len(s) <= 256 && !strings.ContainsAny(s, " \"\\\t\r\n") {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// parseCanonical returns the canonical form of a resource URL from metadata.
-func parseCanonical(raw string) (string, bool) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return "", false
-	}
-	return canonicalResource(u), true
-}
-
-// quoteURL shows a URL a server sent, without query, or says it is none.
-func quoteURL(raw string) string {
-	if raw == "" {
-		return "(none)"
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "(not a URL)"
-	}
-	return TruncateUTF8(displayURL(u), 256)
-}
-
 // checkTokenURL refuses a token endpoint the credential must not be sent to: anything
 // but https, except plain http to a loopback address with AllowInsecureHTTP.
 func (a *tokenSource) checkTokenURL(u *url.URL) *Error {
 	if u.Scheme == "https" {
 		return nil
 	}
-	if u.Scheme == "http" && a.cfg.AllowInsecureHTTP && namesLoopback(u.Hostname()) {
+	if u.Scheme == "http" && a.cfg.AllowInsecureHTTP && oauth.NamesLoopback(u.Hostname()) {
 		return nil
 	}
 	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
 		"token endpoint %s is not https: the %s is sent only over https (or plain http to a loopback address with allowInsecureHTTP)",
-		origin(u), a.credentialName())
+		oauth.Origin(u), a.credentialName())
 }
 
 // credentialName names what the token request carries, for messages.
@@ -578,50 +462,17 @@ func (a *tokenSource) credentialName() string {
 	return "client credential"
 }
 
-// loopback reports whether host names a loopback address by itself: a loopback IP
-// literal, or localhost (RFC 6761). A name is not resolved to find out: the dial would
-// resolve it again, and a name that resolved to loopback here could resolve elsewhere
-// then (DNS rebinding), with the credential sent in the clear.
-func namesLoopback(host string) bool {
-	if addr, err := netip.ParseAddr(host); err == nil {
-		return addr.Unmap().IsLoopback()
+// fetchMetadata is discovery's fetch (oauth.Fetch): getJSON, its failure classified
+// and said to be of fetching what from u.
+func (a *tokenSource) fetchMetadata(what string, u *url.URL, v any) (int, error) {
+	status, e := a.getJSON(u, v)
+	if e != nil {
+		e = a.asError(e)
+		out := *e
+		out.Message = fmt.Sprintf("fetching %s from %s: %s", what, displayURL(u), e.Message)
+		return 0, &out
 	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	return host == "localhost" || strings.HasSuffix(host, ".localhost")
-}
-
-// fetchFirst GETs each candidate in turn until one answers 200 with a JSON document,
-// which it decodes into v. A 4xx moves on to the next candidate; any other failure
-// ends the search.
-func (a *tokenSource) fetchFirst(what string, candidates []string, v any) (*url.URL, *Error) {
-	var last string
-	for _, raw := range candidates {
-		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-			return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "%s URL is not an http(s) URL", what)
-		}
-		if u.Scheme == "http" && !a.cfg.AllowInsecureHTTP {
-			return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-				"%s URL %s is not https; set allowInsecureHTTP to allow plain http", what, displayURL(u))
-		}
-		status, e := a.getJSON(u, v)
-		if e != nil {
-			e = a.asError(e)
-			out := *e
-			out.Message = fmt.Sprintf("fetching %s from %s: %s", what, displayURL(u), e.Message)
-			return nil, &out
-		}
-		if status == http.StatusOK {
-			return u, nil
-		}
-		last = fmt.Sprintf("%s answered %d", displayURL(u), status)
-		if status < 400 || status >= 500 {
-			e := authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "fetching %s: %s", what, last)
-			e.Transient = status >= 500
-			return nil, e
-		}
-	}
-	return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "no %s found: %s", what, last)
+	return status, nil
 }
 
 // getJSON fetches u and, on 200, decodes the bounded body into v.
@@ -661,7 +512,7 @@ func (a *tokenSource) checkRedirect(req *http.Request, via []*http.Request) erro
 	if first.Method == http.MethodPost && !egress.SameOrigin(first.URL, req.URL) {
 		e := authError(ReasonRedirectDenied, ReasonTokenRequestFailed,
 			"token endpoint %s redirected to %s: the %s is sent only to the token endpoint",
-			origin(first.URL), origin(req.URL), a.credentialName())
+			oauth.Origin(first.URL), oauth.Origin(req.URL), a.credentialName())
 		captureFrom(req.Context()).set(e)
 		return e
 	}
@@ -864,7 +715,7 @@ func (a *tokenSource) requestToken(ctx context.Context, cc *clientcredentials.Co
 	a.remember(tok.AccessToken)
 	if tok.AccessToken == "" || !strings.EqualFold(tok.Type(), "Bearer") {
 		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"token endpoint %s issued no bearer token", origin(tokenURL))
+			"token endpoint %s issued no bearer token", oauth.Origin(tokenURL))
 	}
 	// Replace a short-lived token at half its life rather than on every request.
 	if !tok.Expiry.IsZero() {
@@ -898,7 +749,7 @@ func (a *tokenSource) clientAssertion(meta *authMeta) (string, error) {
 // tokenError classifies a failed token request of clientID with scopes to the token
 // endpoint at tokenURL.
 func (a *tokenSource) tokenError(tokenURL *url.URL, clientID string, scopes []string, err error, capture *fetchCapture) *Error {
-	return tokenRequestError("token endpoint "+origin(tokenURL), clientID, scopes, err, capture)
+	return tokenRequestError("token endpoint "+oauth.Origin(tokenURL), clientID, scopes, err, capture)
 }
 
 // tokenRequestError classifies a failed token request, of the operator's own flows and
@@ -1001,33 +852,13 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		capture.set(e)
 		return nil, e
 	}
-	resp.Body = &authLimitBody{body: resp.Body, remaining: maxOAuthDocumentBytes, capture: capture}
+	resp.Body = httpclient.NewBody(resp.Body, maxOAuthDocumentBytes, func() error {
+		e := newError(ReasonLimitExceeded, "response is larger than %d bytes", maxOAuthDocumentBytes)
+		capture.set(e)
+		return e
+	})
 	return resp, nil
 }
-
-// authLimitBody fails a body that grows past maxOAuthDocumentBytes.
-type authLimitBody struct {
-	body      io.ReadCloser
-	remaining int64
-	capture   *fetchCapture
-}
-
-func (b *authLimitBody) Read(p []byte) (int, error) {
-	if int64(len(p)) > b.remaining+1 {
-		p = p[:b.remaining+1]
-	}
-	n, err := b.body.Read(p)
-	if int64(n) > b.remaining {
-		e := newError(ReasonLimitExceeded, "response is larger than %d bytes", maxOAuthDocumentBytes)
-		b.capture.set(e)
-		b.remaining = 0
-		return 0, e
-	}
-	b.remaining -= int64(n)
-	return n, err
-}
-
-func (b *authLimitBody) Close() error { return b.body.Close() }
 
 // fetchCapture keeps the classified failure of one fetch, which oauth2 and
 // encoding/json flatten into text.
@@ -1069,128 +900,4 @@ func (c *fetchCapture) errorOr(err error) *Error {
 		return e
 	}
 	return classify(err, nil)
-}
-
-// challenge is what a Bearer WWW-Authenticate challenge says (RFC 6750, RFC 9728).
-type challenge struct {
-	err              string
-	scope            string
-	resourceMetadata string
-}
-
-// parseChallenge reads the Bearer challenge of WWW-Authenticate header values.
-func parseChallenge(values []string) challenge {
-	var ch challenge
-	for _, v := range values {
-		for _, c := range splitChallenges(v) {
-			if !strings.EqualFold(c.scheme, "Bearer") {
-				continue
-			}
-			ch.err = c.params["error"]
-			ch.scope = c.params["scope"]
-			ch.resourceMetadata = c.params["resource_metadata"]
-			return ch
-		}
-	}
-	return ch
-}
-
-type rawChallenge struct {
-	scheme string
-	params map[string]string
-}
-
-// splitChallenges parses one WWW-Authenticate value into its challenges (RFC 9110
-// section 11.6.1): a scheme, then comma-separated name=value or name="quoted" params.
-func splitChallenges(s string) []rawChallenge {
-	var out []rawChallenge
-	i := 0
-	skip := func() {
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == ',') {
-			i++
-		}
-	}
-	token := func() string {
-		start := i
-		for i < len(s) && isTokenChar(s[i]) {
-			i++
-		}
-		return s[start:i]
-	}
-	for len(out) < 8 {
-		skip()
-		scheme := token()
-		if scheme == "" {
-			break
-		}
-		c := rawChallenge{scheme: scheme, params: map[string]string{}}
-		for len(c.params) < 16 {
-			skip()
-			save := i
-			name := token()
-			j := i
-			for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
-				j++
-			}
-			if name == "" {
-				if i >= len(s) || s[i] == '"' || s[i] == '=' {
-					// A token68 or stray text: skip to the next comma.
-					for i < len(s) && s[i] != ',' {
-						i++
-					}
-					if i < len(s) {
-						continue
-					}
-				}
-				break
-			}
-			if j >= len(s) || s[j] != '=' || (j+1 < len(s) && s[j+1] == '=') {
-				i = save // the next challenge's scheme, or a token68
-				if j < len(s) && s[j] == '=' {
-					for i < len(s) && s[i] != ',' {
-						i++
-					}
-					continue
-				}
-				break
-			}
-			i = j + 1
-			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-				i++
-			}
-			var value strings.Builder
-			if i < len(s) && s[i] == '"' {
-				i++
-				for i < len(s) && s[i] != '"' {
-					if s[i] == '\\' && i+1 < len(s) {
-						i++
-					}
-					value.WriteByte(s[i])
-					i++
-				}
-				if i < len(s) {
-					i++ // the closing quote
-				}
-			} else {
-				value.WriteString(token())
-			}
-			key := strings.ToLower(name)
-			if _, dup := c.params[key]; !dup {
-				c.params[key] = value.String()
-			}
-		}
-		out = append(out, c)
-		if i >= len(s) {
-			break
-		}
-	}
-	return out
-}
-
-func isTokenChar(b byte) bool {
-	switch {
-	case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~/", b) >= 0
 }

@@ -902,43 +902,6 @@ type connTransport struct{ conn mcp.Connection }
 
 func (c *connTransport) Connect(context.Context) (mcp.Connection, error) { return c.conn, nil }
 
-func TestParseChallenge(t *testing.T) {
-	for _, tc := range []struct {
-		in   []string
-		want challenge
-	}{
-		{[]string{`Bearer resource_metadata="https://a/b", scope="x y"`}, challenge{scope: "x y", resourceMetadata: "https://a/b"}},
-		{[]string{`Basic realm="r", Bearer error="invalid_token", error_description="expired"`}, challenge{err: "invalid_token"}},
-		{[]string{`Basic realm="r"`, `bearer error=insufficient_scope, scope="a\"b"`}, challenge{err: "insufficient_scope", scope: `a"b`}},
-		{[]string{`Bearer`}, challenge{}},
-		{[]string{`Newauth abc==, Bearer scope=s`}, challenge{scope: "s"}},
-		{[]string{`garbage "`}, challenge{}},
-	} {
-		if got := parseChallenge(tc.in); got != tc.want {
-			t.Errorf("parseChallenge(%q) = %+v, want %+v", tc.in, got, tc.want)
-		}
-	}
-}
-
-func FuzzParseChallenge(f *testing.F) {
-	f.Add(`Bearer resource_metadata="https://a/b", scope="x y", error="invalid_token"`)
-	f.Add(`Basic realm="x", Bearer abc==, x="\"`)
-	f.Fuzz(func(_ *testing.T, s string) { _ = parseChallenge([]string{s}) })
-}
-
-func TestCanonicalResource(t *testing.T) {
-	for in, want := range map[string]string{
-		"HTTPS://MCP.Example.com:443/mcp/": "https://mcp.example.com/mcp",
-		"http://localhost:8080/mcp?k=v":    "http://localhost:8080/mcp",
-		"https://[::1]:8443":               "https://[::1]:8443",
-	} {
-		u, _ := url.Parse(in)
-		if got := canonicalResource(u); got != want {
-			t.Errorf("canonicalResource(%s) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 func TestOAuthUnusableCredentialsFailAtSetup(t *testing.T) {
 	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 )
 
 // Per-caller upstream credentials.
@@ -258,7 +260,7 @@ func newCallerTokens(ctx context.Context, key Key, cfg Config, endpoint *url.URL
 		return authError(ReasonInvalidSpec, ReasonInvalidClient, format, args...)
 	}
 	c := &callerTokens{
-		key: key, cfg: pc, endpoint: endpoint, resource: canonicalResource(endpoint), cache: cache,
+		key: key, cfg: pc, endpoint: endpoint, resource: oauth.CanonicalResource(endpoint), cache: cache,
 		// The operator's own credential; a workload identity is one too.
 		metadataOnly: cfg.OAuth2 == nil && cfg.WorkloadIdentity == nil,
 	}
@@ -411,7 +413,7 @@ func (c *callerTokens) grantScopes(m *authMeta) []string {
 // (RFC 9728 and RFC 8414 or OpenID discovery, through the session's stack, with the
 // resource and issuer checks of the client credentials flow). ch is the server's
 // challenge, if a request got one.
-func (c *callerTokens) authServer(ch challenge) (*authMeta, *Error) {
+func (c *callerTokens) authServer(ch oauth.Challenge) (*authMeta, *Error) {
 	if m := c.meta.Load(); m != nil {
 		return m, nil
 	}
@@ -487,13 +489,13 @@ func (c *callerTokens) fetch(subject string, remember func(string)) (*oauth2.Tok
 				return nil, e
 			}
 		} else if tok.AccessToken == "" {
-			return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "token exchange at %s issued no token", origin(c.tokenURL))
+			return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "token exchange at %s issued no token", oauth.Origin(c.tokenURL))
 		}
 		return tok, nil
 	}
 
 	em := c.cfg.EnterpriseManaged
-	meta, e := c.authServer(challenge{})
+	meta, e := c.authServer(oauth.Challenge{})
 	if e != nil {
 		return nil, e
 	}
@@ -522,7 +524,7 @@ func (c *callerTokens) fetch(subject string, remember func(string)) (*oauth2.Tok
 		return nil, e
 	}
 	if jag.AccessToken == "" {
-		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "identity assertion exchange at %s issued no grant", origin(c.tokenURL))
+		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "identity assertion exchange at %s issued no grant", oauth.Origin(c.tokenURL))
 	}
 	// The grant for an access token (SEP-990 section 5, RFC 7523 section 2.1).
 	r = tokenRequest{what: "jwt-bearer grant", url: meta.tokenURL, clientID: em.ClientID, clientSecret: em.ClientSecret,
@@ -651,7 +653,7 @@ func (e *callerEntry) current() (string, *Error) {
 		if e.tokens.enterprise() && e.tokens.meta.Load() == nil {
 			return "", nil
 		}
-		return e.renew("", challenge{})
+		return e.renew("", oauth.Challenge{})
 	}
 	tok, err := reuse.Token()
 	if err != nil {
@@ -662,7 +664,7 @@ func (e *callerEntry) current() (string, *Error) {
 
 // renew returns a token other than rejected: one another request obtained meanwhile, or
 // a new one from a new exchange.
-func (e *callerEntry) renew(rejected string, ch challenge) (string, *Error) {
+func (e *callerEntry) renew(rejected string, ch oauth.Challenge) (string, *Error) {
 	e.renewMu.Lock()
 	defer e.renewMu.Unlock()
 	if err := e.live(); err != nil {
@@ -771,14 +773,14 @@ func (b *callerBearer) live() *callerEntry {
 
 func (b *callerBearer) current() (string, *Error) { return b.live().current() }
 
-func (b *callerBearer) renew(rejected string, ch challenge) (string, *Error) {
+func (b *callerBearer) renew(rejected string, ch oauth.Challenge) (string, *Error) {
 	return b.live().renew(rejected, ch)
 }
 
-func (b *callerBearer) insufficientScope(ch challenge) *Error {
+func (b *callerBearer) insufficientScope(ch oauth.Challenge) *Error {
 	asked := "a scope it did not name"
-	if ch.scope != "" {
-		asked = fmt.Sprintf("scope %q", TruncateUTF8(ch.scope, 256))
+	if ch.Scope != "" {
+		asked = fmt.Sprintf("scope %q", TruncateUTF8(ch.Scope, 256))
 	}
 	return authError(ReasonInsufficientScope, ReasonInsufficientScope,
 		"server %s answered insufficient_scope: it asks for %s; the caller's token was requested with %s",
@@ -787,7 +789,7 @@ func (b *callerBearer) insufficientScope(ch challenge) *Error {
 
 func (b *callerBearer) tokenEndpoint() string {
 	if u := b.tokens.upstreamTokenURL(); u != nil {
-		return origin(u)
+		return oauth.Origin(u)
 	}
 	return "the caller's exchange"
 }
@@ -969,7 +971,7 @@ func (s *session) checkMetadata() *Error {
 	if e := c.allowRequest(); e != nil {
 		return s.red.scrubError(e)
 	}
-	m, e := c.ts.discover(challenge{})
+	m, e := c.ts.discover(oauth.Challenge{})
 	if e != nil {
 		return s.red.scrubError(e)
 	}

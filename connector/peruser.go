@@ -15,6 +15,8 @@ import (
 	"golang.org/x/oauth2"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
+
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 )
 
 // Per-person upstream credentials (perUser).
@@ -119,7 +121,7 @@ func (a *PerUser) Allowed(serverURL string) *Error {
 		return authError(ReasonClientRegistrationNotAllowed, ReasonClientRegistrationNotAllowed,
 			"perUser names no clientID, and identity provider %q does not let servers register a client dynamically (spec.perUser.dynamicClientRegistration)", a.Provider)
 	}
-	if !resourceAllowed(canonicalResource(u), a.Resources) {
+	if !resourceAllowed(oauth.CanonicalResource(u), a.Resources) {
 		return authError(ReasonResourceNotAllowed, ReasonResourceNotAllowed,
 			"identity provider %q does not list the server's URL %s among spec.perUser.resources: no person's token is obtained for it",
 			a.Provider, displayURL(u))
@@ -130,7 +132,7 @@ func (a *PerUser) Allowed(serverURL string) *Error {
 	}
 	if a.Issuer != "" && !issuerAllowed(a.Issuer, a.AuthorizationServers) {
 		return authError(ReasonAuthorizationServerNotAllowed, ReasonAuthorizationServerNotAllowed,
-			"identity provider %q does not list the pinned issuer %s among spec.perUser.authorizationServers", a.Provider, quoteURL(a.Issuer))
+			"identity provider %q does not list the pinned issuer %s among spec.perUser.authorizationServers", a.Provider, oauth.QuoteURL(a.Issuer))
 	}
 	if len(a.AllowedScopes) > 0 {
 		for _, s := range a.Scopes {
@@ -169,7 +171,7 @@ func resourceAllowed(resource string, allowed []string) bool {
 		if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			continue
 		}
-		a := canonicalResource(u)
+		a := oauth.CanonicalResource(u)
 		if resource == a || strings.HasPrefix(resource, a+"/") {
 			return true
 		}
@@ -179,7 +181,7 @@ func resourceAllowed(resource string, allowed []string) bool {
 
 // issuerAllowed reports whether issuer is one of allowed, a trailing slash aside.
 func issuerAllowed(issuer string, allowed []string) bool {
-	return slices.ContainsFunc(allowed, func(a string) bool { return sameIssuer(a, issuer) })
+	return slices.ContainsFunc(allowed, func(a string) bool { return oauth.SameIssuer(a, issuer) })
 }
 
 // UserAuthorizer runs the connector's side of per-person authorization for one server:
@@ -270,7 +272,7 @@ func checkedPerUser(cfg Config) (PerUser, *Error) {
 func newUserAuthorizer(ctx context.Context, key Key, cfg Config, pu PerUser, endpoint *url.URL, stack *httpStack, store GrantStore) *UserAuthorizer {
 	ctx, cancel := context.WithCancel(ctx)
 	u := &UserAuthorizer{
-		key: key, cfg: pu, endpoint: endpoint, resource: canonicalResource(endpoint), store: store,
+		key: key, cfg: pu, endpoint: endpoint, resource: oauth.CanonicalResource(endpoint), store: store,
 		stack: stack, ctx: ctx, cancel: cancel, cache: make(map[string]*userEntry),
 	}
 	u.ts = &tokenSource{
@@ -282,7 +284,7 @@ func newUserAuthorizer(ctx context.Context, key Key, cfg Config, pu PerUser, end
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			e := authError(ReasonRedirectDenied, ReasonTokenRequestFailed,
 				"token endpoint %s redirected to %s: a code or refresh token is sent to the token endpoint only",
-				origin(via[0].URL), origin(req.URL))
+				oauth.Origin(via[0].URL), oauth.Origin(req.URL))
 			captureFrom(req.Context()).set(e)
 			return e
 		}}
@@ -329,27 +331,27 @@ func (u *UserAuthorizer) metadata(fresh bool) (*authMeta, *Error) {
 	if u.meta != nil && !fresh && time.Since(u.metaAt) < metadataLife {
 		return u.meta, nil
 	}
-	m, e := u.ts.discover(challenge{})
+	m, e := u.ts.discover(oauth.Challenge{})
 	if e != nil {
 		return nil, e
 	}
 	if !issuerAllowed(m.issuer, u.cfg.AuthorizationServers) {
 		return nil, authError(ReasonAuthorizationServerNotAllowed, ReasonAuthorizationServerNotAllowed,
 			"the authorization server %s of server %s is not among identity provider %q's spec.perUser.authorizationServers: nobody is sent there",
-			quoteURL(m.issuer), displayURL(u.endpoint), u.cfg.Provider)
+			oauth.QuoteURL(m.issuer), displayURL(u.endpoint), u.cfg.Provider)
 	}
 	au, err := url.Parse(m.authorizationURL)
 	if err != nil || m.authorizationURL == "" || au.Host == "" || au.User != nil || au.Fragment != "" {
 		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"authorization server %s names no usable authorization endpoint", quoteURL(m.issuer))
+			"authorization server %s names no usable authorization endpoint", oauth.QuoteURL(m.issuer))
 	}
-	if au.Scheme != "https" && (au.Scheme != "http" || !u.cfg.AllowInsecureHTTP || !namesLoopback(au.Hostname())) {
+	if au.Scheme != "https" && (au.Scheme != "http" || !u.cfg.AllowInsecureHTTP || !oauth.NamesLoopback(au.Hostname())) {
 		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"authorization endpoint %s is not https (plain http only to a loopback address with allowInsecureHTTP)", origin(au))
+			"authorization endpoint %s is not https (plain http only to a loopback address with allowInsecureHTTP)", oauth.Origin(au))
 	}
 	if !slices.Contains(m.codeChallengeMethods, "S256") {
 		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"authorization server %s does not advertise PKCE with S256 (code_challenge_methods_supported): no person is sent there", quoteURL(m.issuer))
+			"authorization server %s does not advertise PKCE with S256 (code_challenge_methods_supported): no person is sent there", oauth.QuoteURL(m.issuer))
 	}
 	m.scopes = u.scopes(m.scopes)
 	u.meta, u.metaAt = m, time.Now()
@@ -407,13 +409,13 @@ func (u *UserAuthorizer) client(meta *authMeta, redirectURL string) (OAuthClient
 	}
 	if meta.registrationURL == "" {
 		return OAuthClient{}, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"authorization server %s offers no dynamic client registration (registration_endpoint), and server %s names no perUser.clientID", quoteURL(meta.issuer), u.key)
+			"authorization server %s offers no dynamic client registration (registration_endpoint), and server %s names no perUser.clientID", oauth.QuoteURL(meta.issuer), u.key)
 	}
 	ru, err := url.Parse(meta.registrationURL)
 	if err != nil || ru.Host == "" || ru.User != nil || ru.Fragment != "" ||
-		(ru.Scheme != "https" && (ru.Scheme != "http" || !u.cfg.AllowInsecureHTTP || !namesLoopback(ru.Hostname()))) {
+		(ru.Scheme != "https" && (ru.Scheme != "http" || !u.cfg.AllowInsecureHTTP || !oauth.NamesLoopback(ru.Hostname()))) {
 		return OAuthClient{}, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"the registration endpoint of authorization server %s is not an https URL (plain http only to a loopback address with allowInsecureHTTP)", quoteURL(meta.issuer))
+			"the registration endpoint of authorization server %s is not an https URL (plain http only to a loopback address with allowInsecureHTTP)", oauth.QuoteURL(meta.issuer))
 	}
 	ctx, cancel := context.WithTimeout(u.ctx, u.ts.timeout)
 	defer cancel()
@@ -439,7 +441,7 @@ func (u *UserAuthorizer) client(meta *authMeta, redirectURL string) (OAuthClient
 		}
 		// Never err's text: a malformed answer is quoted in it whole, secret and all.
 		return OAuthClient{}, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"registering Switchboard as a client at %s failed: %s", origin(ru), detail)
+			"registering Switchboard as a client at %s failed: %s", oauth.Origin(ru), detail)
 	}
 	c := OAuthClient{ID: reg.ClientID, Secret: reg.ClientSecret}
 	if u.registered == nil || len(u.registered) >= maxRegistrations {
@@ -536,19 +538,19 @@ func (u *UserAuthorizer) Complete(ctx context.Context, c Completion) *Error {
 	if e != nil {
 		return e
 	}
-	if !sameIssuer(meta.issuer, c.Issuer) {
+	if !oauth.SameIssuer(meta.issuer, c.Issuer) {
 		return authError(ReasonAuthorizationFailed, ReasonMetadataMismatch,
 			"the authorization was started at %s, and server %s's authorization server is now %s: the code is not exchanged",
-			quoteURL(c.Issuer), u.key, quoteURL(meta.issuer))
+			oauth.QuoteURL(c.Issuer), u.key, oauth.QuoteURL(meta.issuer))
 	}
 	switch {
 	case c.Iss != "" && c.Iss != meta.issuer:
 		return authError(ReasonAuthorizationFailed, ReasonMetadataMismatch,
 			"the authorization response names issuer %s, not the authorization server %s the person was sent to (RFC 9207): the code is not exchanged",
-			quoteURL(c.Iss), quoteURL(meta.issuer))
+			oauth.QuoteURL(c.Iss), oauth.QuoteURL(meta.issuer))
 	case c.Iss == "" && meta.issParameter:
 		return authError(ReasonAuthorizationFailed, ReasonMetadataMismatch,
-			"the authorization response names no issuer, and authorization server %s always does (RFC 9207): the code is not exchanged", quoteURL(meta.issuer))
+			"the authorization response names no issuer, and authorization server %s always does (RFC 9207): the code is not exchanged", oauth.QuoteURL(meta.issuer))
 	}
 	if e := u.ts.checkTokenURL(meta.tokenURL); e != nil {
 		return e
@@ -567,7 +569,7 @@ func (u *UserAuthorizer) Complete(ctx context.Context, c Completion) *Error {
 	cfg := u.oauthConfig(meta, c.RedirectURL, c.Client)
 	tok, err := cfg.Exchange(ctx, c.Code, oauth2.VerifierOption(c.Verifier), oauth2.SetAuthURLParam("resource", u.resource))
 	if err != nil {
-		e := tokenRequestError("token endpoint "+origin(meta.tokenURL), c.Client.ID, meta.scopes, err, capture)
+		e := tokenRequestError("token endpoint "+oauth.Origin(meta.tokenURL), c.Client.ID, meta.scopes, err, capture)
 		if e.Reason != ReasonTokenRequestFailed {
 			return e // a denied redirect, a response over the bound: its own reason
 		}
@@ -594,7 +596,7 @@ func (u *UserAuthorizer) Complete(ctx context.Context, c Completion) *Error {
 func checkUserToken(meta *authMeta, tok *oauth2.Token) *Error {
 	if tok.AccessToken == "" || (tok.TokenType != "" && !strings.EqualFold(tok.TokenType, "bearer")) {
 		return authError(ReasonAuthorizationFailed, ReasonTokenRequestFailed,
-			"token endpoint %s issued no bearer token (token_type %q)", origin(meta.tokenURL), safeText(tok.TokenType, 32))
+			"token endpoint %s issued no bearer token (token_type %q)", oauth.Origin(meta.tokenURL), safeText(tok.TokenType, 32))
 	}
 	return nil
 }
@@ -720,9 +722,9 @@ func (u *UserAuthorizer) refresh(ctx context.Context, g *Grant) (*Grant, *Error)
 	if e != nil {
 		return nil, e
 	}
-	if !sameIssuer(meta.issuer, g.Issuer) {
+	if !oauth.SameIssuer(meta.issuer, g.Issuer) {
 		out := authError(ReasonMetadataMismatch, ReasonMetadataMismatch,
-			"the caller's grant was issued by %s, and server %s's authorization server is now %s", quoteURL(g.Issuer), u.key, quoteURL(meta.issuer))
+			"the caller's grant was issued by %s, and server %s's authorization server is now %s", oauth.QuoteURL(g.Issuer), u.key, oauth.QuoteURL(meta.issuer))
 		out.refused = true
 		return nil, out
 	}
@@ -743,7 +745,7 @@ func (u *UserAuthorizer) refresh(ctx context.Context, g *Grant) (*Grant, *Error)
 	}
 	tok, err := u.oauthConfig(meta, "", client).TokenSource(ctx, old).Token()
 	if err != nil {
-		return nil, tokenRequestError("token endpoint "+origin(meta.tokenURL), client.ID, meta.scopes, err, capture)
+		return nil, tokenRequestError("token endpoint "+oauth.Origin(meta.tokenURL), client.ID, meta.scopes, err, capture)
 	}
 	if e := checkUserToken(meta, tok); e != nil {
 		return nil, e
@@ -781,7 +783,7 @@ func (b *userBearer) current() (string, *Error) {
 	return tok, e
 }
 
-func (b *userBearer) renew(rejected string, _ challenge) (string, *Error) {
+func (b *userBearer) renew(rejected string, _ oauth.Challenge) (string, *Error) {
 	tok, e := b.auth.Renew(b.ctx, b.caller, rejected)
 	if e == nil {
 		b.sent.add(tok, maxCallerSecrets)
@@ -789,10 +791,10 @@ func (b *userBearer) renew(rejected string, _ challenge) (string, *Error) {
 	return tok, e
 }
 
-func (b *userBearer) insufficientScope(ch challenge) *Error {
+func (b *userBearer) insufficientScope(ch oauth.Challenge) *Error {
 	asked := "a scope it did not name"
-	if ch.scope != "" {
-		asked = fmt.Sprintf("scope %q", TruncateUTF8(ch.scope, 256))
+	if ch.Scope != "" {
+		asked = fmt.Sprintf("scope %q", TruncateUTF8(ch.Scope, 256))
 	}
 	return authError(ReasonInsufficientScope, ReasonInsufficientScope,
 		"server %s answered insufficient_scope: it asks for %s, which the person's grant does not hold; an admin can add it to perUser.scopes (and the identity provider's spec.perUser.scopes), after which the person authorizes again",

@@ -2,12 +2,11 @@ package connector
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"net"
-	"net/http"
 	"sync"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/internal/httpclient"
 )
 
 // Shared transports.
@@ -56,14 +55,11 @@ type sharedTransport struct {
 	key      transportKey
 	resolver Resolver
 	// decider is the decision every stack using this transport makes; it never changes.
-	decider       EgressDecider
-	dialer        net.Dialer
-	plain, secure *http.Transport
-	refs          int // guarded by transportCache.mu
+	decider EgressDecider
+	dialer  net.Dialer
+	httpclient.Transports
+	refs int // guarded by transportCache.mu
 }
-
-// connBufferBytes is the size of each connection's read and write buffer.
-const connBufferBytes = 1 << 10
 
 // transportCache holds the shared transports.
 type transportCache struct {
@@ -117,8 +113,7 @@ func (c *transportCache) release(t *sharedTransport) {
 	}
 	c.mu.Unlock()
 	if last {
-		t.plain.CloseIdleConnections()
-		t.secure.CloseIdleConnections()
+		t.CloseIdleConnections()
 	}
 }
 
@@ -129,23 +124,10 @@ func (c *transportCache) count(cfg Config) int {
 	return len(c.entries[transportKey{caBundle: string(cfg.CABundle), connectTimeout: cfg.ConnectTimeout}])
 }
 
-// systemRoots is the system certificate pool, read once: x509.SystemCertPool returns a
-// fresh copy, tens of KiB, on every call.
-var systemRoots = sync.OnceValue(func() *x509.CertPool {
-	roots, err := x509.SystemCertPool()
-	if err != nil || roots == nil {
-		return x509.NewCertPool()
-	}
-	return roots
-})
-
 func newSharedTransport(key transportKey, resolver Resolver, d EgressDecider) (*sharedTransport, error) {
-	roots := systemRoots()
-	if key.caBundle != "" {
-		roots = roots.Clone()
-		if !roots.AppendCertsFromPEM([]byte(key.caBundle)) {
-			return nil, newError(ReasonInvalidSpec, "CA bundle holds no PEM certificate")
-		}
+	roots, err := httpclient.RootsWith([]byte(key.caBundle))
+	if err != nil {
+		return nil, newError(ReasonInvalidSpec, "CA bundle holds no PEM certificate")
 	}
 	t := &sharedTransport{
 		key:      key,
@@ -153,40 +135,19 @@ func newSharedTransport(key transportKey, resolver Resolver, d EgressDecider) (*
 		decider:  d,
 		dialer:   net.Dialer{Timeout: key.connectTimeout, KeepAlive: 30 * time.Second},
 	}
-	newTransport := func(scheme string) *http.Transport {
-		return &http.Transport{
-			DialContext:         t.dialFunc(scheme),
-			TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-			TLSHandshakeTimeout: key.connectTimeout,
-			ForceAttemptHTTP2:   true,
-			// Shared by every server on an origin and by every gateway session
-			// calling one: as many kept as are busy at once, so neither a fleet
-			// probing nor agents calling in parallel dial for every request. An idle
-			// connection costs its buffers and two goroutines, about 20 KiB, and is
-			// closed after IdleConnTimeout.
-			MaxIdleConns:           1024,
-			MaxIdleConnsPerHost:    256,
-			IdleConnTimeout:        90 * time.Second,
-			MaxResponseHeaderBytes: maxResponseHeaderBytes,
-			ExpectContinueTimeout:  time.Second,
-			// Every server with listChanged holds a standalone event stream, each on
-			// an HTTP/1 connection of its own, for as long as it lives; 4 KiB read and
-			// write buffers per connection (net/http's default) were a tenth of what
-			// a server costs. Larger reads and writes bypass the buffers anyway.
-			ReadBufferSize:  connBufferBytes,
-			WriteBufferSize: connBufferBytes,
-		}
-	}
-	t.plain, t.secure = newTransport("http"), newTransport("https")
+	t.Transports = httpclient.NewTransports(httpclient.Options{
+		Roots:          roots,
+		Dial:           func(scheme string) httpclient.DialFunc { return t.dialFunc(scheme) },
+		ConnectTimeout: key.connectTimeout,
+		// Shared by every server on an origin and by every gateway session calling
+		// one: as many kept as are busy at once, so neither a fleet probing nor agents
+		// calling in parallel dial for every request. An idle connection costs its
+		// buffers and two goroutines, about 20 KiB, and is closed after a minute and a
+		// half idle.
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+	})
 	return t, nil
-}
-
-// forScheme returns the transport for a URL scheme.
-func (t *sharedTransport) forScheme(scheme string) *http.Transport {
-	if scheme == "https" {
-		return t.secure
-	}
-	return t.plain
 }
 
 // binding is a stack's decider together with the shared transport of its decision. A

@@ -47,7 +47,7 @@ func carriesOwnConnection(req *http.Request) bool {
 // whose body owns the connection.
 func (t *sharedTransport) roundTripStream(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	conn, err := t.plain.DialContext(ctx, "tcp", hostPort(req))
+	conn, err := t.Plain.DialContext(ctx, "tcp", hostPort(req))
 	if err != nil {
 		return nil, err
 	}

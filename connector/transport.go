@@ -20,12 +20,14 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/httpclient"
 	"github.com/switchboard-mcp/switchboard/internal/tracing"
 )
 
 // maxResponseHeaderBytes bounds the response headers of any request.
-const maxResponseHeaderBytes = 64 << 10
+const maxResponseHeaderBytes = httpclient.MaxResponseHeaderBytes
 
 // httpStack is the HTTP client of one session: redirect checks, header injection scoped
 // to the configured origin and response limits, over a shared transport (see
@@ -167,7 +169,7 @@ func (s *httpStack) send(out *http.Request) (*http.Response, error) {
 	if carriesOwnConnection(out) {
 		resp, err = b.transport.roundTripStream(out)
 	} else {
-		resp, err = b.transport.forScheme(out.URL.Scheme).RoundTrip(out)
+		resp, err = b.transport.ForScheme(out.URL.Scheme).RoundTrip(out)
 	}
 	if err != nil {
 		return nil, err
@@ -640,9 +642,9 @@ type bearerSource interface {
 	// current returns the token to send, or "" to send none yet.
 	current() (string, *Error)
 	// renew returns a token other than rejected, obtaining a new one if need be.
-	renew(rejected string, ch challenge) (string, *Error)
+	renew(rejected string, ch oauth.Challenge) (string, *Error)
 	// insufficientScope is the failure of a request answered insufficient_scope.
-	insufficientScope(ch challenge) *Error
+	insufficientScope(ch oauth.Challenge) *Error
 	// tokenEndpoint names, for messages, the origin tokens come from.
 	tokenEndpoint() string
 }
@@ -670,8 +672,8 @@ func (s *httpStack) authenticate(auth bearerSource, out *http.Request, resp *htt
 	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 		return resp, nil
 	}
-	ch := parseChallenge(resp.Header.Values("WWW-Authenticate"))
-	if ch.err == "insufficient_scope" {
+	ch := oauth.ParseChallenge(resp.Header.Values("WWW-Authenticate"))
+	if ch.Error == "insufficient_scope" {
 		return fail(auth.insufficientScope(ch))
 	}
 	if resp.StatusCode != http.StatusUnauthorized || (out.Body != nil && out.GetBody == nil) {
@@ -702,14 +704,14 @@ func (s *httpStack) authenticate(auth bearerSource, out *http.Request, resp *htt
 	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
-		ch := parseChallenge(resp.Header.Values("WWW-Authenticate"))
-		if ch.err == "insufficient_scope" {
+		ch := oauth.ParseChallenge(resp.Header.Values("WWW-Authenticate"))
+		if ch.Error == "insufficient_scope" {
 			return fail(auth.insufficientScope(ch))
 		}
 		if resp.StatusCode == http.StatusUnauthorized {
 			detail := ""
-			if ch.err != "" {
-				detail = " (" + safeText(ch.err, 64) + ")"
+			if ch.Error != "" {
+				detail = " (" + safeText(ch.Error, 64) + ")"
 			}
 			return fail(authError(ReasonUnauthorized, ReasonTokenRequestFailed,
 				"server %s rejected a token fresh from %s%s", displayURL(s.endpoint), auth.tokenEndpoint(), detail))
@@ -749,7 +751,12 @@ func (s *httpStack) inspect(req *http.Request, resp *http.Response) (*http.Respo
 		s.obs.record(e)
 		return nil, e
 	}
-	resp.Body = &limitBody{body: resp.Body, remaining: s.limits.MaxResponseBytes, max: s.limits.MaxResponseBytes, obs: &s.obs}
+	limit := s.limits.MaxResponseBytes
+	resp.Body = httpclient.NewBody(resp.Body, limit, func() error {
+		e := responseTooLarge(limit)
+		s.obs.record(e)
+		return e
+	})
 	return resp, nil
 }
 

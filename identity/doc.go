@@ -40,7 +40,8 @@
 //   - Every request to an issuer goes through one client that dials no link-local or
 //     cloud metadata address (judged on the resolved address), speaks http only with
 //     AllowInsecureHTTP and then only to loopback, trusts only the configured CA when one
-//     is set, follows no redirect, uses no proxy, and bounds time and answer sizes.
+//     is set, follows no redirect, uses no proxy, and bounds time and answer sizes; its
+//     transports and bounded bodies are internal/httpclient's, the connector's own.
 //   - Errors are typed: a *TokenError matches ErrUnauthenticated (401) or
 //     ErrIssuerUnavailable (503) and an *ApplyError says whether it is Transient. No
 //     message carries a token, a secret, a query string or a claim beyond the mapped

@@ -3,8 +3,6 @@ package identity
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/egress"
+	"github.com/switchboard-mcp/switchboard/internal/httpclient"
 )
 
 // Bounds on what an issuer may send.
@@ -59,38 +58,31 @@ func (e *tooLargeError) Error() string {
 //     uses no proxy from the environment (its dials would escape the checks above);
 //   - bounds every answer to maxResponseBytes and every request to timeout.
 func newIssuerClient(cfg *ProviderConfig, timeout time.Duration) (*http.Client, error) {
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(cfg.CACertPEM) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(cfg.CACertPEM) {
-			return nil, errors.New("the certificate authority holds no PEM certificate")
-		}
-		tlsConfig.RootCAs = pool
+	roots, err := httpclient.RootsOnly(cfg.CACertPEM)
+	if err != nil {
+		return nil, errors.New("the certificate authority holds no PEM certificate")
 	}
 	dialTimeout := min(timeout, 5*time.Second)
-	newTransport := func(loopbackOnly bool) *http.Transport {
-		d := &net.Dialer{
-			Timeout: dialTimeout,
-			Control: func(_, address string, _ syscall.RawConn) error {
-				return checkDial(address, loopbackOnly)
-			},
-		}
-		return &http.Transport{
-			Proxy:                  nil,
-			DialContext:            d.DialContext,
-			TLSClientConfig:        tlsConfig,
-			TLSHandshakeTimeout:    dialTimeout,
-			ResponseHeaderTimeout:  timeout,
-			ForceAttemptHTTP2:      true,
-			MaxIdleConns:           8,
-			MaxIdleConnsPerHost:    4,
-			IdleConnTimeout:        90 * time.Second,
-			MaxResponseHeaderBytes: 64 << 10,
-		}
-	}
-	rt := &issuerTransport{https: newTransport(false)}
+	transports := httpclient.NewTransports(httpclient.Options{
+		Roots: roots,
+		Dial: func(scheme string) httpclient.DialFunc {
+			loopbackOnly := scheme != "https"
+			d := &net.Dialer{
+				Timeout: dialTimeout,
+				Control: func(_, address string, _ syscall.RawConn) error {
+					return checkDial(address, loopbackOnly)
+				},
+			}
+			return d.DialContext
+		},
+		ConnectTimeout:        dialTimeout,
+		ResponseHeaderTimeout: timeout,
+		MaxIdleConns:          8,
+		MaxIdleConnsPerHost:   4,
+	})
+	rt := &issuerTransport{https: transports.Secure}
 	if cfg.AllowInsecureHTTP {
-		rt.http = newTransport(true)
+		rt.http = transports.Plain
 	}
 	return &http.Client{
 		Transport: rt,
@@ -146,7 +138,9 @@ func (t *issuerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: maxResponseBytes}
+	resp.Body = httpclient.NewBody(resp.Body, maxResponseBytes, func() error {
+		return &tooLargeError{limit: maxResponseBytes}
+	})
 	return resp, nil
 }
 
@@ -156,42 +150,9 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// limitedBody fails a read past its bound instead of truncating silently.
-type limitedBody struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// One more byte tells a body of exactly the bound from a longer one.
-		var one [1]byte
-		n, err := b.rc.Read(one[:])
-		if n > 0 {
-			return 0, &tooLargeError{limit: maxResponseBytes}
-		}
-		return 0, err
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *limitedBody) Close() error { return b.rc.Close() }
-
 // readBounded reads at most limit bytes of body and fails when it holds more.
 func readBounded(body io.Reader, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, &tooLargeError{limit: limit}
-	}
-	return data, nil
+	return httpclient.ReadAll(body, limit, func() error { return &tooLargeError{limit: limit} })
 }
 
 // keySetTransport fetches the key set at most once per minInterval: a request for it

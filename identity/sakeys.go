@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,8 @@ import (
 	"golang.org/x/time/rate"
 	k8sdiscovery "k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+
+	"github.com/switchboard-mcp/switchboard/internal/httpclient"
 )
 
 // The manager reads the API server's service-account issuer and its public keys to verify
@@ -55,12 +56,11 @@ func APIServerServiceAccountKeys(cfg *rest.Config) (ServiceAccountKeys, error) {
 			return nil, fmt.Errorf("getting %s: %w", path, err)
 		}
 		defer body.Close()
-		b, err := io.ReadAll(io.LimitReader(body, maxServiceAccountKeysBytes+1))
+		b, err := httpclient.ReadAll(body, maxServiceAccountKeysBytes, func() error {
+			return fmt.Errorf("larger than %d bytes", maxServiceAccountKeysBytes)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", path, err)
-		}
-		if len(b) > maxServiceAccountKeysBytes {
-			return nil, fmt.Errorf("reading %s: larger than %d bytes", path, maxServiceAccountKeysBytes)
 		}
 		return b, nil
 	}

@@ -2,12 +2,13 @@ package controllers
 
 import "github.com/switchboard-mcp/switchboard/connector"
 
-// HoldsRecordsOf reports whether r holds, for the server key, a record of its own writes
-// and a kept announcement; for the tests that a settled server costs neither.
-func (r *MCPServerReconciler) HoldsRecordsOf(key connector.Key) (written, announced bool) {
+// HoldsRecordsOf reports whether r holds, for the server key, a record of its own last
+// write or of a first connect it waits for; for the tests that a settled server costs
+// neither.
+func (r *MCPServerReconciler) HoldsRecordsOf(key connector.Key) (written, firstConnect bool) {
 	_, written = r.written.Load(key)
-	_, announced = r.announced.Load(key)
-	return written, announced
+	_, firstConnect = r.firstConnects.Load(key)
+	return written, firstConnect
 }
 
 // ObserveConfigs makes r call f with every config it hands the pool, so a test sees what

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,25 +94,15 @@ type MCPServerReconciler struct {
 	Shards *sharding.Membership
 
 	// firstConnects holds, per server whose new session has not settled its first
-	// connect, when this manager first saw it unsettled (connector.Key -> time.Time).
+	// connect, when this manager first saw it unsettled (connector.Key -> time.Time). It
+	// is the one fact of a server the reconciler keeps: the connector does not say when a
+	// session began, and the object cannot, as nothing is written before the outcome. An
+	// entry goes once the session settles, so a settled server costs none.
 	firstConnects sync.Map
 
-	// written holds, per server, what this manager's own last writes left on the
-	// object (connector.Key -> *ownWrites) until the cache has caught up with them, so
-	// that a reconcile reading a cache that has not yet does not write the same again.
-	// forgetCaughtUp drops it when the cache moves.
+	// written holds, per server, the resourceVersion of this manager's last write to it
+	// (connector.Key -> string) until the cache shows that write; see cacheBehind.
 	written sync.Map
-
-	// owned holds the servers this replica owns with sharding (connector.Key ->
-	// struct{}), and ownedCount how many there are.
-	owned      sync.Map
-	ownedCount atomic.Int64
-
-	// announced holds, per server, a status whose transitions were announced as Events
-	// but whose status patch failed (connector.Key -> *mcpv1alpha1.MCPServerStatus), so
-	// that the retry does not announce them again. A status that was written needs no
-	// entry: catchUp shows it to the next reconcile until the cache has it.
-	announced sync.Map
 
 	// assertions supplies the workload JWTs of workloadIdentity servers (made on first
 	// use by sources).
@@ -127,28 +115,23 @@ type MCPServerReconciler struct {
 }
 
 // Reconcile brings one MCPServer's session, workload and status in line with its spec.
-// The steps record what they observe; computeStatus then derives every condition from
-// that in one place, and one patch writes the status when a user would see a change.
 func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	ctx, span := startReconcile(ctx, "MCPServer", tracing.Server, req)
 	defer func() { endReconcile(span, res, err) }()
 	return r.reconcile(ctx, req)
 }
 
-// reconcile is Reconcile inside its span.
-func (r *MCPServerReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// reconcile is Reconcile inside its span. It reads as the table of contents of a
+// reconcile: the object, the finalizer, one deferred summary of what the steps observed
+// (patched when a user would see a change), then the steps in order.
+func (r *MCPServerReconciler) reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
 	key := connector.Key{Namespace: req.Namespace, Name: req.Name}
-
-	last := r.lastWrites(key) // before the object is read: see lastWrites
 	obj := &mcpv1alpha1.MCPServer{}
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Deleted (with or without our finalizer having run): nothing may keep
 			// running for it.
-			r.announced.Delete(key)
 			r.written.Delete(key)
-			r.firstConnects.Delete(key)
-			r.countOwned(key, false)
 			return ctrl.Result{}, r.stop(ctx, key)
 		}
 		return ctrl.Result{}, err
@@ -156,64 +139,54 @@ func (r *MCPServerReconciler) reconcile(ctx context.Context, req ctrl.Request) (
 	if !r.owns(key) {
 		return ctrl.Result{}, r.standBy(ctx, obj, key)
 	}
+	if r.cacheBehind(key, obj) {
+		// The cache has not shown this manager's last write yet: acting on this copy
+		// would write, and announce, the same again.
+		return ctrl.Result{RequeueAfter: cacheCatchUpRetry}, nil
+	}
 	if !obj.DeletionTimestamp.IsZero() {
-		r.written.Delete(key)
-		r.firstConnects.Delete(key)
 		return ctrl.Result{}, r.reconcileDelete(ctx, obj, key)
 	}
-	writes := r.catchUp(key, last, obj)
+	if err := r.ensureFinalizer(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.stop(ctx, key)
+		}
+		return ctrl.Result{}, err
+	}
 
 	before := obj.DeepCopy()
 	obs := &observation{}
-	result, err := r.observe(ctx, obj, key, obs)
+	defer func() { result, err = r.summarize(ctx, key, before, obj, obs, result, err) }()
+	return r.observe(ctx, obj, key, obs)
+}
+
+// summarize derives the status from what the steps observed, a step's error included,
+// patches it when it changed, and then announces the transitions the patch wrote.
+// Events follow the status they announce: when the patch fails, the retry announces
+// them, once.
+func (r *MCPServerReconciler) summarize(ctx context.Context, key connector.Key, before, obj *mcpv1alpha1.MCPServer, obs *observation, result ctrl.Result, err error) (ctrl.Result, error) {
 	if obs.settleWithin > 0 {
 		// A new session is still on its first connect: publish its outcome, not
 		// Connecting first. Its event, or this requeue at the latest, brings it back.
 		return ctrl.Result{RequeueAfter: obs.settleWithin}, err
 	}
-	if obs.session == nil && obs.blocker(obj) == nil {
-		// Nothing was observed: a step failed before it could look (the error says
-		// why), or the pool is shutting down. The status stays as it is.
+	obs.stepErr = err
+	if err == nil && obs.session == nil && obs.blocker(obj) == nil {
+		// Nothing was observed and nothing failed: the pool is shutting down.
 		return result, err
 	}
 	computeStatus(obj, obs)
-	// Events go out after the status they announce, so they do not compete with it.
-	announced := r.lastAnnounced(key, before)
-	statusWritten := false
-	defer func() {
-		r.recordTransitions(announced, obj)
-		if statusWritten {
-			r.announced.Delete(key)
-		} else {
-			r.announced.Store(key, eventStatus(obj))
-		}
-	}()
-	if !equality.Semantic.DeepEqual(before.Status, obj.Status) {
-		if perr := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); perr != nil {
-			if !apierrors.IsNotFound(perr) {
-				err = errors.Join(err, fmt.Errorf("patching status: %w", perr))
-			}
-			return result, err
-		}
-		writes.add(obj)
+	if equality.Semantic.DeepEqual(before.Status, obj.Status) {
+		return result, err
 	}
-	statusWritten = true // by this patch, or by an earlier one
-	// The finalizer follows the status, so a user waiting for Ready does not wait for
-	// its round trip too. It is needed only once something runs that deletion must
-	// stop; until it is there, a deletion still stops it through the NotFound above.
-	if obs.session != nil || obs.workload != nil {
-		added, ferr := r.ensureFinalizer(ctx, obj)
-		err = errors.Join(err, ferr)
-		if added {
-			writes.add(obj)
+	if perr := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); perr != nil {
+		if !apierrors.IsNotFound(perr) {
+			err = errors.Join(err, fmt.Errorf("patching status: %w", perr))
 		}
+		return result, err
 	}
-	if writes.resourceVersion != "" {
-		r.written.Store(key, writes)
-		// The cache may have caught up before the record was stored, when the informer
-		// handler found nothing to drop.
-		r.forgetCaughtUp(ctx, key)
-	}
+	r.recordWrite(ctx, key, obj.ResourceVersion)
+	r.recordTransitions(before, obj)
 	return result, err
 }
 
@@ -261,23 +234,21 @@ func (r *MCPServerReconciler) observe(ctx context.Context, obj *mcpv1alpha1.MCPS
 }
 
 // ensureFinalizer adds the finalizer that makes deletion close the session and remove
-// the workload, and reports whether it patched the object. It patches a copy, so only
+// the workload, before anything runs that deletion must stop. It patches a copy, so only
 // the finalizer is written; obj then holds the patched metadata.
-func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, obj *mcpv1alpha1.MCPServer) (bool, error) {
+func (r *MCPServerReconciler) ensureFinalizer(ctx context.Context, key connector.Key, obj *mcpv1alpha1.MCPServer) error {
 	if controllerutil.ContainsFinalizer(obj, mcpServerFinalizer) {
-		return false, nil
+		return nil
 	}
 	patched := obj.DeepCopy()
 	controllerutil.AddFinalizer(patched, mcpServerFinalizer)
 	// The optimistic lock keeps finalizers another writer adds meanwhile.
 	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("adding finalizer: %w", err)
+		return fmt.Errorf("adding finalizer: %w", err)
 	}
 	obj.ObjectMeta = patched.ObjectMeta
-	return true, nil
+	r.recordWrite(ctx, key, obj.ResourceVersion)
+	return nil
 }
 
 // reconcileSecrets builds the connector config of an http server, with headers and CA
@@ -460,7 +431,6 @@ func egressSource(rules *egress.ServerRules) string {
 // reconcileDelete closes the session, removes the workload and releases the object.
 // Closing never waits on the server, so deletion cannot hang when the server is gone.
 func (r *MCPServerReconciler) reconcileDelete(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key) error {
-	r.announced.Delete(key)
 	if err := r.stop(ctx, key); err != nil {
 		return err
 	}
@@ -485,30 +455,6 @@ func (r *MCPServerReconciler) stop(ctx context.Context, key connector.Key) error
 		return fmt.Errorf("removing the stdio workload: %w", err)
 	}
 	return nil
-}
-
-// lastAnnounced returns the status whose transitions this manager announced last for
-// key: the one kept because its status patch failed, or else cached, the object as
-// catchUp brought it up to this manager's own writes.
-func (r *MCPServerReconciler) lastAnnounced(key connector.Key, cached *mcpv1alpha1.MCPServer) *mcpv1alpha1.MCPServer {
-	if st, ok := r.announced.Load(key); ok {
-		return &mcpv1alpha1.MCPServer{Status: *st.(*mcpv1alpha1.MCPServerStatus)}
-	}
-	return cached
-}
-
-// eventStatus keeps the part of a status recordTransitions compares: the conditions,
-// the tools digest and the tool names.
-func eventStatus(obj *mcpv1alpha1.MCPServer) *mcpv1alpha1.MCPServerStatus {
-	st := &mcpv1alpha1.MCPServerStatus{
-		Conditions:  slices.Clone(obj.Status.Conditions),
-		ToolsDigest: obj.Status.ToolsDigest,
-		Tools:       make([]mcpv1alpha1.ToolInfo, len(obj.Status.Tools)),
-	}
-	for i, t := range obj.Status.Tools {
-		st.Tools[i].Name = t.Name
-	}
-	return st
 }
 
 // notAttempted are the reasons Connected is False without a connection having been

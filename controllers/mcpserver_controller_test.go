@@ -274,7 +274,7 @@ func TestApplyBecomesReadyWithTools(t *testing.T) {
 		g.Expect(meta.FindStatusCondition(st.Conditions, c)).To(BeNil(), "%s must be absent when Ready", c)
 	}
 	g.Expect(testutil.KStatus(t, ready)).To(Equal(status.CurrentStatus))
-	// The finalizer that closes the session on deletion follows the Ready status.
+	// The finalizer that closes the session on deletion is there.
 	testutil.Eventually(t, eventually, "the session finalizer", func() error {
 		got, err := fetch(obj)
 		if err != nil {

@@ -239,11 +239,11 @@ func onlyConnectedOnce(t *testing.T, namespace, name string) error {
 	return nil
 }
 
-// holdsNoRecords says which records of its writes (written) or announcements
-// (announced) the reconciler holds of key.
+// holdsNoRecords says which records of its writes (written) or of a first connect
+// (firstConnect) the reconciler holds of key.
 func holdsNoRecords(r *controllers.MCPServerReconciler, key connector.Key) error {
-	if written, announced := r.HoldsRecordsOf(key); written || announced {
-		return fmt.Errorf("written %v, announced %v", written, announced)
+	if written, firstConnect := r.HoldsRecordsOf(key); written || firstConnect {
+		return fmt.Errorf("written %v, firstConnect %v", written, firstConnect)
 	}
 	return nil
 }

@@ -17,10 +17,9 @@ import (
 // standBy is the reconcile of a server another replica owns: this replica writes nothing
 // for it (no status, Event, finalizer or workload) and holds only the config its gateway
 // needs to open upstream sessions, which connect while they are used (Pool.Standby).
-// What this replica announced or wrote before is forgotten, so that taking the server
-// back starts from what the cache shows the owner wrote.
+// What this replica wrote before is forgotten, so that taking the server back starts
+// from what the cache shows the owner wrote.
 func (r *MCPServerReconciler) standBy(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key) error {
-	r.announced.Delete(key)
 	r.written.Delete(key)
 	r.firstConnects.Delete(key)
 	if !obj.DeletionTimestamp.IsZero() || obj.Spec.Suspend {
@@ -62,36 +61,31 @@ func (r *MCPServerReconciler) gatewayConfig(ctx context.Context, obj *mcpv1alpha
 	return cfg, true, nil
 }
 
-// owns reports whether this replica writes key's status: always without sharding. With
-// sharding it keeps count of the servers this replica owns, for
-// switchboard_shard_owned_servers.
+// owns reports whether this replica writes key's status: always without sharding.
 func (r *MCPServerReconciler) owns(key connector.Key) bool {
-	if r.Shards == nil {
-		return true
-	}
-	owned := r.Shards.Owns(key.String())
-	r.countOwned(key, owned)
-	return owned
+	return r.Shards == nil || r.Shards.Owns(key.String())
 }
 
-// countOwned records whether this replica owns key (false also for a server gone).
-func (r *MCPServerReconciler) countOwned(key connector.Key, owned bool) {
-	if owned {
-		if _, known := r.owned.LoadOrStore(key, struct{}{}); !known {
-			r.ownedCount.Add(1)
-		}
-	} else if _, known := r.owned.LoadAndDelete(key); known {
-		r.ownedCount.Add(-1)
-	}
-}
-
-// ownedServersMetric is switchboard_shard_owned_servers: how many servers this replica
-// owns, as its reconciles last found.
+// ownedServersMetric is switchboard_shard_owned_servers: how many of the servers in the
+// cache the shard ring gives this replica, counted when it is scraped.
 func (r *MCPServerReconciler) ownedServersMetric() prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "switchboard", Subsystem: "shard", Name: "owned_servers",
 		Help: "MCPServers this replica owns: it alone holds their sessions and writes their status.",
-	}, func() float64 { return float64(r.ownedCount.Load()) })
+	}, func() float64 {
+		var servers mcpv1alpha1.MCPServerList
+		// Names only are read: no copy of every server's status out of the cache.
+		if err := r.Client.List(context.Background(), &servers, client.UnsafeDisableDeepCopy); err != nil {
+			return 0 // the cache has not synced yet
+		}
+		owned := 0
+		for i := range servers.Items {
+			if r.owns(connector.Key{Namespace: servers.Items[i].Namespace, Name: servers.Items[i].Name}) {
+				owned++
+			}
+		}
+		return float64(owned)
+	})
 }
 
 // forwardOwnershipChanges turns every change of the shard ring into reconciles of the

@@ -1,11 +1,13 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/connector"
@@ -52,6 +54,35 @@ type observation struct {
 	// settleWithin is set while a new session is on its first connect and the status
 	// waits for the outcome, for at most that long; the status is then left as it is.
 	settleWithin time.Duration
+	// stepErr is the error a reconcile step returned; nil when none failed.
+	stepErr error
+}
+
+// reasonReconcileFailed is Ready's reason when a reconcile step failed before it could
+// observe the server (listing its egress policies, reading a Secret): the message is
+// the step's error, which never carries a header value or a query string.
+const reasonReconcileFailed = "ReconcileFailed"
+
+// failedBeforeObserving reports whether a step failed before anything about the server
+// was observed: no session, and nothing that keeps one from being attempted.
+func (o *observation) failedBeforeObserving(obj *mcpv1alpha1.MCPServer) bool {
+	return o.stepErr != nil && o.session == nil && o.blocker(obj) == nil
+}
+
+// stepFailedSummary is the summary of a server whose reconcile failed before it could
+// observe anything: Ready is Unknown, since nothing was looked at, with the error as its
+// message; the failure heals by itself (Reconciling) unless the step made its error
+// terminal (Stalled).
+func stepFailedSummary(err error) summary {
+	p := progressReconciling
+	if errors.Is(err, reconcile.TerminalError(nil)) {
+		p = progressStalled
+	}
+	message := "Reconcile failed: " + err.Error()
+	return summary{
+		ready:    conditionState{metav1.ConditionUnknown, reasonReconcileFailed, message},
+		progress: p, reason: reasonReconcileFailed, message: message,
+	}
 }
 
 // workloadObservation is what the stdio runtime reported about a server's workload.
@@ -165,6 +196,11 @@ func (o *observation) retryProgress() progress {
 func computeStatus(obj *mcpv1alpha1.MCPServer, obs *observation) {
 	st := &obj.Status
 	st.ObservedGeneration = obj.Generation
+	if obs.failedBeforeObserving(obj) {
+		// Every other condition stays as it was: nothing new was observed.
+		setSummary(&st.Conditions, obj.Generation, stepFailedSummary(obs.stepErr))
+		return
+	}
 	setEndpoint(obj, obs)
 	setDiscovered(obj, obs)
 

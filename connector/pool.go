@@ -365,6 +365,27 @@ func (p *Pool) Settled(key Key) <-chan struct{} {
 	return nil
 }
 
+// FirstConnect reports when the newest session of the server key names began, while its
+// first connect attempt has not settled (connecting is false once it has, or when the
+// pool holds no session). A caller that waits for the outcome is woken by an event when
+// it settles, as with Settled.
+func (p *Pool) FirstConnect(key Key) (began time.Time, connecting bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.servers[key]
+	if e == nil {
+		return time.Time{}, false
+	}
+	s := e.latest()
+	s.settleWatched.Store(true) // before the caller looks: settle then sends an event
+	select {
+	case <-s.settledCh:
+		return time.Time{}, false
+	default:
+		return s.began, true
+	}
+}
+
 // Keys returns the keys the pool holds sessions for, in no particular order.
 func (p *Pool) Keys() []Key {
 	p.mu.Lock()

@@ -61,6 +61,8 @@ type session struct {
 	// settleWatched says Pool.Settled handed it out.
 	settledCh     chan struct{}
 	settleWatched atomic.Bool
+	// began is when the session was made: what its first connect is measured from.
+	began time.Time
 
 	// upstreams are the gateway's sessions with the server built from this config.
 	upstreamsMu sync.Mutex
@@ -79,6 +81,7 @@ func newSession(p *Pool, key Key, cfg Config) *session {
 		mem:     p.memory.lease(key.Namespace),
 
 		settledCh: make(chan struct{}),
+		began:     time.Now(),
 	}
 	s.ctx, s.cancel = context.WithCancel(p.ctx)
 	s.snap = Snapshot{State: StateConnecting, Endpoint: DisplayURL(cfg.URL)}

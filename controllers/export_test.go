@@ -3,12 +3,10 @@ package controllers
 import "github.com/switchboard-mcp/switchboard/connector"
 
 // HoldsRecordsOf reports whether r holds, for the server key, a record of its own last
-// write or of a first connect it waits for; for the tests that a settled server costs
-// neither.
-func (r *MCPServerReconciler) HoldsRecordsOf(key connector.Key) (written, firstConnect bool) {
+// write; for the tests that a settled server costs none.
+func (r *MCPServerReconciler) HoldsRecordsOf(key connector.Key) (written bool) {
 	_, written = r.written.Load(key)
-	_, firstConnect = r.firstConnects.Load(key)
-	return written, firstConnect
+	return written
 }
 
 // ObserveConfigs makes r call f with every config it hands the pool, so a test sees what

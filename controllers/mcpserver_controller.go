@@ -93,13 +93,6 @@ type MCPServerReconciler struct {
 	// means this replica owns every server (one replica, or the elected leader).
 	Shards *sharding.Membership
 
-	// firstConnects holds, per server whose new session has not settled its first
-	// connect, when this manager first saw it unsettled (connector.Key -> time.Time). It
-	// is the one fact of a server the reconciler keeps: the connector does not say when a
-	// session began, and the object cannot, as nothing is written before the outcome. An
-	// entry goes once the session settles, so a settled server costs none.
-	firstConnects sync.Map
-
 	// written holds, per server, the resourceVersion of this manager's last write to it
 	// (connector.Key -> string) until the cache shows that write; see cacheBehind.
 	written sync.Map
@@ -372,37 +365,24 @@ func (r *MCPServerReconciler) reconcileConnection(obj *mcpv1alpha1.MCPServer, ke
 		r.handedToPool(key, cfg)
 	}
 	r.Pool.Ensure(key, cfg)
-	if wait := r.firstConnectWait(); wait > 0 && !readyForGeneration(obj) && !settled(r.Pool.Settled(key)) {
-		since, _ := r.firstConnects.LoadOrStore(key, time.Now())
-		if left := wait - time.Since(since.(time.Time)); left > 0 {
-			obs.settleWithin = left
-			return
+	if wait := r.firstConnectWait(); wait > 0 && !readyForGeneration(obj) {
+		// When the session began is the connector's to say: the reconciler keeps no
+		// record of it.
+		if began, connecting := r.Pool.FirstConnect(key); connecting {
+			if left := wait - time.Since(began); left > 0 {
+				obs.settleWithin = left
+				return
+			}
 		}
-	} else {
-		r.firstConnects.Delete(key)
 	}
 	if snap, ok := r.Pool.Snapshot(key); ok {
 		obs.session = &snap
 	}
 }
 
-// settled reports whether a Pool.Settled channel is closed; a nil one (no session) is.
-func settled(ch <-chan struct{}) bool {
-	if ch == nil {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // dropSession closes the server's session, if the pool holds one.
 func (r *MCPServerReconciler) dropSession(key connector.Key) {
 	r.Pool.Remove(key)
-	r.firstConnects.Delete(key)
 }
 
 // firstConnectWait returns the bound on waiting for a new session's first connect.

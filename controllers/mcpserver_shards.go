@@ -21,7 +21,6 @@ import (
 // from what the cache shows the owner wrote.
 func (r *MCPServerReconciler) standBy(ctx context.Context, obj *mcpv1alpha1.MCPServer, key connector.Key) error {
 	r.written.Delete(key)
-	r.firstConnects.Delete(key)
 	if !obj.DeletionTimestamp.IsZero() || obj.Spec.Suspend {
 		r.Pool.Remove(key)
 		return nil

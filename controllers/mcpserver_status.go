@@ -58,11 +58,6 @@ type observation struct {
 	stepErr error
 }
 
-// reasonReconcileFailed is Ready's reason when a reconcile step failed before it could
-// observe the server (listing its egress policies, reading a Secret): the message is
-// the step's error, which never carries a header value or a query string.
-const reasonReconcileFailed = "ReconcileFailed"
-
 // failedBeforeObserving reports whether a step failed before anything about the server
 // was observed: no session, and nothing that keeps one from being attempted.
 func (o *observation) failedBeforeObserving(obj *mcpv1alpha1.MCPServer) bool {
@@ -80,8 +75,8 @@ func stepFailedSummary(err error) summary {
 	}
 	message := "Reconcile failed: " + err.Error()
 	return summary{
-		ready:    conditionState{metav1.ConditionUnknown, reasonReconcileFailed, message},
-		progress: p, reason: reasonReconcileFailed, message: message,
+		ready:    conditionState{metav1.ConditionUnknown, mcpv1alpha1.ReasonReconcileFailed, message},
+		progress: p, reason: mcpv1alpha1.ReasonReconcileFailed, message: message,
 	}
 }
 

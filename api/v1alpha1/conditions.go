@@ -362,4 +362,11 @@ const (
 	// names the rule by index and says what is wrong. Until it is fixed the policy denies
 	// every request to the targets it selects (in Enforce mode).
 	ReasonInvalidExpression = "InvalidExpression"
+
+	// ReasonReconcileFailed is Ready's reason (status Unknown) when a step of the
+	// MCPServer's reconcile failed before it could observe the server (listing its
+	// egress policies, reading its Secrets from the API server): the message says which
+	// step and why; the reconcile is retried, or the server is Stalled when the error
+	// cannot pass by itself.
+	ReasonReconcileFailed = "ReconcileFailed"
 )

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/internal/toolglob"
 )
 
 // Compiled is one MCPAccessPolicy, compiled: its selection, its rules and their
@@ -27,6 +26,8 @@ type Compiled struct {
 	selector labels.Selector
 
 	rules []rule
+	// index says which rules a caller and a kind of request can reach.
+	index ruleIndex
 	// governs says which request kinds the policy governs: tools always, resources and
 	// prompts when a rule names them.
 	governs [kindCount]bool
@@ -60,15 +61,6 @@ type rule struct {
 	// loops is true when when holds a comprehension, the one kind of expression whose
 	// time its cost does not bound well; it then runs with a deadline.
 	loops bool
-}
-
-// glob is one glob of a rule.
-type glob struct {
-	pattern string
-	// invalid is true for a tool or prompt glob admission would have refused (an old
-	// object, or one written around the CRD's validation): it matches every name in a
-	// Deny rule, so that it never opens what it closes, and none in another rule.
-	invalid bool
 }
 
 // subject is one compiled subject: the username or group a caller must have.
@@ -164,7 +156,14 @@ func Compile(p *mcpv1alpha1.MCPAccessPolicy) (*Compiled, error) {
 		// The environment is built from constants: this is a programming error.
 		errs = append(errs, fmt.Errorf("building the CEL environment: %w", err))
 	}
+	if n := len(p.Spec.Rules); n > maxRules {
+		// Admission refuses such a policy; one written around it is not half applied.
+		errs = append(errs, fmt.Errorf("spec.rules has %d rules, more than the %d a policy may have", n, maxRules))
+	}
 	for i, r := range p.Spec.Rules {
+		if i == maxRules {
+			break
+		}
 		cr := rule{index: i, action: r.Action}
 		for _, s := range r.Subjects {
 			cr.subjects = append(cr.subjects, compileSubject(s))
@@ -185,22 +184,23 @@ func Compile(p *mcpv1alpha1.MCPAccessPolicy) (*Compiled, error) {
 			}
 			cr.when, cr.whenText, cr.loops = prg, r.When, loops
 		}
+		c.index.add(i, &cr)
 		c.rules = append(c.rules, cr)
 	}
 	if err := errors.Join(errs...); err != nil {
 		c.invalid = err
-		c.rules = nil
+		c.rules, c.index = nil, ruleIndex{}
 		c.governs = [kindCount]bool{true, true, true}
 		return c, err
 	}
 	return c, nil
 }
 
-// compileGlobs checks globs once; names are the tool-name alphabet of toolglob.
+// compileGlobs compiles globs once; names are the tool-name alphabet of toolglob.
 func compileGlobs(patterns []string, names bool) []glob {
 	out := make([]glob, len(patterns))
 	for i, p := range patterns {
-		out[i] = glob{pattern: p, invalid: p == "" || (names && toolglob.Valid(p) != nil)}
+		out[i] = compileGlob(p, names)
 	}
 	return out
 }

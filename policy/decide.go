@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	"github.com/google/cel-go/interpreter"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/internal/toolglob"
 )
 
 // maxErrorBytes bounds the CEL error a reason quotes.
@@ -59,9 +59,9 @@ func Listable(caller Caller, target Target, tool Tool, policies []*Compiled) boo
 		if p.invalid != nil {
 			return false
 		}
-		for i := range p.rules {
+		for i, rest, ok := p.index.reachable(&caller, kindTool).next(); ok; i, rest, ok = rest.next() {
 			r := &p.rules[i]
-			if !r.matches(kindTool, tool.Name) || !r.appliesTo(&caller) {
+			if !r.matches(kindTool, tool.Name) {
 				continue
 			}
 			if r.action == mcpv1alpha1.AccessPolicyDeny {
@@ -129,16 +129,33 @@ type evaluation struct {
 	req    *Request
 	kind   requestKind
 
-	vars map[string]any
+	// vars are the CEL variables, each built the first time an expression reads it;
+	// resolved has bit i set once vars[i] is.
+	vars     [len(varNames)]any
+	resolved uint8
 	// outcomes remembers each condition's outcome by its source: every variable it can
 	// read is the same for all the rules of one Decide, so a condition several rules
 	// share (the same guard copied into every policy) is evaluated once.
-	outcomes map[string]outcome
+	outcomes []evaluated
+	few      [4]evaluated
 
 	// ctx bounds the time of the call's expressions (evalTimeout); created with the
 	// first evaluation.
 	ctx    context.Context
 	cancel context.CancelFunc
+}
+
+// selected is a policy that selects the target, and the rules of it the caller and the
+// request's kind can reach.
+type selected struct {
+	policy *Compiled
+	rules  ruleSet
+}
+
+// evaluated is the outcome of one condition, by its source.
+type evaluated struct {
+	when string
+	outcome
 }
 
 // evalTimeout bounds the time all the expressions of one Decide call may take. The cost
@@ -183,7 +200,10 @@ func (e *evaluation) what() string {
 // when withAudit is set).
 func (e *evaluation) decide(policies []*Compiled, withAudit bool) Verdict {
 	name := e.name()
-	var selecting []*Compiled
+	// selecting are the policies that select the target, with the rules the caller
+	// and the request's kind can reach in each.
+	var buf [16]selected
+	selecting := buf[:0]
 	governed := false
 	for _, p := range policies {
 		if p == nil || (p.enforcement != mcpv1alpha1.AccessPolicyEnforce && !withAudit) || !p.Selects(*e.target) {
@@ -196,7 +216,7 @@ func (e *evaluation) decide(policies []*Compiled, withAudit bool) Verdict {
 		if p.governs[e.kind] {
 			governed = true
 		}
-		selecting = append(selecting, p)
+		selecting = append(selecting, selected{p, p.index.reachable(e.caller, e.kind)})
 	}
 	if !governed {
 		mode := "Enforce"
@@ -209,11 +229,12 @@ func (e *evaluation) decide(policies []*Compiled, withAudit bool) Verdict {
 
 	// Deny rules first: Deny wins over everything, so nothing else needs evaluating once
 	// one applies. A rule whose `when` fails acts as a Deny rule.
-	for _, p := range selecting {
+	for _, s := range selecting {
+		p := s.policy
 		budget := uint64(policyBudget)
-		for i := range p.rules {
+		for i, rest, ok := (s.rules & p.index.deny).next(); ok; i, rest, ok = rest.next() {
 			r := &p.rules[i]
-			if r.action != mcpv1alpha1.AccessPolicyDeny || !r.matches(e.kind, name) || !r.appliesTo(e.caller) {
+			if !r.matches(e.kind, name) {
 				continue
 			}
 			holds, err := e.holds(r, &budget)
@@ -228,11 +249,12 @@ func (e *evaluation) decide(policies []*Compiled, withAudit bool) Verdict {
 	}
 	var best *rule
 	var bestPolicy *Compiled
-	for _, p := range selecting {
+	for _, s := range selecting {
+		p := s.policy
 		budget := uint64(policyBudget)
-		for i := range p.rules {
+		for i, rest, ok := (s.rules &^ p.index.deny).next(); ok; i, rest, ok = rest.next() {
 			r := &p.rules[i]
-			if r.action == mcpv1alpha1.AccessPolicyDeny || !r.matches(e.kind, name) || !r.appliesTo(e.caller) {
+			if !r.matches(e.kind, name) {
 				continue
 			}
 			// Every rule that could apply is evaluated, so that a failing one denies
@@ -292,19 +314,29 @@ func (e *evaluation) holds(r *rule, budget *uint64) (bool, error) {
 	if r.when == nil {
 		return true, nil
 	}
-	o, seen := e.outcomes[r.whenText]
+	o, seen := e.outcome(r.whenText)
 	if !seen {
 		o = e.evaluate(r)
 		if e.outcomes == nil {
-			e.outcomes = map[string]outcome{}
+			e.outcomes = e.few[:0]
 		}
-		e.outcomes[r.whenText] = o
+		e.outcomes = append(e.outcomes, evaluated{r.whenText, o})
 	}
 	if o.cost > *budget {
 		return false, fmt.Errorf("the policy's expressions cost more than the %d one policy may spend on one request", policyBudget)
 	}
 	*budget -= o.cost
 	return o.holds, o.err
+}
+
+// outcome returns the outcome of the condition when, if it was evaluated before.
+func (e *evaluation) outcome(when string) (outcome, bool) {
+	for i := range e.outcomes {
+		if e.outcomes[i].when == when {
+			return e.outcomes[i].outcome, true
+		}
+	}
+	return outcome{}, false
 }
 
 // evaluate runs r's condition once.
@@ -358,10 +390,22 @@ func celErrorKind(err error) string {
 // ResolveName implements interpreter.Activation, building each variable's value the first
 // time an expression reads it.
 func (e *evaluation) ResolveName(name string) (any, bool) {
-	if v, ok := e.vars[name]; ok {
-		return v, true
+	i := slices.Index(varNames[:], name)
+	if i < 0 {
+		return nil, false
 	}
-	var v any
+	if e.resolved&(1<<i) == 0 {
+		e.vars[i] = e.build(name)
+		e.resolved |= 1 << i
+	}
+	return e.vars[i], true
+}
+
+// varNames are the CEL variables a `when` sees, in the order of evaluation.vars.
+var varNames = [...]string{varCaller, varTool, varArguments, varMethod, varResource, varPrompt, varTarget}
+
+// build builds the value of the variable name.
+func (e *evaluation) build(name string) any {
 	switch name {
 	case varCaller:
 		extra := e.caller.Extra
@@ -376,10 +420,10 @@ func (e *evaluation) ResolveName(name string) (any, bool) {
 		if groups == nil {
 			groups = []string{}
 		}
-		v = map[string]any{"username": e.caller.Username, "uid": e.caller.UID, "groups": groups, "extra": extra, "claims": claims}
+		return map[string]any{"username": e.caller.Username, "uid": e.caller.UID, "groups": groups, "extra": extra, "claims": claims}
 	case varTool:
 		t := e.req.Tool
-		v = map[string]any{"name": t.Name, "annotations": map[string]any{
+		return map[string]any{"name": t.Name, "annotations": map[string]any{
 			"title":           t.Title,
 			"readOnlyHint":    hint(t.ReadOnlyHint, false),
 			"destructiveHint": hint(t.DestructiveHint, true),
@@ -387,27 +431,18 @@ func (e *evaluation) ResolveName(name string) (any, bool) {
 			"openWorldHint":   hint(t.OpenWorldHint, true),
 		}}
 	case varArguments:
-		args := e.req.Arguments
-		if args == nil {
-			args = map[string]any{}
+		if e.req.Arguments == nil {
+			return map[string]any{}
 		}
-		v = args
+		return e.req.Arguments
 	case varMethod:
-		v = e.req.Method
+		return e.req.Method
 	case varResource:
-		v = map[string]any{"uri": e.req.Resource}
+		return map[string]any{"uri": e.req.Resource}
 	case varPrompt:
-		v = map[string]any{"name": e.req.Prompt}
-	case varTarget:
-		v = map[string]any{"kind": string(e.target.Kind), "namespace": e.target.Namespace, "name": e.target.Name}
-	default:
-		return nil, false
+		return map[string]any{"name": e.req.Prompt}
 	}
-	if e.vars == nil {
-		e.vars = make(map[string]any, 4)
-	}
-	e.vars[name] = v
-	return v, true
+	return map[string]any{"kind": string(e.target.Kind), "namespace": e.target.Namespace, "name": e.target.Name}
 }
 
 // Parent implements interpreter.Activation.
@@ -423,40 +458,17 @@ func hint(v *bool, def bool) bool {
 
 // matches reports whether r names the request's kind with a glob that matches name.
 func (r *rule) matches(k requestKind, name string) bool {
-	for _, g := range r.globs[k] {
+	globs := r.globs[k]
+	for i := range globs {
+		g := &globs[i]
 		if g.invalid {
 			if r.action == mcpv1alpha1.AccessPolicyDeny {
 				return true
 			}
 			continue
 		}
-		if toolglob.MatchAny(g.pattern, name) {
+		if g.matches(name) {
 			return true
-		}
-	}
-	return false
-}
-
-// appliesTo reports whether any of r's subjects is the caller.
-func (r *rule) appliesTo(c *Caller) bool {
-	for _, s := range r.subjects {
-		switch {
-		case s.username != "":
-			if s.username == c.Username {
-				return true
-			}
-		case s.group == allAuthenticated:
-			if c.Username != anonymousUser {
-				return true
-			}
-		case s.group == allUnauthenticated:
-			if c.Username == anonymousUser {
-				return true
-			}
-		case s.group != "":
-			if slices.Contains(c.Groups, s.group) {
-				return true
-			}
 		}
 	}
 	return false
@@ -464,7 +476,7 @@ func (r *rule) appliesTo(c *Caller) bool {
 
 // quote quotes a name for a reason, escaping what could make it read as something else.
 func quote(s string) string {
-	return fmt.Sprintf("%q", s)
+	return strconv.Quote(s)
 }
 
 // printable bounds a method name a caller sent before it is quoted in a reason.

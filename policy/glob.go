@@ -2,6 +2,7 @@ package policy
 
 import (
 	"strings"
+	"unique"
 
 	"github.com/switchboard-mcp/switchboard/internal/toolglob"
 )
@@ -17,8 +18,9 @@ type glob struct {
 	// Deny rule, so that it never opens what it closes, and none in another rule.
 	invalid bool
 	shape   globShape
-	// literal is the pattern without its stars, for every shape but globGeneral.
-	literal string
+	// literal is the pattern without its stars, for every shape but globGeneral; interned,
+	// as the same globs recur in many rules and policies.
+	literal unique.Handle[string]
 }
 
 // globShape is the form of a glob that decides how it is matched.
@@ -56,17 +58,17 @@ func compileGlob(pattern string, names bool) glob {
 	case literal == "":
 		g.shape = globEverything
 	case !leading && !trailing:
-		g.shape, g.literal = globExact, literal
+		g.shape, g.literal = globExact, unique.Make(literal)
 	case !leading:
-		g.shape, g.literal = globPrefix, literal
+		g.shape, g.literal = globPrefix, unique.Make(literal)
 	case literal[0] < 0x80:
 		// A star takes whole UTF-8 characters (toolglob), so a literal that starts with
 		// an ASCII byte, never part of a longer character, may start at any byte of the
 		// name that matches it; a literal that starts otherwise is left to toolglob.
 		if trailing {
-			g.shape, g.literal = globContains, literal
+			g.shape, g.literal = globContains, unique.Make(literal)
 		} else {
-			g.shape, g.literal = globSuffix, literal
+			g.shape, g.literal = globSuffix, unique.Make(literal)
 		}
 	}
 	return g
@@ -77,15 +79,15 @@ func compileGlob(pattern string, names bool) glob {
 func (g *glob) matches(name string) bool {
 	switch g.shape {
 	case globExact:
-		return name == g.literal
+		return name == g.literal.Value()
 	case globEverything:
 		return true
 	case globPrefix:
-		return strings.HasPrefix(name, g.literal)
+		return strings.HasPrefix(name, g.literal.Value())
 	case globSuffix:
-		return strings.HasSuffix(name, g.literal)
+		return strings.HasSuffix(name, g.literal.Value())
 	case globContains:
-		return strings.Contains(name, g.literal)
+		return strings.Contains(name, g.literal.Value())
 	}
 	return !g.invalid && toolglob.MatchAny(g.pattern, name)
 }

@@ -28,6 +28,9 @@ func (s ruleSet) next() (i int, rest ruleSet, ok bool) {
 type ruleIndex struct {
 	// users and groups are the rules of each username and group subjects name.
 	users, groups map[string]ruleSet
+	// userLengths and groupLengths have bit n%64 set for every key of users and groups
+	// n bytes long: a name whose bit is clear is not a key, and is not looked up.
+	userLengths, groupLengths uint64
 	// authenticated and unauthenticated are the rules of system:authenticated (every
 	// caller but system:anonymous, listed in its groups or not) and of
 	// system:unauthenticated (system:anonymous alone).
@@ -38,19 +41,21 @@ type ruleIndex struct {
 	deny ruleSet
 }
 
-// add records rule i.
-func (x *ruleIndex) add(i int, r *rule) {
+// add records rule i, r, and its subjects.
+func (x *ruleIndex) add(i int, r *rule, subjects []mcpv1alpha1.AccessPolicySubject) {
 	bit := ruleSet(1) << i
-	for _, s := range r.subjects {
-		switch {
+	for _, s := range subjects {
+		switch s := compileSubject(s); {
 		case s.username != "":
 			x.users = addTo(x.users, s.username, bit)
+			x.userLengths |= lengthBit(s.username)
 		case s.group == allAuthenticated:
 			x.authenticated |= bit
 		case s.group == allUnauthenticated:
 			x.unauthenticated |= bit
 		case s.group != "":
 			x.groups = addTo(x.groups, s.group, bit)
+			x.groupLengths |= lengthBit(s.group)
 		}
 	}
 	for k := range kindCount {
@@ -63,6 +68,11 @@ func (x *ruleIndex) add(i int, r *rule) {
 	}
 }
 
+// lengthBit is the bit of name's length in userLengths and groupLengths.
+func lengthBit(name string) uint64 {
+	return 1 << (len(name) % 64)
+}
+
 func addTo(m map[string]ruleSet, key string, bit ruleSet) map[string]ruleSet {
 	if m == nil {
 		m = map[string]ruleSet{}
@@ -71,8 +81,7 @@ func addTo(m map[string]ruleSet, key string, bit ruleSet) map[string]ruleSet {
 	return m
 }
 
-// reachable returns the rules whose subjects name c and that name kind k: the rules
-// rule.appliesTo and a glob of kind k would let through.
+// reachable returns the rules that name kind k (by a glob) and a subject of which is c.
 func (x *ruleIndex) reachable(c *Caller, k requestKind) ruleSet {
 	var s ruleSet
 	if c.Username == anonymousUser {
@@ -80,12 +89,14 @@ func (x *ruleIndex) reachable(c *Caller, k requestKind) ruleSet {
 	} else {
 		s = x.authenticated
 	}
-	if len(x.users) > 0 {
+	if x.userLengths&lengthBit(c.Username) != 0 {
 		s |= x.users[c.Username]
 	}
-	if len(x.groups) > 0 {
+	if x.groupLengths != 0 {
 		for _, g := range c.Groups {
-			s |= x.groups[g]
+			if x.groupLengths&lengthBit(g) != 0 {
+				s |= x.groups[g]
+			}
 		}
 	}
 	return s & x.kinds[k]

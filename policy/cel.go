@@ -9,8 +9,6 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
-	"github.com/google/cel-go/common/operators"
-	"github.com/google/cel-go/common/overloads"
 	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/util/version"
 	apiservercel "k8s.io/apiserver/pkg/cel"
@@ -124,13 +122,21 @@ type condition struct {
 	// loops is true when the condition holds a comprehension, the one kind of
 	// expression whose time its cost does not bound well; it then runs with a deadline.
 	loops bool
-	// bounded, when set, evaluates the condition without cost tracking, which costs more
-	// than evaluating most conditions; bound is the most an evaluation can cost, on any
-	// request (see provenBound). A policy whose conditions are all bounded, and together
-	// within its budget, evaluates them this way (Compiled.untracked): no evaluation can
-	// reach a limit, so tracking could change no verdict.
+	// bounded, when set, evaluates the condition without cost tracking (which costs
+	// more than evaluating most conditions); bound is the most an evaluation can cost,
+	// on any request (see provenBound). A policy whose conditions are all bounded, and
+	// together within its budget, evaluates them this way (Compiled.untracked): no
+	// evaluation can reach a limit, so tracking could change no verdict.
 	bounded interpreter.InterpretableV2
 	bound   uint64
+	// guards are the arguments a bounded condition tests for at its top: it is a
+	// conjunction, one of whose terms is has(arguments.K), or a disjunction, one of whose
+	// terms is !has(arguments.K), for each key K of guards. When the call has no
+	// argument K, CEL's logic decides the condition whatever its other terms give
+	// (false && anything is false, true || anything is true, errors included): it is
+	// guardless then, and evaluating it would give the same.
+	guards    []string
+	guardless bool
 }
 
 // compileCondition compiles rule i's condition, checks that it is a bool and that its
@@ -160,101 +166,11 @@ func compileCondition(env *cel.Env, i int, expr string) (*condition, error) {
 	if bound, ok := provenBound(env, ast); ok {
 		if bounded, err := planUntracked(ast); err == nil {
 			c.bounded, c.bound = bounded, bound
+			c.guards, c.guardless = argumentGuards(ast.NativeRep().Expr())
 		}
 	}
 	return c, nil
 }
-
-// provenBound returns the most an evaluation of ast can cost, and true, when CEL's cost
-// estimate proves it within the per-call limit whatever the request: the estimate knows
-// the size of no list, map or string (where compileCondition's assumes the largest
-// request), so only a cost that does not grow with the request is bounded. Conditions
-// that call a function outside untrackedFunctions, or hold a comprehension, are never
-// bounded.
-//
-// The estimate prices an attribute (arguments.a.b.c) once where an evaluation charges
-// each of its qualifiers: the bound adds nodeMargin for every node of the expression.
-func provenBound(env *cel.Env, ast *cel.Ast) (uint64, bool) {
-	nav := celast.NavigateAST(ast.NativeRep())
-	if len(celast.MatchDescendants(nav, celast.KindMatcher(celast.ComprehensionKind))) > 0 {
-		return 0, false
-	}
-	for _, call := range celast.MatchDescendants(nav, celast.KindMatcher(celast.CallKind)) {
-		if !untrackedFunctions[call.AsCall().FunctionName()] {
-			return 0, false
-		}
-	}
-	est, err := env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: unknownSizes{}})
-	if err != nil || est.Max > perCallLimit {
-		return 0, false
-	}
-	nodes := len(celast.MatchDescendants(nav, func(celast.NavigableExpr) bool { return true }))
-	bound := est.Max + uint64(nodes)*nodeMargin
-	return bound, bound <= perCallLimit
-}
-
-// nodeMargin is what provenBound adds to the estimate for every node of an expression.
-const nodeMargin = 10
-
-// untrackedFunctions are the functions a condition evaluated without cost tracking may
-// call: CEL's operators, conversions and string tests, which the environment's
-// libraries evaluate with their function bindings alone. A library may also change how
-// its functions are planned (the optional library's `or` and `orValue`, the regular
-// expression optimizations); a condition calling anything not listed here is evaluated
-// by its cel.Program, as the environment prepares it.
-var untrackedFunctions = map[string]bool{
-	operators.LogicalAnd: true, operators.LogicalOr: true, operators.LogicalNot: true, operators.Conditional: true,
-	operators.Equals: true, operators.NotEquals: true, operators.Less: true, operators.LessEquals: true,
-	operators.Greater: true, operators.GreaterEquals: true, operators.In: true, operators.Index: true,
-	operators.Add: true, operators.Subtract: true, operators.Multiply: true, operators.Divide: true,
-	operators.Modulo: true, operators.Negate: true,
-	overloads.Size: true, overloads.StartsWith: true, overloads.EndsWith: true, overloads.Contains: true,
-	overloads.TypeConvertBool: true, overloads.TypeConvertInt: true, overloads.TypeConvertUint: true,
-	overloads.TypeConvertDouble: true, overloads.TypeConvertString: true, overloads.TypeConvertDyn: true,
-	overloads.TypeConvertType: true,
-}
-
-// planUntracked plans ast for an evaluation without cost tracking. cel-go offers no
-// option that turns off the cost tracking the Kubernetes environment sets for every
-// program, so the plan is made as cel.Env.Program makes it, with the environment's
-// function bindings and types, and the constant folding the environment asks for
-// (cel.OptOptimize; its regular expression optimizations concern functions
-// untrackedFunctions leaves out), without the cost observer.
-func planUntracked(ast *cel.Ast) (interpreter.InterpretableV2, error) {
-	interp, err := untrackedInterpreter()
-	if err != nil {
-		return nil, err
-	}
-	i, err := interp.NewInterpretable(ast.NativeRep(), interpreter.Optimize())
-	if err != nil {
-		return nil, err
-	}
-	v2, ok := i.(interpreter.InterpretableV2)
-	if !ok {
-		return nil, fmt.Errorf("CEL planned a %T", i)
-	}
-	return v2, nil
-}
-
-// untrackedInterpreter is the interpreter of planUntracked, built once from celEnv.
-var untrackedInterpreter = sync.OnceValues(func() (interpreter.Interpreter, error) {
-	env, err := celEnv()
-	if err != nil {
-		return nil, err
-	}
-	dispatcher := interpreter.NewDispatcher()
-	for _, fn := range env.Functions() {
-		bindings, err := fn.Bindings()
-		if err != nil {
-			return nil, err
-		}
-		if err := dispatcher.Add(bindings...); err != nil {
-			return nil, err
-		}
-	}
-	attributes := interpreter.NewAttributeFactory(env.Container, env.CELTypeAdapter(), env.CELTypeProvider())
-	return interpreter.NewInterpreter(dispatcher, env.Container, env.CELTypeProvider(), env.CELTypeAdapter(), attributes), nil
-})
 
 // oneLine joins CEL's multi-line messages (error, source line, caret) into one line for
 // a status condition.

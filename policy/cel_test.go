@@ -38,6 +38,35 @@ var boundedConditions = []string{
 	`arguments.mode == "read" ? arguments.repo == "a" : dyn(arguments.repo) == 1`,
 	`arguments.nested.inner == "x" && arguments.list[0] == 1`,
 	`method == "tools/call" && target.name == "github" && resource.uri == "" && prompt.name == ""`,
+	// Guarded by arguments, failing on the others.
+	`int(arguments.count) > 1 && has(arguments.nested) && (has(arguments.force) && int(arguments.n) / 0 == 1)`,
+	`!has(arguments.x) || int(arguments.n) / 0 == 1 || !has(arguments.force)`,
+	`has(arguments.repo) || has(arguments.force)`,
+	`!has(arguments.repo) && !has(arguments.force)`,
+}
+
+func TestArgumentGuards(t *testing.T) {
+	for _, tc := range []struct {
+		expr      string
+		guards    []string
+		guardless bool
+	}{
+		{`has(arguments.force) && arguments.force == true`, []string{"force"}, false},
+		{`!has(arguments.repo) || arguments.repo.startsWith("acme/")`, []string{"repo"}, true},
+		{`int(arguments.count) > 1 && has(arguments.nested) && (has(arguments.force) && int(arguments.n) / 0 == 1)`, []string{"nested", "force"}, false},
+		{`!has(arguments.x) || int(arguments.n) / 0 == 1 || !has(arguments.force)`, []string{"x", "force"}, true},
+		// Terms that decide nothing when the argument is absent.
+		{`has(arguments.repo) || has(arguments.force)`, nil, true},
+		{`!has(arguments.repo) && !has(arguments.force)`, nil, false},
+		{`has(arguments.repo)`, nil, true},
+		{`has(caller.claims.x) && has(arguments.nested.x)`, nil, false},
+		{`(has(arguments.a) || true) && arguments.b == 1`, nil, false},
+	} {
+		c := compileTestCondition(t, tc.expr)
+		if fmt.Sprint(c.guards) != fmt.Sprint(tc.guards) || (len(tc.guards) > 0 && c.guardless != tc.guardless) {
+			t.Errorf("%s: guards %q (guardless %v), want %q (%v)", tc.expr, c.guards, c.guardless, tc.guards, tc.guardless)
+		}
+	}
 }
 
 func TestBoundedConditions(t *testing.T) {

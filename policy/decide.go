@@ -424,8 +424,14 @@ func (e *evaluation) evaluate(c *condition, tracked bool) outcome {
 }
 
 // evaluateUntracked runs c.bounded once, as cel.Program's Eval runs a program: a
-// panic in a function is an internal error.
+// panic in a function is an internal error. A condition whose guard fails is what the
+// guard makes it.
 func (e *evaluation) evaluateUntracked(c *condition) (o outcome) {
+	for _, k := range c.guards {
+		if _, ok := e.req.Arguments[k]; !ok {
+			return outcome{holds: c.guardless}
+		}
+	}
 	frame, err := interpreter.NewExecutionFrame(e)
 	if err != nil {
 		return o.of(nil, err)

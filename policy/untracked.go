@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -78,15 +77,7 @@ func planUntracked(ast *cel.Ast) (interpreter.InterpretableV2, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, err := interp.NewInterpretable(ast.NativeRep(), interpreter.Optimize())
-	if err != nil {
-		return nil, err
-	}
-	v2, ok := i.(interpreter.InterpretableV2)
-	if !ok {
-		return nil, fmt.Errorf("CEL planned a %T", i)
-	}
-	return v2, nil
+	return interp.NewInterpretable(ast.NativeRep(), interpreter.Optimize())
 }
 
 // untrackedInterpreter is the interpreter of planUntracked, built once from celEnv.

@@ -68,3 +68,43 @@ func BenchmarkListable(b *testing.B) {
 		policy.Listable(alice, github, tool, policies)
 	}
 }
+
+// gatewayPolicies returns the ten policies of ten rules of the gateway's
+// BenchmarkAccessPolicyCost: per policy, eight Allow rules with a condition for callers
+// the benchmark's is not (whose globs match its tool), a Deny rule with a condition for
+// every caller, and a last rule that, in the last policy, allows the call with a
+// condition on its arguments.
+func gatewayPolicies(b *testing.B) []*policy.Compiled {
+	anyone := []mcpv1alpha1.AccessPolicySubject{group("system:authenticated"), group("system:unauthenticated")}
+	var policies []*policy.Compiled
+	for p := range 10 {
+		var rules []mcpv1alpha1.AccessPolicyRule
+		for r := range 8 {
+			rules = append(rules, rule(allow, []string{fmt.Sprintf("get_%d_*", r), "list_*", "test_*"}, `has(arguments.repo) && arguments.repo.startsWith("acme/")`,
+				group(fmt.Sprintf("oidc:team-%d-%d", p, r)), serviceAccount("agents", fmt.Sprintf("agent-%d-%d", p, r))))
+		}
+		rules = append(rules, rule(deny, []string{"test_*", "delete_*"}, `has(arguments.force) && arguments.force == true`, anyone...))
+		if p == 9 {
+			rules = append(rules, rule(allow, []string{"test_*"}, `!has(arguments.repo) || arguments.repo.startsWith("acme/")`, anyone...))
+		} else {
+			rules = append(rules, rule(allow, []string{"*"}, "", user(fmt.Sprintf("oidc:someone-%d@example.com", p))))
+		}
+		policies = append(policies, compiled(b, fmt.Sprintf("policy-%d", p), refs("MCPServer", "github"), withRules(rules...)))
+	}
+	return policies
+}
+
+// BenchmarkDecideAnonymous is the decision of the gateway's BenchmarkAccessPolicyCost:
+// an anonymous caller's tools/call without arguments, under gatewayPolicies.
+func BenchmarkDecideAnonymous(b *testing.B) {
+	policies := gatewayPolicies(b)
+	anonymous := policy.Caller{Username: "system:anonymous"}
+	req := call("test_simple_text", nil)
+	if v := policy.Decide(anonymous, github, req, policies); v.Effect != policy.EffectAllow || v.Policy != ns+"/policy-9" {
+		b.Fatalf("verdict %+v, want Allow by policy-9", v)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		policy.Decide(anonymous, github, req, policies)
+	}
+}

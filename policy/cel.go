@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unique"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/util/version"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
@@ -109,31 +111,65 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 	return set.Env(environment.StoredExpressions)
 })
 
-// compileWhen compiles rule i's condition, checks that it is a bool and that its
-// estimated worst-case cost is within the limit, and returns its program and whether it
-// holds a comprehension.
-func compileWhen(env *cel.Env, i int, expr string) (cel.Program, bool, error) {
+// condition is a compiled `when`.
+type condition struct {
+	// source is the expression, interned: one Decide evaluates each distinct condition
+	// once, and finds it by this handle.
+	source unique.Handle[string]
+	// program evaluates the condition with CEL's cost tracking: it stops at the
+	// per-call limit and says what the evaluation cost, for the policy's budget.
+	program cel.Program
+	// loops is true when the condition holds a comprehension, the one kind of
+	// expression whose time its cost does not bound well; it then runs with a deadline.
+	loops bool
+	// bounded, when set, evaluates the condition without cost tracking (which costs
+	// more than evaluating most conditions); bound is the most an evaluation can cost,
+	// on any request (see provenBound). A policy whose conditions are all bounded, and
+	// together within its budget, evaluates them this way (Compiled.untracked): no
+	// evaluation can reach a limit, so tracking could change no verdict.
+	bounded interpreter.InterpretableV2
+	bound   uint64
+	// guards are the arguments a bounded condition tests for at its top: it is a
+	// conjunction, one of whose terms is has(arguments.K), or a disjunction, one of whose
+	// terms is !has(arguments.K), for each key K of guards. When the call has no
+	// argument K, CEL's logic decides the condition whatever its other terms give
+	// (false && anything is false, true || anything is true, errors included): it is
+	// guardless then, and evaluating it would give the same.
+	guards    []string
+	guardless bool
+}
+
+// compileCondition compiles rule i's condition, checks that it is a bool and that its
+// estimated worst-case cost is within the limit, and prepares its evaluations.
+func compileCondition(env *cel.Env, i int, expr string) (*condition, error) {
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, false, &ExpressionError{Rule: i, Problem: "does not compile: " + oneLine(iss.Err().Error())}
+		return nil, &ExpressionError{Rule: i, Problem: "does not compile: " + oneLine(iss.Err().Error())}
 	}
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) {
-		return nil, false, &ExpressionError{Rule: i, Problem: fmt.Sprintf("evaluates to %s; it must evaluate to a bool (true or false)", t)}
+		return nil, &ExpressionError{Rule: i, Problem: fmt.Sprintf("evaluates to %s; it must evaluate to a bool (true or false)", t)}
 	}
 	est, err := env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: sizeEstimator{}})
 	if err != nil {
-		return nil, false, &ExpressionError{Rule: i, Problem: "has a cost that cannot be estimated: " + oneLine(err.Error())}
+		return nil, &ExpressionError{Rule: i, Problem: "has a cost that cannot be estimated: " + oneLine(err.Error())}
 	}
 	if est.Max > estimatedCostLimit {
-		return nil, false, &ExpressionError{Rule: i, Problem: fmt.Sprintf(
+		return nil, &ExpressionError{Rule: i, Problem: fmt.Sprintf(
 			"may cost up to %d on the largest request, more than the %d an expression may spend; iterate over fewer elements or bound them first", est.Max, estimatedCostLimit)}
 	}
 	prg, err := env.Program(ast, cel.InterruptCheckFrequency(checkFrequency))
 	if err != nil {
-		return nil, false, &ExpressionError{Rule: i, Problem: "cannot be prepared: " + oneLine(err.Error())}
+		return nil, &ExpressionError{Rule: i, Problem: "cannot be prepared: " + oneLine(err.Error())}
 	}
-	loops := len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
-	return prg, loops, nil
+	c := &condition{source: unique.Make(expr), program: prg,
+		loops: len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0}
+	if bound, ok := provenBound(env, ast); ok {
+		if bounded, err := planUntracked(ast); err == nil {
+			c.bounded, c.bound = bounded, bound
+			c.guards, c.guardless = argumentGuards(ast.NativeRep().Expr())
+		}
+	}
+	return c, nil
 }
 
 // oneLine joins CEL's multi-line messages (error, source line, caret) into one line for
@@ -159,5 +195,18 @@ func (sizeEstimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 // EstimateCallCost implements checker.CostEstimator: library.CostEstimator prices the
 // calls.
 func (sizeEstimator) EstimateCallCost(_, _ string, _ *checker.AstNode, _ []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+// unknownSizes tells the cost estimate no size: every list, map and string may be as
+// large as it can be.
+type unknownSizes struct{}
+
+// EstimateSize implements checker.CostEstimator.
+func (unknownSizes) EstimateSize(checker.AstNode) *checker.SizeEstimate { return nil }
+
+// EstimateCallCost implements checker.CostEstimator: library.CostEstimator prices the
+// calls.
+func (unknownSizes) EstimateCallCost(_, _ string, _ *checker.AstNode, _ []checker.AstNode) *checker.CallEstimate {
 	return nil
 }

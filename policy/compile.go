@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/cel-go/cel"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/internal/toolglob"
 )
 
 // Compiled is one MCPAccessPolicy, compiled: its selection, its rules and their
@@ -27,9 +25,16 @@ type Compiled struct {
 	selector labels.Selector
 
 	rules []rule
+	// index says which rules a caller and a kind of request can reach.
+	index ruleIndex
 	// governs says which request kinds the policy governs: tools always, resources and
 	// prompts when a rule names them.
 	governs [kindCount]bool
+
+	// untracked is true when the policy's conditions are evaluated without CEL's cost
+	// tracking: each is bounded (see condition), and together they cost at most the
+	// policy's budget.
+	untracked bool
 
 	// invalid is why the policy did not compile; a policy in this fail-closed form
 	// governs every kind and denies every request to what it selects.
@@ -48,28 +53,17 @@ const (
 
 // rule is one compiled rule.
 type rule struct {
-	index    int
-	action   mcpv1alpha1.AccessPolicyAction
-	subjects []subject
+	index  int
+	action mcpv1alpha1.AccessPolicyAction
 	// globs per request kind; empty when the rule does not name that kind.
 	globs [kindCount][]glob
-	// when is the compiled condition; nil when the rule has none.
-	when cel.Program
-	// whenText is when's source: one Decide evaluates each distinct condition once.
-	whenText string
-	// loops is true when when holds a comprehension, the one kind of expression whose
-	// time its cost does not bound well; it then runs with a deadline.
-	loops bool
+	// when is the compiled condition; its program is nil when the rule has none. (The
+	// subjects are in the policy's ruleIndex.)
+	when condition
 }
 
-// glob is one glob of a rule.
-type glob struct {
-	pattern string
-	// invalid is true for a tool or prompt glob admission would have refused (an old
-	// object, or one written around the CRD's validation): it matches every name in a
-	// Deny rule, so that it never opens what it closes, and none in another rule.
-	invalid bool
-}
+// conditional reports whether r has a condition.
+func (r *rule) conditional() bool { return r.when.program != nil }
 
 // subject is one compiled subject: the username or group a caller must have.
 type subject struct {
@@ -164,11 +158,15 @@ func Compile(p *mcpv1alpha1.MCPAccessPolicy) (*Compiled, error) {
 		// The environment is built from constants: this is a programming error.
 		errs = append(errs, fmt.Errorf("building the CEL environment: %w", err))
 	}
+	if n := len(p.Spec.Rules); n > maxRules {
+		// Admission refuses such a policy; one written around it is not half applied.
+		errs = append(errs, fmt.Errorf("spec.rules has %d rules, more than the %d a policy may have", n, maxRules))
+	}
 	for i, r := range p.Spec.Rules {
-		cr := rule{index: i, action: r.Action}
-		for _, s := range r.Subjects {
-			cr.subjects = append(cr.subjects, compileSubject(s))
+		if i == maxRules {
+			break
 		}
+		cr := rule{index: i, action: r.Action}
 		cr.globs[kindTool] = compileGlobs(r.Tools, true)
 		cr.globs[kindResource] = compileGlobs(r.Resources, false)
 		cr.globs[kindPrompt] = compileGlobs(r.Prompts, true)
@@ -179,28 +177,50 @@ func Compile(p *mcpv1alpha1.MCPAccessPolicy) (*Compiled, error) {
 			c.governs[kindPrompt] = true
 		}
 		if strings.TrimSpace(r.When) != "" && env != nil {
-			prg, loops, err := compileWhen(env, i, r.When)
+			when, err := compileCondition(env, i, r.When)
 			if err != nil {
 				errs = append(errs, err)
+			} else {
+				cr.when = *when
 			}
-			cr.when, cr.whenText, cr.loops = prg, r.When, loops
 		}
+		c.index.add(i, &cr, r.Subjects)
 		c.rules = append(c.rules, cr)
 	}
 	if err := errors.Join(errs...); err != nil {
 		c.invalid = err
-		c.rules = nil
+		c.rules, c.index = nil, ruleIndex{}
 		c.governs = [kindCount]bool{true, true, true}
 		return c, err
 	}
+	c.untracked = untracked(c.rules)
 	return c, nil
 }
 
-// compileGlobs checks globs once; names are the tool-name alphabet of toolglob.
+// untracked reports whether every condition of rules is bounded, and all of them
+// together (each rule pays for its own, as Decide charges them) within a policy's
+// budget: no evaluation can then reach the per-call limit or the budget, and the
+// conditions need no cost tracking.
+func untracked(rules []rule) bool {
+	var total uint64
+	for i := range rules {
+		w := &rules[i].when
+		if w.program == nil {
+			continue
+		}
+		if w.bounded == nil {
+			return false
+		}
+		total += w.bound
+	}
+	return total <= policyBudget
+}
+
+// compileGlobs compiles globs once; names are the tool-name alphabet of toolglob.
 func compileGlobs(patterns []string, names bool) []glob {
 	out := make([]glob, len(patterns))
 	for i, p := range patterns {
-		out[i] = glob{pattern: p, invalid: p == "" || (names && toolglob.Valid(p) != nil)}
+		out[i] = compileGlob(p, names)
 	}
 	return out
 }

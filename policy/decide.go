@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unique"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -14,7 +17,6 @@ import (
 	"github.com/google/cel-go/interpreter"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
-	"github.com/switchboard-mcp/switchboard/internal/toolglob"
 )
 
 // maxErrorBytes bounds the CEL error a reason quotes.
@@ -31,8 +33,9 @@ func Decide(caller Caller, target Target, req Request, policies []*Compiled) Ver
 			Reason: fmt.Sprintf("access policies do not govern %s", printable(req.Method))}
 	}
 	policies = sorted(policies)
-	e := &evaluation{caller: &caller, target: &target, req: &req, kind: kind}
-	defer e.close()
+	e := evaluations.Get().(*evaluation)
+	*e = evaluation{caller: caller, target: target, req: req, kind: kind}
+	defer e.release()
 	v := e.decide(policies, false)
 	for _, p := range policies {
 		if p != nil && p.enforcement == mcpv1alpha1.AccessPolicyAudit && p.Selects(target) {
@@ -59,13 +62,13 @@ func Listable(caller Caller, target Target, tool Tool, policies []*Compiled) boo
 		if p.invalid != nil {
 			return false
 		}
-		for i := range p.rules {
+		for i, rest, ok := p.index.reachable(&caller, kindTool).next(); ok; i, rest, ok = rest.next() {
 			r := &p.rules[i]
-			if !r.matches(kindTool, tool.Name) || !r.appliesTo(&caller) {
+			if !r.matches(kindTool, tool.Name) {
 				continue
 			}
 			if r.action == mcpv1alpha1.AccessPolicyDeny {
-				if r.when == nil {
+				if !r.conditional() {
 					return false
 				}
 				continue
@@ -124,21 +127,38 @@ func kindOf(req Request) (requestKind, bool) {
 // evaluation is one Decide call: its inputs, and the CEL values built from them the first
 // time a `when` needs them.
 type evaluation struct {
-	caller *Caller
-	target *Target
-	req    *Request
+	caller Caller
+	target Target
+	req    Request
 	kind   requestKind
 
-	vars map[string]any
+	// vars are the CEL variables, each built the first time an expression reads it;
+	// resolved has bit i set once vars[i] is.
+	vars     [len(varNames)]any
+	resolved uint8
 	// outcomes remembers each condition's outcome by its source: every variable it can
 	// read is the same for all the rules of one Decide, so a condition several rules
 	// share (the same guard copied into every policy) is evaluated once.
-	outcomes map[string]outcome
+	outcomes []evaluated
+	few      [4]evaluated
 
 	// ctx bounds the time of the call's expressions (evalTimeout); created with the
 	// first evaluation.
 	ctx    context.Context
 	cancel context.CancelFunc
+}
+
+// selected is a policy that selects the target, and the rules of it the caller and the
+// request's kind can reach.
+type selected struct {
+	policy *Compiled
+	rules  ruleSet
+}
+
+// evaluated is the outcome of one condition, by its source.
+type evaluated struct {
+	source unique.Handle[string]
+	outcome
 }
 
 // evalTimeout bounds the time all the expressions of one Decide call may take. The cost
@@ -148,11 +168,19 @@ type evaluation struct {
 // It is far above what any expression within the cost limits takes on a short list.
 const evalTimeout = 250 * time.Millisecond
 
-// close releases the evaluation's deadline.
-func (e *evaluation) close() {
+// evaluations are the evaluations of finished Decide calls, for the next ones: an
+// evaluation holds the buffers of one Decide, and a call through the gateway is cheaper
+// for not allocating them every time.
+var evaluations = sync.Pool{New: func() any { return new(evaluation) }}
+
+// release releases the evaluation's deadline and gives it back to evaluations, holding
+// nothing of the call.
+func (e *evaluation) release() {
 	if e.cancel != nil {
 		e.cancel()
 	}
+	*e = evaluation{}
+	evaluations.Put(e)
 }
 
 // name returns what the request names: the tool, the resource URI or the prompt.
@@ -168,25 +196,54 @@ func (e *evaluation) name() string {
 
 // what describes the request for a reason, such as `tool "delete_repo"`.
 func (e *evaluation) what() string {
+	return string(e.appendWhat(nil))
+}
+
+// appendWhat appends what to b.
+func (e *evaluation) appendWhat(b []byte) []byte {
 	switch e.kind {
 	case kindResource:
 		// A URI's query string may carry a secret; it never appears in a reason.
 		uri, _, _ := strings.Cut(e.req.Resource, "?")
-		return "resource " + quote(uri)
+		return strconv.AppendQuote(append(b, "resource "...), uri)
 	case kindPrompt:
-		return "prompt " + quote(e.req.Prompt)
+		return strconv.AppendQuote(append(b, "prompt "...), e.req.Prompt)
 	}
-	return "tool " + quote(e.req.Tool.Name)
+	return strconv.AppendQuote(append(b, "tool "...), e.req.Tool.Name)
 }
+
+// ruleReason is the reason of a verdict rule r of p decided: `rule 2 of access policy
+// team-a/github-access denies tool "delete_repo" to "oidc:alice"`, or, when the
+// verb is approval's, `requires approval for tool "delete_repo"`.
+func (e *evaluation) ruleReason(p *Compiled, r *rule, verb string) string {
+	b := make([]byte, 0, 160)
+	b = strconv.AppendInt(append(b, "rule "...), int64(r.index), 10)
+	b = append(append(b, " of access policy "...), p.key...)
+	b = e.appendWhat(append(append(append(b, ' '), verb...), ' '))
+	if verb != requiresApprovalFor {
+		b = strconv.AppendQuote(append(b, " to "...), e.caller.Username)
+	}
+	return string(b)
+}
+
+// The verbs of ruleReason.
+const (
+	denies              = "denies"
+	allows              = "allows"
+	requiresApprovalFor = "requires approval for"
+)
 
 // decide evaluates the Enforce policies that select the target (and the Audit ones too
 // when withAudit is set).
 func (e *evaluation) decide(policies []*Compiled, withAudit bool) Verdict {
 	name := e.name()
-	var selecting []*Compiled
+	// selecting are the policies that select the target, with the rules the caller
+	// and the request's kind can reach in each.
+	var buf [16]selected
+	selecting := buf[:0]
 	governed := false
 	for _, p := range policies {
-		if p == nil || (p.enforcement != mcpv1alpha1.AccessPolicyEnforce && !withAudit) || !p.Selects(*e.target) {
+		if p == nil || (p.enforcement != mcpv1alpha1.AccessPolicyEnforce && !withAudit) || !p.Selects(e.target) {
 			continue
 		}
 		if p.invalid != nil {
@@ -196,7 +253,7 @@ func (e *evaluation) decide(policies []*Compiled, withAudit bool) Verdict {
 		if p.governs[e.kind] {
 			governed = true
 		}
-		selecting = append(selecting, p)
+		selecting = append(selecting, selected{p, p.index.reachable(&e.caller, e.kind)})
 	}
 	if !governed {
 		mode := "Enforce"
@@ -209,35 +266,36 @@ func (e *evaluation) decide(policies []*Compiled, withAudit bool) Verdict {
 
 	// Deny rules first: Deny wins over everything, so nothing else needs evaluating once
 	// one applies. A rule whose `when` fails acts as a Deny rule.
-	for _, p := range selecting {
+	for _, s := range selecting {
+		p := s.policy
 		budget := uint64(policyBudget)
-		for i := range p.rules {
+		for i, rest, ok := (s.rules & p.index.deny).next(); ok; i, rest, ok = rest.next() {
 			r := &p.rules[i]
-			if r.action != mcpv1alpha1.AccessPolicyDeny || !r.matches(e.kind, name) || !r.appliesTo(e.caller) {
+			if !r.matches(e.kind, name) {
 				continue
 			}
-			holds, err := e.holds(r, &budget)
+			holds, err := e.holds(p, r, &budget)
 			if err != nil {
 				return e.failed(p, r, err)
 			}
 			if holds {
-				return Verdict{Effect: EffectDeny, Policy: p.key, Rule: r.index,
-					Reason: fmt.Sprintf("rule %d of access policy %s denies %s to %s", r.index, p.key, e.what(), quote(e.caller.Username))}
+				return Verdict{Effect: EffectDeny, Policy: p.key, Rule: r.index, Reason: e.ruleReason(p, r, denies)}
 			}
 		}
 	}
 	var best *rule
 	var bestPolicy *Compiled
-	for _, p := range selecting {
+	for _, s := range selecting {
+		p := s.policy
 		budget := uint64(policyBudget)
-		for i := range p.rules {
+		for i, rest, ok := (s.rules &^ p.index.deny).next(); ok; i, rest, ok = rest.next() {
 			r := &p.rules[i]
-			if r.action == mcpv1alpha1.AccessPolicyDeny || !r.matches(e.kind, name) || !r.appliesTo(e.caller) {
+			if !r.matches(e.kind, name) {
 				continue
 			}
 			// Every rule that could apply is evaluated, so that a failing one denies
 			// whatever the order of the rules.
-			holds, err := e.holds(r, &budget)
+			holds, err := e.holds(p, r, &budget)
 			if err != nil {
 				return e.failed(p, r, err)
 			}
@@ -252,10 +310,9 @@ func (e *evaluation) decide(policies []*Compiled, withAudit bool) Verdict {
 	}
 	if best.action == mcpv1alpha1.AccessPolicyRequireApproval {
 		return Verdict{Effect: EffectRequireApproval, Policy: bestPolicy.key, Rule: best.index,
-			Reason: fmt.Sprintf("rule %d of access policy %s requires approval for %s", best.index, bestPolicy.key, e.what())}
+			Reason: e.ruleReason(bestPolicy, best, requiresApprovalFor)}
 	}
-	return Verdict{Effect: EffectAllow, Policy: bestPolicy.key, Rule: best.index,
-		Reason: fmt.Sprintf("rule %d of access policy %s allows %s to %s", best.index, bestPolicy.key, e.what(), quote(e.caller.Username))}
+	return Verdict{Effect: EffectAllow, Policy: bestPolicy.key, Rule: best.index, Reason: e.ruleReason(bestPolicy, best, allows)}
 }
 
 // failed is the verdict of a rule whose `when` could not be evaluated.
@@ -282,59 +339,129 @@ func kindNoun(k requestKind) string {
 type outcome struct {
 	holds bool
 	err   error
-	cost  uint64
+	// cost is what the evaluation cost; costed is false for an evaluation without cost
+	// tracking, whose cost is not known.
+	cost   uint64
+	costed bool
 }
 
-// holds evaluates r's condition (true without one), charging its cost to budget. A
-// condition evaluated before in this Decide is not evaluated again, but its cost is
-// charged again: each policy's budget pays for what its own rules need.
-func (e *evaluation) holds(r *rule, budget *uint64) (bool, error) {
-	if r.when == nil {
+// holds evaluates r's condition (true without one), charging its cost to budget, the
+// budget of p. A condition evaluated before in this Decide is not evaluated again, but
+// its cost is charged again: each policy's budget pays for what its own rules need. The
+// conditions of a policy whose budget they cannot exhaust are evaluated without cost
+// tracking, and charge nothing (Compiled.untracked).
+func (e *evaluation) holds(p *Compiled, r *rule, budget *uint64) (bool, error) {
+	if !r.conditional() {
 		return true, nil
 	}
-	o, seen := e.outcomes[r.whenText]
+	tracked := !p.untracked
+	o, seen := e.outcome(r.when.source, tracked)
 	if !seen {
-		o = e.evaluate(r)
-		if e.outcomes == nil {
-			e.outcomes = map[string]outcome{}
+		o = e.evaluate(&r.when, tracked)
+		e.remember(r.when.source, o)
+	}
+	if tracked {
+		if o.cost > *budget {
+			return false, fmt.Errorf("the policy's expressions cost more than the %d one policy may spend on one request", policyBudget)
 		}
-		e.outcomes[r.whenText] = o
+		*budget -= o.cost
 	}
-	if o.cost > *budget {
-		return false, fmt.Errorf("the policy's expressions cost more than the %d one policy may spend on one request", policyBudget)
-	}
-	*budget -= o.cost
 	return o.holds, o.err
 }
 
-// evaluate runs r's condition once.
-func (e *evaluation) evaluate(r *rule) outcome {
+// outcome returns the outcome of the condition source, if it was evaluated before (with
+// cost tracking, when costed is set).
+func (e *evaluation) outcome(source unique.Handle[string], costed bool) (outcome, bool) {
+	for i := range e.outcomes {
+		if e.outcomes[i].source == source {
+			o := e.outcomes[i].outcome
+			return o, o.costed || !costed
+		}
+	}
+	return outcome{}, false
+}
+
+// remember records the outcome of the condition source.
+func (e *evaluation) remember(source unique.Handle[string], o outcome) {
+	for i := range e.outcomes {
+		if e.outcomes[i].source == source {
+			e.outcomes[i].outcome = o
+			return
+		}
+	}
+	if e.outcomes == nil {
+		e.outcomes = e.few[:0]
+	}
+	e.outcomes = append(e.outcomes, evaluated{source, o})
+}
+
+// evaluate runs condition c once, with cost tracking when tracked is set (c.bounded is
+// set otherwise).
+func (e *evaluation) evaluate(c *condition, tracked bool) outcome {
+	if !tracked {
+		return e.evaluateUntracked(c)
+	}
 	var out ref.Val
 	var details *cel.EvalDetails
 	var err error
-	if r.loops {
+	if c.loops {
 		if e.ctx == nil {
 			e.ctx, e.cancel = context.WithTimeout(context.Background(), evalTimeout)
 		}
-		out, details, err = r.when.ContextEval(e.ctx, e)
+		out, details, err = c.program.ContextEval(e.ctx, e)
 	} else {
-		out, details, err = r.when.Eval(e)
+		out, details, err = c.program.Eval(e)
 	}
-	var cost uint64
+	o := outcome{costed: true}
 	if details != nil && details.ActualCost() != nil {
-		cost = *details.ActualCost()
+		o.cost = *details.ActualCost()
 	}
 	if err != nil && e.ctx != nil && e.ctx.Err() != nil {
-		return outcome{cost: cost, err: fmt.Errorf("the request's expressions ran longer than %v and were cancelled", evalTimeout)}
+		o.err = fmt.Errorf("the request's expressions ran longer than %v and were cancelled", evalTimeout)
+		return o
 	}
+	return o.of(out, err)
+}
+
+// evaluateUntracked runs c.bounded once, as cel.Program's Eval runs a program: a
+// panic in a function is an internal error. A condition whose guard fails is what the
+// guard makes it.
+func (e *evaluation) evaluateUntracked(c *condition) (o outcome) {
+	for _, k := range c.guards {
+		if _, ok := e.req.Arguments[k]; !ok {
+			return outcome{holds: c.guardless}
+		}
+	}
+	frame, err := interpreter.NewExecutionFrame(e)
 	if err != nil {
-		return outcome{cost: cost, err: fmt.Errorf("when: %s", celErrorKind(err))}
+		return o.of(nil, err)
+	}
+	defer frame.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			o = o.of(nil, fmt.Errorf("internal error: %v", r))
+		}
+	}()
+	out := c.bounded.Exec(frame)
+	if types.IsError(out) {
+		return o.of(out, out.(*types.Err))
+	}
+	return o.of(out, nil)
+}
+
+// of completes o with the result of an evaluation: its value or its error.
+func (o outcome) of(out ref.Val, err error) outcome {
+	if err != nil {
+		o.err = fmt.Errorf("when: %s", celErrorKind(err))
+		return o
 	}
 	b, ok := out.(types.Bool)
 	if !ok {
-		return outcome{cost: cost, err: fmt.Errorf("when evaluated to %s, not a bool", out.Type().TypeName())}
+		o.err = fmt.Errorf("when evaluated to %s, not a bool", out.Type().TypeName())
+		return o
 	}
-	return outcome{holds: bool(b), cost: cost}
+	o.holds = bool(b)
+	return o
 }
 
 // celErrorKind is what a reason may say of a CEL evaluation error: its kind, the text
@@ -358,28 +485,47 @@ func celErrorKind(err error) string {
 // ResolveName implements interpreter.Activation, building each variable's value the first
 // time an expression reads it.
 func (e *evaluation) ResolveName(name string) (any, bool) {
-	if v, ok := e.vars[name]; ok {
-		return v, true
+	i := slices.Index(varNames[:], name)
+	if i < 0 {
+		return nil, false
 	}
-	var v any
+	if e.resolved&(1<<i) == 0 {
+		e.vars[i] = e.build(name)
+		e.resolved |= 1 << i
+	}
+	return e.vars[i], true
+}
+
+// varNames are the CEL variables a `when` sees, in the order of evaluation.vars.
+var varNames = [...]string{varCaller, varTool, varArguments, varMethod, varResource, varPrompt, varTarget}
+
+// noValues and noExtra are what CEL sees for absent arguments, claims and extra: empty
+// maps, which CEL never writes to.
+var (
+	noValues = map[string]any{}
+	noExtra  = map[string][]string{}
+)
+
+// build builds the value of the variable name.
+func (e *evaluation) build(name string) any {
 	switch name {
 	case varCaller:
 		extra := e.caller.Extra
 		if extra == nil {
-			extra = map[string][]string{}
+			extra = noExtra
 		}
 		claims := e.caller.Claims
 		if claims == nil {
-			claims = map[string]any{}
+			claims = noValues
 		}
 		groups := e.caller.Groups
 		if groups == nil {
 			groups = []string{}
 		}
-		v = map[string]any{"username": e.caller.Username, "uid": e.caller.UID, "groups": groups, "extra": extra, "claims": claims}
+		return map[string]any{"username": e.caller.Username, "uid": e.caller.UID, "groups": groups, "extra": extra, "claims": claims}
 	case varTool:
 		t := e.req.Tool
-		v = map[string]any{"name": t.Name, "annotations": map[string]any{
+		return map[string]any{"name": t.Name, "annotations": map[string]any{
 			"title":           t.Title,
 			"readOnlyHint":    hint(t.ReadOnlyHint, false),
 			"destructiveHint": hint(t.DestructiveHint, true),
@@ -387,27 +533,18 @@ func (e *evaluation) ResolveName(name string) (any, bool) {
 			"openWorldHint":   hint(t.OpenWorldHint, true),
 		}}
 	case varArguments:
-		args := e.req.Arguments
-		if args == nil {
-			args = map[string]any{}
+		if e.req.Arguments == nil {
+			return noValues
 		}
-		v = args
+		return e.req.Arguments
 	case varMethod:
-		v = e.req.Method
+		return e.req.Method
 	case varResource:
-		v = map[string]any{"uri": e.req.Resource}
+		return map[string]any{"uri": e.req.Resource}
 	case varPrompt:
-		v = map[string]any{"name": e.req.Prompt}
-	case varTarget:
-		v = map[string]any{"kind": string(e.target.Kind), "namespace": e.target.Namespace, "name": e.target.Name}
-	default:
-		return nil, false
+		return map[string]any{"name": e.req.Prompt}
 	}
-	if e.vars == nil {
-		e.vars = make(map[string]any, 4)
-	}
-	e.vars[name] = v
-	return v, true
+	return map[string]any{"kind": string(e.target.Kind), "namespace": e.target.Namespace, "name": e.target.Name}
 }
 
 // Parent implements interpreter.Activation.
@@ -423,40 +560,17 @@ func hint(v *bool, def bool) bool {
 
 // matches reports whether r names the request's kind with a glob that matches name.
 func (r *rule) matches(k requestKind, name string) bool {
-	for _, g := range r.globs[k] {
+	globs := r.globs[k]
+	for i := range globs {
+		g := &globs[i]
 		if g.invalid {
 			if r.action == mcpv1alpha1.AccessPolicyDeny {
 				return true
 			}
 			continue
 		}
-		if toolglob.MatchAny(g.pattern, name) {
+		if g.matches(name) {
 			return true
-		}
-	}
-	return false
-}
-
-// appliesTo reports whether any of r's subjects is the caller.
-func (r *rule) appliesTo(c *Caller) bool {
-	for _, s := range r.subjects {
-		switch {
-		case s.username != "":
-			if s.username == c.Username {
-				return true
-			}
-		case s.group == allAuthenticated:
-			if c.Username != anonymousUser {
-				return true
-			}
-		case s.group == allUnauthenticated:
-			if c.Username == anonymousUser {
-				return true
-			}
-		case s.group != "":
-			if slices.Contains(c.Groups, s.group) {
-				return true
-			}
 		}
 	}
 	return false
@@ -464,7 +578,7 @@ func (r *rule) appliesTo(c *Caller) bool {
 
 // quote quotes a name for a reason, escaping what could make it read as something else.
 func quote(s string) string {
-	return fmt.Sprintf("%q", s)
+	return strconv.Quote(s)
 }
 
 // printable bounds a method name a caller sent before it is quoted in a reason.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -156,38 +155,11 @@ func newTokenSource(ctx context.Context, cfg Config, endpoint *url.URL, stack *h
 // its private key, if any.
 func (a *tokenSource) checkClientCredentials() *Error {
 	o := a.cfg
-	invalid := func(format string, args ...any) *Error {
-		e := newError(ReasonInvalidSpec, format, args...)
-		e.Authentication = ReasonInvalidClient
-		return e
+	key, oe := oauth.CheckClientCredential(o.ClientID, o.ClientSecret, o.PrivateKey, o.AuthMethod)
+	if oe != nil {
+		return fromOAuth(oe)
 	}
-	if o.ClientID == "" {
-		return invalid("OAuth client credentials need a client ID")
-	}
-	switch o.AuthMethod {
-	case "", AuthMethodClientSecretBasic, AuthMethodClientSecretPost, AuthMethodPrivateKeyJWT:
-	default:
-		return invalid("unknown token endpoint auth method %q", o.AuthMethod)
-	}
-	switch {
-	case len(o.PrivateKey) > 0 && o.ClientSecret != "":
-		return invalid("OAuth client credentials set both a client secret and a private key")
-	case len(o.PrivateKey) > 0:
-		if o.AuthMethod != "" && o.AuthMethod != AuthMethodPrivateKeyJWT {
-			return invalid("token endpoint auth method %s needs a client secret, not a private key", o.AuthMethod)
-		}
-		key, alg, err := oauth.ParseSigningKey(o.PrivateKey)
-		if err != nil {
-			return invalid("%s", err.Error())
-		}
-		a.key = &oauth.SigningKey{Key: key, Alg: alg}
-	case o.ClientSecret != "":
-		if o.AuthMethod == AuthMethodPrivateKeyJWT {
-			return invalid("token endpoint auth method private_key_jwt needs a private key, not a client secret")
-		}
-	default:
-		return invalid("OAuth client credentials need a client secret or a private key")
-	}
+	a.key = key
 	return nil
 }
 
@@ -393,27 +365,16 @@ func (a *tokenSource) defaultMethod(supported []string) string {
 	if a.assertion != nil {
 		return AuthMethodNone
 	}
-	if a.key != nil {
-		return AuthMethodPrivateKeyJWT
-	}
-	if len(supported) > 0 && !slices.Contains(supported, AuthMethodClientSecretBasic) && slices.Contains(supported, AuthMethodClientSecretPost) {
-		return AuthMethodClientSecretPost
-	}
-	return AuthMethodClientSecretBasic
+	return oauth.DefaultAuthMethod(a.key != nil, supported)
 }
 
 // checkTokenURL refuses a token endpoint the credential must not be sent to: anything
 // but https, except plain http to a loopback address with AllowInsecureHTTP.
 func (a *tokenSource) checkTokenURL(u *url.URL) *Error {
-	if u.Scheme == "https" {
-		return nil
+	if oe := oauth.CheckTokenURL(u, a.cfg.AllowInsecureHTTP, a.credentialName()); oe != nil {
+		return fromOAuth(oe)
 	}
-	if u.Scheme == "http" && a.cfg.AllowInsecureHTTP && oauth.NamesLoopback(u.Hostname()) {
-		return nil
-	}
-	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-		"token endpoint %s is not https: the %s is sent only over https (or plain http to a loopback address with allowInsecureHTTP)",
-		oauth.Origin(u), a.credentialName())
+	return nil
 }
 
 // credentialName names what the token request carries, for messages.

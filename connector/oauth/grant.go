@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,6 +89,72 @@ func ParseSigningKey(data []byte) (crypto.Signer, jwt.SigningMethod, error) {
 type SigningKey struct {
 	Key crypto.Signer
 	Alg jwt.SigningMethod
+}
+
+// CheckClientCredential checks the credential of the client credentials grant: a
+// client ID, and a client secret or a PEM private key fit for method (empty lets
+// [DefaultAuthMethod] pick it). It returns the parsed key, if any. Its errors (Reason
+// mcpv1alpha1.ReasonInvalidSpec, Authentication mcpv1alpha1.ReasonInvalidClient)
+// never carry the secret or key material.
+func CheckClientCredential(clientID, secret string, privateKey []byte, method string) (*SigningKey, *Error) {
+	if clientID == "" {
+		return nil, invalidClient("OAuth client credentials need a client ID")
+	}
+	switch method {
+	case "", AuthMethodClientSecretBasic, AuthMethodClientSecretPost, AuthMethodPrivateKeyJWT:
+	default:
+		return nil, invalidClient("unknown token endpoint auth method %q", method)
+	}
+	switch {
+	case len(privateKey) > 0 && secret != "":
+		return nil, invalidClient("OAuth client credentials set both a client secret and a private key")
+	case len(privateKey) > 0:
+		if method != "" && method != AuthMethodPrivateKeyJWT {
+			return nil, invalidClient("token endpoint auth method %s needs a client secret, not a private key", method)
+		}
+		key, alg, err := ParseSigningKey(privateKey)
+		if err != nil {
+			return nil, invalidClient("%s", err.Error())
+		}
+		return &SigningKey{Key: key, Alg: alg}, nil
+	case secret != "":
+		if method == AuthMethodPrivateKeyJWT {
+			return nil, invalidClient("token endpoint auth method private_key_jwt needs a private key, not a client secret")
+		}
+		return nil, nil
+	default:
+		return nil, invalidClient("OAuth client credentials need a client secret or a private key")
+	}
+}
+
+// DefaultAuthMethod picks the client authentication method of the client credentials
+// grant when none is configured: private_key_jwt for a key; for a secret
+// client_secret_basic unless the authorization server lists its supported methods and
+// they hold client_secret_post and not client_secret_basic.
+func DefaultAuthMethod(hasKey bool, supported []string) string {
+	if hasKey {
+		return AuthMethodPrivateKeyJWT
+	}
+	if len(supported) > 0 && !slices.Contains(supported, AuthMethodClientSecretBasic) && slices.Contains(supported, AuthMethodClientSecretPost) {
+		return AuthMethodClientSecretPost
+	}
+	return AuthMethodClientSecretBasic
+}
+
+// CheckTokenURL refuses a token endpoint a credential must not be sent to: anything but
+// https, except plain http to a host that names a loopback address by itself
+// ([NamesLoopback]) with allowInsecureHTTP. credential names what the request carries
+// ("client credential", "workload JWT"), for the message.
+func CheckTokenURL(u *url.URL, allowInsecureHTTP bool, credential string) *Error {
+	if u.Scheme == "https" {
+		return nil
+	}
+	if u.Scheme == "http" && allowInsecureHTTP && NamesLoopback(u.Hostname()) {
+		return nil
+	}
+	return discoveryError(mcpv1alpha1.ReasonTokenRequestFailed,
+		"token endpoint %s is not https: the %s is sent only over https (or plain http to a loopback address with allowInsecureHTTP)",
+		Origin(u), credential)
 }
 
 // ClientAssertion signs a fresh client assertion (RFC 7523): iss and sub the client ID,

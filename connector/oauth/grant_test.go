@@ -187,3 +187,79 @@ func TestCheckToken(t *testing.T) {
 		t.Errorf("an hour's token: %v, %v", long.Expiry.Sub(issued), e)
 	}
 }
+
+// A credential that cannot be used fails when it is configured, and says why without
+// quoting it.
+func TestCheckClientCredential(t *testing.T) {
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKCS8PrivateKey(ec)
+	key := pemOf(t, "PRIVATE KEY", der)
+	for _, tc := range []struct {
+		name, id, secret, method, want string
+		key                            []byte
+	}{
+		{name: "secret", id: "c1", secret: "s3cret"},
+		{name: "key", id: "c1", key: key, method: AuthMethodPrivateKeyJWT},
+		{name: "no client ID", secret: "s3cret", want: "OAuth client credentials need a client ID"},
+		{name: "unknown method", id: "c1", secret: "s3cret", method: "tls_client_auth", want: `unknown token endpoint auth method "tls_client_auth"`},
+		{name: "both", id: "c1", secret: "s3cret", key: key, want: "OAuth client credentials set both a client secret and a private key"},
+		{name: "key for a secret method", id: "c1", key: key, method: AuthMethodClientSecretPost, want: "token endpoint auth method client_secret_post needs a client secret, not a private key"},
+		{name: "secret for private_key_jwt", id: "c1", secret: "s3cret", method: AuthMethodPrivateKeyJWT, want: "token endpoint auth method private_key_jwt needs a private key, not a client secret"},
+		{name: "neither", id: "c1", want: "OAuth client credentials need a client secret or a private key"},
+		{name: "a key that does not parse", id: "c1", key: []byte("s3cret"), want: "private key is not PEM encoded"},
+	} {
+		k, e := CheckClientCredential(tc.id, tc.secret, tc.key, tc.method)
+		switch {
+		case tc.want == "" && (e != nil || (k != nil) != (tc.key != nil)):
+			t.Errorf("%s: got %v, %+v", tc.name, k, e)
+		case tc.want != "" && (e == nil || e.Message != tc.want || e.Reason != mcpv1alpha1.ReasonInvalidSpec || e.Authentication != mcpv1alpha1.ReasonInvalidClient):
+			t.Errorf("%s: got %+v, want %q", tc.name, e, tc.want)
+		case e != nil && strings.Contains(e.Message, "s3cret"):
+			t.Errorf("%s: the message quotes the credential: %q", tc.name, e.Message)
+		}
+	}
+}
+
+func TestDefaultAuthMethod(t *testing.T) {
+	for _, tc := range []struct {
+		key       bool
+		supported []string
+		want      string
+	}{
+		{true, []string{AuthMethodClientSecretPost}, AuthMethodPrivateKeyJWT},
+		{false, nil, AuthMethodClientSecretBasic},
+		{false, []string{AuthMethodClientSecretPost}, AuthMethodClientSecretPost},
+		{false, []string{AuthMethodClientSecretPost, AuthMethodClientSecretBasic}, AuthMethodClientSecretBasic},
+	} {
+		if got := DefaultAuthMethod(tc.key, tc.supported); got != tc.want {
+			t.Errorf("DefaultAuthMethod(%v, %q) = %s, want %s", tc.key, tc.supported, got, tc.want)
+		}
+	}
+}
+
+// A credential goes over https, or plain http to a loopback address by itself when
+// allowed; never to a name that only resolves to one.
+func TestCheckTokenURL(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"https://as.example.com/token":  true,
+		"http://127.0.0.1:8080/token":   true,
+		"http://localhost/token":        true,
+		"http://[::1]/token":            true,
+		"http://as.example.com/token":   false,
+		"http://127.0.0.1.nip.io/token": false,
+		"ftp://as.example.com/token":    false,
+	} {
+		u, _ := url.Parse(raw)
+		e := CheckTokenURL(u, true, "client credential")
+		if (e == nil) != want {
+			t.Errorf("%s: got %+v", raw, e)
+		}
+		if e != nil && (e.Reason != mcpv1alpha1.ReasonTokenRequestFailed || !strings.Contains(e.Message, "the client credential is sent only over https")) {
+			t.Errorf("%s: %+v", raw, e)
+		}
+	}
+	u, _ := url.Parse("http://127.0.0.1/token")
+	if e := CheckTokenURL(u, false, "workload JWT"); e == nil || e.Message != "token endpoint http://127.0.0.1:80 is not https: the workload JWT is sent only over https (or plain http to a loopback address with allowInsecureHTTP)" {
+		t.Errorf("plain http without allowInsecureHTTP: %+v", e)
+	}
+}

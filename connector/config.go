@@ -146,19 +146,16 @@ type Config struct {
 // Token endpoint client authentication methods (RFC 7591, RFC 7523).
 const (
 	// AuthMethodClientSecretBasic sends the client secret in HTTP Basic authentication.
-	AuthMethodClientSecretBasic = "client_secret_basic"
+	AuthMethodClientSecretBasic = oauth.AuthMethodClientSecretBasic
 	// AuthMethodClientSecretPost sends the client secret in the request body.
-	AuthMethodClientSecretPost = "client_secret_post"
+	AuthMethodClientSecretPost = oauth.AuthMethodClientSecretPost
 	// AuthMethodPrivateKeyJWT sends a client assertion signed with the private key.
-	AuthMethodPrivateKeyJWT = "private_key_jwt"
+	AuthMethodPrivateKeyJWT = oauth.AuthMethodPrivateKeyJWT
 	// AuthMethodNone sends no client secret: client_id alone in the request body, when
 	// there is one. The JWT-bearer grant of workload identity authenticates with its
 	// assertion.
-	AuthMethodNone = "none"
+	AuthMethodNone = oauth.AuthMethodNone
 )
-
-// grantTypeJWTBearer is the JWT-bearer authorization grant (RFC 7523 section 2.1).
-const grantTypeJWTBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer" //nolint:gosec // a grant type name, not a credential
 
 // AssertionSource supplies the workload JWT a JWT-bearer grant presents: a
 // ServiceAccount token requested for the audience, or a JWT another system issues.

@@ -25,8 +25,11 @@
 // decider and redirect checks, with bounded responses; the client secret or signed
 // assertion goes to the token endpoint only, over https (or plain http to loopback with
 // AllowInsecureHTTP); tokens live in memory only and never appear in anything the
-// connector emits. What judges the servers' words without I/O (the challenge parser,
-// discovery's metadata checks, the canonical resource) is connector/oauth; the
+// connector emits. What judges the servers' words and builds the grants without I/O
+// (the challenge parser, discovery's metadata checks, the canonical resource, the
+// token requests and client assertions, the reading of token responses and token
+// errors) is connector/oauth; the connector sends what it builds and holds the tokens;
+// the
 // transports and bounded bodies beneath the stack are internal/httpclient, which the
 // identity package's issuer client uses too.
 //

@@ -92,7 +92,7 @@ func grantOf(r tokenRequest) string {
 	switch r.params.Get("grant_type") {
 	case grantTokenExchange:
 		return "token_exchange"
-	case grantTypeJWTBearer:
+	case oauth.GrantTypeJWTBearer:
 		return "jwt_bearer"
 	}
 	return "token_request"
@@ -107,7 +107,7 @@ func checkIssuedType(r tokenRequest, tok *oauth2.Token, want string) *Error {
 	}
 	shown := "none"
 	if got != "" {
-		shown = fmt.Sprintf("%q", safeText(got, 128))
+		shown = fmt.Sprintf("%q", oauth.SafeText(got, 128))
 	}
 	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
 		"%s at %s issued token type %s, not the %s requested; the token was not used",
@@ -120,13 +120,5 @@ func checkBearer(r tokenRequest, tok *oauth2.Token) *Error {
 		return nil
 	}
 	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-		"%s at %s issued no bearer token (token_type %q)", r.what, oauth.Origin(r.url), safeText(tok.TokenType, 32))
-}
-
-// scopeText says which scopes a token was requested with.
-func scopeText(scopes []string) string {
-	if len(scopes) == 0 {
-		return "no scope"
-	}
-	return fmt.Sprintf("scope %q", TruncateUTF8(strings.Join(scopes, " "), 256))
+		"%s at %s issued no bearer token (token_type %q)", r.what, oauth.Origin(r.url), oauth.SafeText(tok.TokenType, 32))
 }

@@ -2,27 +2,17 @@ package connector
 
 import (
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
@@ -39,12 +29,8 @@ const (
 	// tokenRefreshMargin is how long before its expiry a token is replaced; a token that
 	// lives shorter than twice this is replaced at half its life.
 	tokenRefreshMargin = 30 * time.Second
-	// assertionLifetime is how long a client assertion is valid.
-	assertionLifetime = 2 * time.Minute
 	// maxIssuedSecrets bounds the tokens and assertions remembered for redaction.
 	maxIssuedSecrets = 8
-	// clientAssertionType is the client_assertion_type of a JWT assertion (RFC 7523).
-	clientAssertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 	// refusedAssertionHold is how long an assertion the token endpoint refused is not
 	// presented again: a grant that failed is surfaced, not retried (SEP-1933), and a
 	// new assertion (a renewed or rotated JWT) is tried at once. After it, the same
@@ -73,8 +59,8 @@ type tokenSource struct {
 	client    *http.Client
 	ctx       context.Context
 	timeout   time.Duration
-	key       crypto.Signer
-	alg       jwt.SigningMethod
+	// key signs the client assertions of private_key_jwt.
+	key *oauth.SigningKey
 	// grant is the grant discovery requires the authorization server to support, when
 	// its metadata lists grants: empty means client_credentials, anyGrant none (the
 	// per-caller flows of percaller.go set it).
@@ -169,76 +155,12 @@ func newTokenSource(ctx context.Context, cfg Config, endpoint *url.URL, stack *h
 // its private key, if any.
 func (a *tokenSource) checkClientCredentials() *Error {
 	o := a.cfg
-	invalid := func(format string, args ...any) *Error {
-		e := newError(ReasonInvalidSpec, format, args...)
-		e.Authentication = ReasonInvalidClient
-		return e
+	key, oe := oauth.CheckClientCredential(o.ClientID, o.ClientSecret, o.PrivateKey, o.AuthMethod)
+	if oe != nil {
+		return fromOAuth(oe)
 	}
-	if o.ClientID == "" {
-		return invalid("OAuth client credentials need a client ID")
-	}
-	switch o.AuthMethod {
-	case "", AuthMethodClientSecretBasic, AuthMethodClientSecretPost, AuthMethodPrivateKeyJWT:
-	default:
-		return invalid("unknown token endpoint auth method %q", o.AuthMethod)
-	}
-	switch {
-	case len(o.PrivateKey) > 0 && o.ClientSecret != "":
-		return invalid("OAuth client credentials set both a client secret and a private key")
-	case len(o.PrivateKey) > 0:
-		if o.AuthMethod != "" && o.AuthMethod != AuthMethodPrivateKeyJWT {
-			return invalid("token endpoint auth method %s needs a client secret, not a private key", o.AuthMethod)
-		}
-		key, alg, err := parseSigningKey(o.PrivateKey)
-		if err != nil {
-			return invalid("%s", err.Error())
-		}
-		a.key, a.alg = key, alg
-	case o.ClientSecret != "":
-		if o.AuthMethod == AuthMethodPrivateKeyJWT {
-			return invalid("token endpoint auth method private_key_jwt needs a private key, not a client secret")
-		}
-	default:
-		return invalid("OAuth client credentials need a client secret or a private key")
-	}
+	a.key = key
 	return nil
-}
-
-// parseSigningKey reads a PEM EC P-256 or RSA private key.
-func parseSigningKey(data []byte) (crypto.Signer, jwt.SigningMethod, error) {
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, nil, errors.New("private key is not PEM encoded")
-	}
-	var key any
-	var err error
-	switch block.Type {
-	case "PRIVATE KEY":
-		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-	case "EC PRIVATE KEY":
-		key, err = x509.ParseECPrivateKey(block.Bytes)
-	case "RSA PRIVATE KEY":
-		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-	default:
-		return nil, nil, fmt.Errorf("private key PEM block %q is not a private key", block.Type)
-	}
-	if err != nil {
-		return nil, nil, errors.New("private key does not parse")
-	}
-	switch k := key.(type) {
-	case *ecdsa.PrivateKey:
-		if k.Curve != elliptic.P256() {
-			return nil, nil, errors.New("EC private key is not on curve P-256 (ES256)")
-		}
-		return k, jwt.SigningMethodES256, nil
-	case *rsa.PrivateKey:
-		if k.N.BitLen() < 2048 {
-			return nil, nil, errors.New("RSA private key is shorter than 2048 bits")
-		}
-		return k, jwt.SigningMethodRS256, nil
-	default:
-		return nil, nil, errors.New("private key is neither EC P-256 nor RSA")
-	}
 }
 
 // current returns the token to send, refreshing it shortly before it expires, or ""
@@ -380,7 +302,7 @@ func (a *tokenSource) discover(ch oauth.Challenge) (*authMeta, *Error) {
 		Fetch:             a.fetchMetadata,
 	}, ch)
 	if err != nil {
-		return nil, discoveryError(err)
+		return nil, discoveryFailure(err)
 	}
 	if e := a.checkTokenURL(found.TokenURL); e != nil {
 		return nil, e
@@ -396,20 +318,32 @@ func (a *tokenSource) discover(ch oauth.Challenge) (*authMeta, *Error) {
 	return meta, nil
 }
 
-// discoveryError is the *Error of a failed discovery: discovery's own verdict, with
-// its reason as the Authenticated reason, or the failed fetch's.
-func discoveryError(err error) *Error {
+// discoveryFailure is the *Error of a failed discovery: discovery's own verdict, or
+// the failed fetch's.
+func discoveryFailure(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
 	var de *oauth.Error
 	if errors.As(err, &de) {
-		e = authError(de.Reason, de.Reason, "%s", de.Message)
-		e.Transient = de.Transient
-		return e
+		return fromOAuth(de)
 	}
 	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "discovery failed")
+}
+
+// fromOAuth is the *Error of a verdict of connector/oauth: its reason, its
+// Authenticated reason (Reason unless it says otherwise), whether it heals by itself
+// and whether the token endpoint refused the grant.
+func fromOAuth(de *oauth.Error) *Error {
+	auth := de.Authentication
+	if auth == "" {
+		auth = de.Reason
+	}
+	e := authError(de.Reason, auth, "%s", de.Message)
+	e.Transient = de.Transient
+	e.refused = de.Refused
+	return e
 }
 
 // grantType is the grant_type of the token requests: client_credentials, or the
@@ -419,7 +353,7 @@ func (a *tokenSource) grantType() string {
 		return a.grant
 	}
 	if a.assertion != nil {
-		return grantTypeJWTBearer
+		return oauth.GrantTypeJWTBearer
 	}
 	return "client_credentials"
 }
@@ -431,27 +365,16 @@ func (a *tokenSource) defaultMethod(supported []string) string {
 	if a.assertion != nil {
 		return AuthMethodNone
 	}
-	if a.key != nil {
-		return AuthMethodPrivateKeyJWT
-	}
-	if len(supported) > 0 && !slices.Contains(supported, AuthMethodClientSecretBasic) && slices.Contains(supported, AuthMethodClientSecretPost) {
-		return AuthMethodClientSecretPost
-	}
-	return AuthMethodClientSecretBasic
+	return oauth.DefaultAuthMethod(a.key != nil, supported)
 }
 
 // checkTokenURL refuses a token endpoint the credential must not be sent to: anything
 // but https, except plain http to a loopback address with AllowInsecureHTTP.
 func (a *tokenSource) checkTokenURL(u *url.URL) *Error {
-	if u.Scheme == "https" {
-		return nil
+	if oe := oauth.CheckTokenURL(u, a.cfg.AllowInsecureHTTP, a.credentialName()); oe != nil {
+		return fromOAuth(oe)
 	}
-	if u.Scheme == "http" && a.cfg.AllowInsecureHTTP && oauth.NamesLoopback(u.Hostname()) {
-		return nil
-	}
-	return authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-		"token endpoint %s is not https: the %s is sent only over https (or plain http to a loopback address with allowInsecureHTTP)",
-		oauth.Origin(u), a.credentialName())
+	return nil
 }
 
 // credentialName names what the token request carries, for messages.
@@ -555,37 +478,23 @@ func (a *tokenSource) clientCredentialsToken(meta *authMeta) (*oauth2.Token, *Er
 	if e := a.checkTokenURL(meta.tokenURL); e != nil {
 		return nil, e
 	}
-	params := url.Values{"resource": {a.resource}}
-	cc := clientcredentials.Config{
-		ClientID:       a.cfg.ClientID,
-		TokenURL:       meta.tokenURL.String(),
-		Scopes:         meta.scopes,
-		EndpointParams: params,
+	cc, assertion, oe := oauth.ClientCredentials{
+		ClientID:     a.cfg.ClientID,
+		ClientSecret: a.cfg.ClientSecret,
+		Key:          a.key,
+		Method:       meta.method,
+		TokenURL:     meta.tokenURL,
+		Issuer:       meta.issuer,
+		Scopes:       meta.scopes,
+		Resource:     a.resource,
+	}.Request(time.Now())
+	if oe != nil {
+		return nil, fromOAuth(oe)
 	}
-	switch meta.method {
-	case AuthMethodPrivateKeyJWT:
-		if a.key == nil {
-			return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "token endpoint auth method private_key_jwt needs a private key")
-		}
-		assertion, err := a.clientAssertion(meta)
-		if err != nil {
-			return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "signing the client assertion failed")
-		}
+	if assertion != "" {
 		a.remember(assertion)
-		params.Set("client_assertion_type", clientAssertionType)
-		params.Set("client_assertion", assertion)
-		cc.AuthStyle = oauth2.AuthStyleInParams
-	case AuthMethodClientSecretPost:
-		cc.ClientSecret = a.cfg.ClientSecret
-		cc.AuthStyle = oauth2.AuthStyleInParams
-	default:
-		cc.ClientSecret = a.cfg.ClientSecret
-		cc.AuthStyle = oauth2.AuthStyleInHeader
 	}
-	if cc.ClientSecret == "" && meta.method != AuthMethodPrivateKeyJWT {
-		return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "token endpoint auth method %s needs a client secret", meta.method)
-	}
-	return a.requestToken(a.ctx, &cc, meta.tokenURL, meta.scopes)
+	return a.requestToken(a.ctx, cc, meta.tokenURL, meta.scopes)
 }
 
 // workloadToken requests one token with the JWT-bearer grant and a workload JWT from
@@ -611,7 +520,7 @@ func (a *tokenSource) workloadToken(meta *authMeta) (*oauth2.Token, *Error) {
 	if e := a.refusedBefore(digest); e != nil {
 		return nil, e
 	}
-	tok, e := a.jwtBearer(a.ctx, meta.tokenURL, assertion, clientAuth{ID: a.cfg.ClientID, Method: AuthMethodNone}, meta.scopes)
+	tok, e := a.jwtBearer(a.ctx, meta.tokenURL, assertion, oauth.ClientAuth{ID: a.cfg.ClientID, Method: AuthMethodNone}, meta.scopes)
 	if e != nil && e.refused {
 		a.refusedMu.Lock()
 		a.refused = &refusal{digest: digest, err: e, until: time.Now().Add(refusedAssertionHold)}
@@ -647,13 +556,6 @@ func assertionError(err error) *Error {
 	return &out
 }
 
-// clientAuth is how a token request authenticates its client: ID (omitted when empty)
-// and, for client_secret_basic or client_secret_post, Secret. AuthMethodNone (or
-// empty) sends client_id alone in the body.
-type clientAuth struct {
-	ID, Secret, Method string
-}
-
 // jwtBearer performs one JWT-bearer token request (RFC 7523 section 2.1):
 // grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer, the assertion, the client's
 // authentication, the scopes and the server's canonical URL as resource (RFC 8707),
@@ -662,33 +564,20 @@ type clientAuth struct {
 // classified as for every token request (invalid_grant is ReasonInvalidGrant) and
 // never carry the assertion. Workload identity sends a workload JWT with it; the
 // per-caller enterprise-managed mode an ID-JAG.
-func (a *tokenSource) jwtBearer(ctx context.Context, tokenURL *url.URL, assertion string, auth clientAuth, scopes []string) (*oauth2.Token, *Error) {
+func (a *tokenSource) jwtBearer(ctx context.Context, tokenURL *url.URL, assertion string, auth oauth.ClientAuth, scopes []string) (*oauth2.Token, *Error) {
 	// Judged again at every request, as for client credentials.
 	if e := a.checkTokenURL(tokenURL); e != nil {
 		return nil, e
 	}
 	a.remember(assertion)
-	cc := clientcredentials.Config{
-		ClientID: auth.ID,
-		TokenURL: tokenURL.String(),
-		Scopes:   scopes,
-		// clientcredentials lets grant_type be replaced, and only it.
-		EndpointParams: url.Values{"grant_type": {grantTypeJWTBearer}, "assertion": {assertion}, "resource": {a.resource}},
-		AuthStyle:      oauth2.AuthStyleInParams,
+	cc, oe := oauth.JWTBearer{
+		TokenURL: tokenURL, Assertion: assertion, Client: auth,
+		Scopes: scopes, Resource: a.resource,
+	}.Request()
+	if oe != nil {
+		return nil, fromOAuth(oe)
 	}
-	switch auth.Method {
-	case AuthMethodClientSecretBasic:
-		cc.ClientSecret, cc.AuthStyle = auth.Secret, oauth2.AuthStyleInHeader
-	case AuthMethodClientSecretPost:
-		cc.ClientSecret = auth.Secret
-	case "", AuthMethodNone:
-	default:
-		return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "token endpoint auth method %q cannot be used with the JWT-bearer grant", auth.Method)
-	}
-	if cc.ClientSecret == "" && auth.Method != "" && auth.Method != AuthMethodNone {
-		return nil, authError(ReasonInvalidSpec, ReasonInvalidClient, "token endpoint auth method %s needs a client secret", auth.Method)
-	}
-	return a.requestToken(ctx, &cc, tokenURL, scopes)
+	return a.requestToken(ctx, cc, tokenURL, scopes)
 }
 
 // requestToken sends one token request through the source's client, bounded by the
@@ -697,7 +586,7 @@ func (a *tokenSource) jwtBearer(ctx context.Context, tokenURL *url.URL, assertio
 // is due at half its life.
 func (a *tokenSource) requestToken(ctx context.Context, cc *clientcredentials.Config, tokenURL *url.URL, scopes []string) (tok *oauth2.Token, e *Error) {
 	grant := "client_credentials"
-	if cc.EndpointParams.Get("grant_type") == grantTypeJWTBearer {
+	if cc.EndpointParams.Get("grant_type") == oauth.GrantTypeJWTBearer {
 		grant = "jwt_bearer"
 	}
 	ctx, span := a.stack.startTokenSpan(ctx, grant, tokenURL)
@@ -713,37 +602,10 @@ func (a *tokenSource) requestToken(ctx context.Context, cc *clientcredentials.Co
 		return nil, a.tokenError(tokenURL, cc.ClientID, scopes, err, capture)
 	}
 	a.remember(tok.AccessToken)
-	if tok.AccessToken == "" || !strings.EqualFold(tok.Type(), "Bearer") {
-		return nil, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
-			"token endpoint %s issued no bearer token", oauth.Origin(tokenURL))
-	}
-	// Replace a short-lived token at half its life rather than on every request.
-	if !tok.Expiry.IsZero() {
-		if life := tok.Expiry.Sub(issued); life < 2*tokenRefreshMargin {
-			tok.Expiry = issued.Add(life/2 + tokenRefreshMargin)
-		}
+	if oe := oauth.CheckToken(tok, tokenURL, issued, tokenRefreshMargin); oe != nil {
+		return nil, fromOAuth(oe)
 	}
 	return tok, nil
-}
-
-// clientAssertion signs a fresh client assertion (RFC 7523): iss and sub the client ID,
-// aud the token endpoint (and the issuer, once discovered), a unique jti, a short life.
-func (a *tokenSource) clientAssertion(meta *authMeta) (string, error) {
-	now := time.Now()
-	aud := jwt.ClaimStrings{meta.tokenURL.String()}
-	if meta.issuer != "" && meta.issuer != meta.tokenURL.String() {
-		aud = append(aud, meta.issuer)
-	}
-	claims := jwt.RegisteredClaims{
-		Issuer:    a.cfg.ClientID,
-		Subject:   a.cfg.ClientID,
-		Audience:  aud,
-		ID:        rand.Text(),
-		IssuedAt:  jwt.NewNumericDate(now),
-		NotBefore: jwt.NewNumericDate(now.Add(-5 * time.Second)),
-		ExpiresAt: jwt.NewNumericDate(now.Add(assertionLifetime)),
-	}
-	return jwt.NewWithClaims(a.alg, claims).SignedString(a.key)
 }
 
 // tokenError classifies a failed token request of clientID with scopes to the token
@@ -754,42 +616,12 @@ func (a *tokenSource) tokenError(tokenURL *url.URL, clientID string, scopes []st
 
 // tokenRequestError classifies a failed token request, of the operator's own flows and
 // of the per-caller ones alike; endpoint names where it went ("token endpoint
-// https://as.example.com", "token exchange at https://sts.example.com"). The endpoint's
-// own words (error, error_description) are kept short and scrubbed of anything that
-// looks like a token; what the request carried is never quoted. An OAuth error answer
-// that is not transient is marked refused: the same grant would be refused again.
+// https://as.example.com", "token exchange at https://sts.example.com"). An OAuth
+// error answer is read by oauth.TokenResponseError (refused unless transient); a
+// failure of the fetch itself is the one the stack captured, or err classified.
 func tokenRequestError(endpoint, clientID string, scopes []string, err error, capture *fetchCapture) *Error {
-	var re *oauth2.RetrieveError
-	if errors.As(err, &re) {
-		status := 0
-		if re.Response != nil {
-			status = re.Response.StatusCode
-		}
-		detail := fmt.Sprintf("answered %d", status)
-		if re.ErrorCode != "" {
-			detail += " " + safeText(re.ErrorCode, 64)
-		}
-		if re.ErrorDescription != "" {
-			detail += ": " + safeText(re.ErrorDescription, 200)
-		}
-		var e *Error
-		switch {
-		case re.ErrorCode == "invalid_client" || re.ErrorCode == "unauthorized_client" || (re.ErrorCode == "" && status == http.StatusUnauthorized):
-			client := "the client"
-			if clientID != "" {
-				client = fmt.Sprintf("client %q", TruncateUTF8(clientID, 128))
-			}
-			e = authError(ReasonInvalidClient, ReasonInvalidClient, "%s rejected %s: %s", endpoint, client, detail)
-		case re.ErrorCode == "invalid_scope":
-			e = authError(ReasonInsufficientScope, ReasonInsufficientScope, "%s refused %s: %s", endpoint, scopeText(scopes), detail)
-		case re.ErrorCode == "invalid_grant":
-			e = authError(ReasonInvalidGrant, ReasonInvalidGrant, "%s refused the grant: %s", endpoint, detail)
-		default:
-			e = authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed, "%s %s", endpoint, detail)
-			e.Transient = status == http.StatusTooManyRequests || status >= 500
-		}
-		e.refused = !e.Transient
-		return e
+	if oe := oauth.TokenResponseError(endpoint, clientID, scopes, err); oe != nil {
+		return fromOAuth(oe)
 	}
 	if e := capture.get(); e != nil {
 		out := *e
@@ -806,28 +638,6 @@ func tokenRequestError(endpoint, clientID string, scopes []string, err error, ca
 	out.Authentication = ReasonTokenRequestFailed
 	out.Message = fmt.Sprintf("%s: %s", endpoint, e.Message)
 	return &out
-}
-
-var (
-	jwtLike = regexp.MustCompile(`[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)
-	// tokenLike is an unbroken run of token characters long enough to be an opaque
-	// token, or a piece of one: a token service that quotes the token it refused, even
-	// cut or re-encoded, has it redacted. Words and URLs of an error description are
-	// shorter or broken by other characters.
-	tokenLike = regexp.MustCompile(`[A-Za-z0-9_~+/=-]{32,}`)
-)
-
-// safeText keeps server text printable, short and free of values that look like
-// tokens, JWTs or opaque.
-func safeText(s string, n int) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	s = jwtLike.ReplaceAllString(s, "[redacted]")
-	return TruncateUTF8(tokenLike.ReplaceAllString(s, "[redacted]"), n)
 }
 
 // authTransport sends metadata and token requests: the session's dialer and

@@ -26,6 +26,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 	"github.com/switchboard-mcp/switchboard/egress"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
@@ -198,7 +199,7 @@ func (w *oauthWorld) issue(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case AuthMethodPrivateKeyJWT:
-		if r.PostForm.Get("client_assertion_type") != clientAssertionType {
+		if r.PostForm.Get("client_assertion_type") != oauth.ClientAssertionType {
 			deny("bad assertion type")
 			return
 		}

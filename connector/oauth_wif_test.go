@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 )
 
 // workloadJWTs is an AssertionSource that signs a workload JWT for the audience it is
@@ -109,7 +111,7 @@ func newJWTBearerWorld(t *testing.T) *jwtBearerWorld {
 	w.asMeta = func(o *oauthWorld) map[string]any {
 		return map[string]any{
 			"issuer": o.as.URL, "token_endpoint": o.as.URL + "/token",
-			"grant_types_supported":                 []string{grantTypeJWTBearer},
+			"grant_types_supported":                 []string{oauth.GrantTypeJWTBearer},
 			"token_endpoint_auth_methods_supported": []string{"none"},
 		}
 	}
@@ -124,7 +126,7 @@ func newJWTBearerWorld(t *testing.T) *jwtBearerWorld {
 			rw.WriteHeader(http.StatusBadRequest)
 			writeJSON(rw, map[string]string{"error": code, "error_description": why})
 		}
-		if r.PostForm.Get("grant_type") != grantTypeJWTBearer {
+		if r.PostForm.Get("grant_type") != oauth.GrantTypeJWTBearer {
 			fail("unsupported_grant_type", "only the JWT-bearer grant")
 			return
 		}
@@ -210,7 +212,7 @@ func TestWorkloadIdentityJWTBearerGrant(t *testing.T) {
 		t.Fatalf("token requests = %d, want 1", len(forms))
 	}
 	f := forms[0]
-	if f.Get("grant_type") != grantTypeJWTBearer || f.Get("assertion") != w.src.secrets()[0] ||
+	if f.Get("grant_type") != oauth.GrantTypeJWTBearer || f.Get("assertion") != w.src.secrets()[0] ||
 		f.Get("client_id") != "workload-client" || f.Get("scope") != "tools.read" || f.Get("resource") != w.mcp.URL+"/mcp" ||
 		f.Has("client_secret") || f.Has("client_assertion") {
 		t.Errorf("token request form = %v, want the JWT-bearer grant with the workload JWT, client_id, scope and resource", f)
@@ -292,7 +294,7 @@ func TestWorkloadIdentityRefusalsAreSurfacedAndNotRetried(t *testing.T) {
 			for _, f := range w.tokenForms() {
 				grants = append(grants, f.Get("grant_type"))
 			}
-			if len(grants) != 1 || grants[0] != grantTypeJWTBearer {
+			if len(grants) != 1 || grants[0] != oauth.GrantTypeJWTBearer {
 				t.Errorf("token requests with grant types %q, want one JWT-bearer grant", grants)
 			}
 			w.assertAssertionOnlyAtTokenEndpoint()
@@ -345,7 +347,7 @@ func TestWorkloadIdentityNeedsTheJWTBearerGrant(t *testing.T) {
 	key := Key{"ns", "wif-nogrant"}
 	p.Ensure(key, w.config(OAuth2WorkloadIdentity{}))
 	snap := waitAuthFailure(t, p, key, ReasonTokenRequestFailed, ReasonTokenRequestFailed)
-	if !strings.Contains(snap.LastError.Message, "does not support the "+grantTypeJWTBearer+" grant") {
+	if !strings.Contains(snap.LastError.Message, "does not support the "+oauth.GrantTypeJWTBearer+" grant") {
 		t.Errorf("message = %q", snap.LastError.Message)
 	}
 	w.assertNoTokenRequest()

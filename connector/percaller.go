@@ -300,7 +300,7 @@ func newCallerTokens(ctx context.Context, key Key, cfg Config, endpoint *url.URL
 			return nil, invalid("enterprise-managed authorization needs a client ID at the identity provider and at the server's authorization server")
 		}
 		helper = OAuth2ClientCredentials{ClientID: em.ClientID, Scopes: em.Scopes, AllowInsecureHTTP: em.AllowInsecureHTTP}
-		rawURL, grant = em.IdentityProvider.TokenURL, grantTypeJWTBearer
+		rawURL, grant = em.IdentityProvider.TokenURL, oauth.GrantTypeJWTBearer
 	default:
 		return nil, invalid("per-caller credentials set neither tokenExchange nor enterpriseManaged")
 	}
@@ -529,7 +529,7 @@ func (c *callerTokens) fetch(subject string, remember func(string)) (*oauth2.Tok
 	// The grant for an access token (SEP-990 section 5, RFC 7523 section 2.1).
 	r = tokenRequest{what: "jwt-bearer grant", url: meta.tokenURL, clientID: em.ClientID, clientSecret: em.ClientSecret,
 		scopes: scopes, params: url.Values{
-			"grant_type": {grantTypeJWTBearer},
+			"grant_type": {oauth.GrantTypeJWTBearer},
 			"assertion":  {jag.AccessToken},
 			"resource":   {c.resource},
 		}}
@@ -784,7 +784,7 @@ func (b *callerBearer) insufficientScope(ch oauth.Challenge) *Error {
 	}
 	return authError(ReasonInsufficientScope, ReasonInsufficientScope,
 		"server %s answered insufficient_scope: it asks for %s; the caller's token was requested with %s",
-		displayURL(b.tokens.endpoint), asked, scopeText(b.tokens.scopes()))
+		displayURL(b.tokens.endpoint), asked, oauth.ScopeText(b.tokens.scopes()))
 }
 
 func (b *callerBearer) tokenEndpoint() string {

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2"
 
+	"github.com/switchboard-mcp/switchboard/connector/oauth"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
@@ -79,7 +80,7 @@ func newCallerWorld(t *testing.T) *callerWorld {
 	w.asMeta = func(w *callerWorld) map[string]any {
 		return map[string]any{
 			"issuer": w.as.URL, "token_endpoint": w.as.URL + "/token",
-			"grant_types_supported":                 []string{grantTypeJWTBearer, "client_credentials"},
+			"grant_types_supported":                 []string{oauth.GrantTypeJWTBearer, "client_credentials"},
 			"token_endpoint_auth_methods_supported": []string{AuthMethodClientSecretBasic},
 		}
 	}
@@ -249,7 +250,7 @@ func (w *callerWorld) jwtBearer(rw http.ResponseWriter, r *http.Request) {
 	w.mu.Lock()
 	subject, known := w.jags[f.Get("assertion")]
 	w.mu.Unlock()
-	if f.Get("grant_type") != grantTypeJWTBearer || !known {
+	if f.Get("grant_type") != oauth.GrantTypeJWTBearer || !known {
 		oauthError(rw, http.StatusBadRequest, "invalid_grant", "bad grant")
 		return
 	}
@@ -551,7 +552,7 @@ func TestEnterpriseManagedGivesEachCallerItsOwnToken(t *testing.T) {
 		t.Fatalf("identity provider got %d exchanges and authorization server %d grants, want 2 and 2", len(idp), len(as))
 	}
 	for _, f := range as {
-		if f.Get("grant_type") != grantTypeJWTBearer || !strings.HasPrefix(f.Get("assertion"), "id-jag-") || f.Has("client_secret") {
+		if f.Get("grant_type") != oauth.GrantTypeJWTBearer || !strings.HasPrefix(f.Get("assertion"), "id-jag-") || f.Has("client_secret") {
 			t.Errorf("jwt-bearer form = %v", f)
 		}
 	}

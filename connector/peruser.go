@@ -249,7 +249,7 @@ func NewUserAuthorizer(ctx context.Context, key Key, cfg Config, store GrantStor
 	}
 	stack, err := newHTTPStack(cfg, endpoint)
 	if err != nil {
-		return nil, newError(ReasonInvalidSpec, "building the HTTP client: %s", safeText(err.Error(), 200))
+		return nil, newError(ReasonInvalidSpec, "building the HTTP client: %s", oauth.SafeText(err.Error(), 200))
 	}
 	u := newUserAuthorizer(ctx, key, cfg, pu, endpoint, stack, store)
 	u.ownStack = true
@@ -437,7 +437,7 @@ func (u *UserAuthorizer) client(meta *authMeta, redirectURL string) (OAuthClient
 		}
 		detail := "it did not answer with a client"
 		if regErr, ok := errors.AsType[*oauthex.ClientRegistrationError](err); ok {
-			detail = fmt.Sprintf("it answered %s", safeText(regErr.ErrorCode, 64))
+			detail = fmt.Sprintf("it answered %s", oauth.SafeText(regErr.ErrorCode, 64))
 		}
 		// Never err's text: a malformed answer is quoted in it whole, secret and all.
 		return OAuthClient{}, authError(ReasonTokenRequestFailed, ReasonTokenRequestFailed,
@@ -586,7 +586,7 @@ func (u *UserAuthorizer) Complete(ctx context.Context, c Completion) *Error {
 		Client: c.Client,
 	}
 	if err := u.store.SaveGrant(ctx, g); err != nil {
-		return newError(ReasonAuthorizationFailed, "storing the grant failed: %s", safeText(err.Error(), 200))
+		return newError(ReasonAuthorizationFailed, "storing the grant failed: %s", oauth.SafeText(err.Error(), 200))
 	}
 	u.remember(g)
 	return nil
@@ -596,7 +596,7 @@ func (u *UserAuthorizer) Complete(ctx context.Context, c Completion) *Error {
 func checkUserToken(meta *authMeta, tok *oauth2.Token) *Error {
 	if tok.AccessToken == "" || (tok.TokenType != "" && !strings.EqualFold(tok.TokenType, "bearer")) {
 		return authError(ReasonAuthorizationFailed, ReasonTokenRequestFailed,
-			"token endpoint %s issued no bearer token (token_type %q)", oauth.Origin(meta.tokenURL), safeText(tok.TokenType, 32))
+			"token endpoint %s issued no bearer token (token_type %q)", oauth.Origin(meta.tokenURL), oauth.SafeText(tok.TokenType, 32))
 	}
 	return nil
 }
@@ -677,7 +677,7 @@ func (u *UserAuthorizer) token(ctx context.Context, c Caller, rejected string) (
 			e.grant = nil
 			return "", u.authorizationRequired("the caller has not authorized it yet")
 		case err != nil:
-			return "", newError(ReasonTokenRequestFailed, "reading the caller's grant failed: %s", safeText(err.Error(), 200))
+			return "", newError(ReasonTokenRequestFailed, "reading the caller's grant failed: %s", oauth.SafeText(err.Error(), 200))
 		}
 		if g.Key != k {
 			return "", newError(ReasonTokenRequestFailed, "the grant store answered with another grant")
@@ -709,7 +709,7 @@ func (u *UserAuthorizer) token(ctx context.Context, c Caller, rejected string) (
 		return "", u.authorizationRequired(fmt.Sprintf("the authorization server refused to refresh the caller's grant (%s), which was removed", err.Message))
 	}
 	if serr := u.store.SaveGrant(ctx, ng); serr != nil {
-		return "", newError(ReasonTokenRequestFailed, "storing the refreshed grant failed: %s", safeText(serr.Error(), 200))
+		return "", newError(ReasonTokenRequestFailed, "storing the refreshed grant failed: %s", oauth.SafeText(serr.Error(), 200))
 	}
 	e.grant, e.readAt = ng, time.Now()
 	return ng.AccessToken, nil

@@ -711,7 +711,7 @@ func (s *httpStack) authenticate(auth bearerSource, out *http.Request, resp *htt
 		if resp.StatusCode == http.StatusUnauthorized {
 			detail := ""
 			if ch.Error != "" {
-				detail = " (" + safeText(ch.Error, 64) + ")"
+				detail = " (" + oauth.SafeText(ch.Error, 64) + ")"
 			}
 			return fail(authError(ReasonUnauthorized, ReasonTokenRequestFailed,
 				"server %s rejected a token fresh from %s%s", displayURL(s.endpoint), auth.tokenEndpoint(), detail))

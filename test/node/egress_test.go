@@ -94,8 +94,16 @@ subjects: [{kind: ServiceAccount, name: agent, namespace: agents}]
 
 	endpoint := gatewayEndpoint(t, in, namespace, "fetcher")
 	token := agentToken(t)
-	// kube-router programs a new policy within moments of seeing it; the allowed target is
-	// reached once it has.
+	// kube-router programs a new policy within moments of seeing it, and until it has the
+	// pod reaches everything: the policy is in force once the denied target (a server
+	// that answers whoever reaches it) is refused; from then on the allowed target is
+	// reached and the denied one stays refused.
+	testutil.Eventually(t, waitTimeout, "the egress policy to refuse the denied target", func() error {
+		if text, err := fetchThrough(endpoint, token, fmt.Sprintf("http://%s:%d/", denied, targetPort)); err == nil {
+			return fmt.Errorf("the fetcher still reaches %s: %q", denied, text)
+		}
+		return nil
+	})
 	testutil.Eventually(t, waitTimeout, "the fetcher to reach the allowed target", func() error {
 		text, err := fetchThrough(endpoint, token, fmt.Sprintf("http://%s:%d/", allowed, targetPort))
 		if err != nil {

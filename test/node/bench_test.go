@@ -33,7 +33,7 @@ func ensureInstalled(b *testing.B) {
 	}
 	repository, tag := splitRef(imageNamed(b, "switchboard").Ref)
 	helm(b, "install", "switchboard", "charts/switchboard", "-n", systemNamespace, "--create-namespace",
-		"--set", "image.repository="+repository, "--set", "image.tag="+tag)
+		"--set", "image.repository="+repository, "--set-string", "image.tag="+tag)
 	kubectl(b, "-n", systemNamespace, "rollout", "status", "deployment/"+helmInstall.deployment, "--timeout=3m")
 }
 

@@ -58,7 +58,7 @@ func TestHelm(t *testing.T) {
 
 	step(t, "helm install as getting-started says", func(t *testing.T) {
 		helm(t, "install", "switchboard", "charts/switchboard", "-n", systemNamespace, "--create-namespace",
-			"--set", "image.repository="+repository, "--set", "image.tag="+tag)
+			"--set", "image.repository="+repository, "--set-string", "image.tag="+tag)
 		kubectl(t, "-n", systemNamespace, "rollout", "status", "deployment/"+helmInstall.deployment, "--timeout=3m")
 	})
 	t.Cleanup(func() {

@@ -352,7 +352,7 @@ subjects: [{kind: ServiceAccount, name: agent, namespace: agents}]
 	load := startLoad(t, endpoint, agentToken(t), 2)
 	time.Sleep(2 * time.Second)
 	helm(t, "upgrade", "switchboard", "charts/switchboard", "-n", systemNamespace,
-		"--reuse-values", "--set", "image.repository="+repository, "--set", "image.tag="+tag)
+		"--reuse-values", "--set", "image.repository="+repository, "--set-string", "image.tag="+tag)
 	kubectl(t, "-n", systemNamespace, "rollout", "status", "deployment/"+in.deployment, "--timeout=3m")
 	time.Sleep(3 * time.Second)
 	calls, failed := load.stop()

@@ -548,8 +548,14 @@ EOF
 up() {
   [ "$(id -u)" = 0 ] || die "the node needs root (kubelet, containerd, network setup)"
   if [ -e "${STATE}" ]; then
-    log "${STATE} exists: a node is running or was not stopped; run '$0 down' first"
-    exit 1
+    if node_alive; then
+      log "${STATE} exists and its node is running; run '$0 down' first"
+      exit 1
+    fi
+    # A machine that stopped (or a run that was killed) without 'down' leaves the state,
+    # its mounts, bridge and firewall rules behind; nothing of it is running, so clear it.
+    log "${STATE} was left by a node that is no longer running; clearing it"
+    down
   fi
   local started
   started=$(date +%s)
@@ -581,11 +587,29 @@ up() {
 # Stopping. Idempotent: it removes whatever of a node it finds, so it also cleans up after
 # a crash or a half-finished up.
 
+# running_as reports whether pid runs the program it was recorded for: after a machine
+# restart a recorded pid may belong to something else, which must be neither counted nor
+# killed.
+running_as() {
+  local name="$1" pid="$2"
+  [ -r "/proc/${pid}/cmdline" ] && tr '\0' ' ' <"/proc/${pid}/cmdline" | grep -q -- "${name}"
+}
+
+# node_alive reports whether any process this node recorded still runs.
+node_alive() {
+  local pidfile
+  for pidfile in "${STATE}"/run/*.pid; do
+    [ -f "${pidfile}" ] || continue
+    running_as "$(basename "${pidfile}" .pid)" "$(cat "${pidfile}")" && return 0
+  done
+  return 1
+}
+
 stop_pid() {
   local name="$1" pidfile="${STATE}/run/$1.pid" pid i
   [ -f "${pidfile}" ] || return 0
   pid="$(cat "${pidfile}")"
-  if kill -0 "${pid}" 2>/dev/null; then
+  if running_as "${name}" "${pid}"; then
     kill -TERM "${pid}" 2>/dev/null || true
     for ((i = 0; i < 40; i++)); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.25; done
     kill -KILL "${pid}" 2>/dev/null || true

@@ -42,6 +42,17 @@ type MCPToolsetSpec struct {
 	// +optional
 	Tools *ToolsetTools `json:"tools,omitempty"`
 
+	// resources filters the exposed resources and resource templates by glob over their
+	// exposed URIs (see docs/toolsets.md for how an origin's URIs are exposed). Without
+	// it every resource of every selected server is exposed.
+	// +optional
+	Resources *ToolsetURIFilter `json:"resources,omitempty"`
+
+	// prompts filters the exposed prompts by glob over their exposed (prefixed) names.
+	// Without it every prompt of every selected server is exposed.
+	// +optional
+	Prompts *ToolsetNameFilter `json:"prompts,omitempty"`
+
 	// discovery is Direct (tools/list answers every exposed tool) or Search (the
 	// endpoint serves find_tools and call_tool instead, for toolsets too large to list).
 	// +optional
@@ -102,6 +113,52 @@ type ToolsetTools struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=256
 	Overrides []ToolOverride `json:"overrides,omitempty"`
+}
+
+// ToolsetURIFilter filters exposed resources by glob over their exposed URIs: a
+// resource (or template) is exposed when its URI matches an allow glob (or allow is
+// empty) and no deny glob; deny wins. `*` matches any run of characters and `?` any
+// single character.
+type ToolsetURIFilter struct {
+	// allow lists globs of exposed URIs to expose. Empty means all.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.all(g, !g.matches('[[:space:][:cntrl:]]'))",message="resource globs may not contain spaces or control characters"
+	Allow []string `json:"allow,omitempty"`
+
+	// deny lists globs of exposed URIs never to expose. Deny wins over allow.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.all(g, !g.matches('[[:space:][:cntrl:]]'))",message="resource globs may not contain spaces or control characters"
+	Deny []string `json:"deny,omitempty"`
+}
+
+// ToolsetNameFilter filters exposed prompts by glob over their exposed (prefixed)
+// names, as spec.tools does for tools.
+type ToolsetNameFilter struct {
+	// allow lists globs of exposed prompt names to expose. Empty means all.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.all(g, g.matches('^[A-Za-z0-9_.*?-]+$'))",message="prompt globs may contain only letters, digits, '_', '.', '-', '*' and '?'"
+	Allow []string `json:"allow,omitempty"`
+
+	// deny lists globs of exposed prompt names never to expose. Deny wins over allow.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.all(g, g.matches('^[A-Za-z0-9_.*?-]+$'))",message="prompt globs may contain only letters, digits, '_', '.', '-', '*' and '?'"
+	Deny []string `json:"deny,omitempty"`
 }
 
 // ToolOverride changes how one exposed tool is presented.

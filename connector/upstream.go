@@ -77,6 +77,9 @@ type Upstream struct {
 	// toolsMem charges the tools ListTools returned to the namespace's discovery
 	// budget; nil until ListTools.
 	toolsMem *lease
+	// featuresMem charges the resources, templates and prompts ListFeatures returned;
+	// nil until ListFeatures.
+	featuresMem *lease
 
 	// user is, on a perUser server, the person's own bearer; deferred their
 	// initialize while they hold no grant (upstream_peruser.go).
@@ -602,10 +605,12 @@ func (u *Upstream) Close() error {
 	u.closed = true
 	pending := u.pending
 	u.pending = map[jsonrpc.ID]*pendingCall{}
-	toolsMem := u.toolsMem
+	toolsMem, featuresMem := u.toolsMem, u.featuresMem
 	u.mu.Unlock()
-	if toolsMem != nil {
-		toolsMem.close()
+	for _, mem := range []*lease{toolsMem, featuresMem} {
+		if mem != nil {
+			mem.close()
+		}
 	}
 	for _, pc := range pending {
 		pc.stop(true)

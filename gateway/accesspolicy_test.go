@@ -547,37 +547,48 @@ func TestAnAccessPolicyGovernsResourcesAndPrompts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, door := range doors {
+		// A toolset exposes the notes server's resources and prompts under its own
+		// names: URIs wrapped with the origin's name, prompts with its prefix.
+		uri, prompt := func(u string) string { return u }, func(p string) string { return p }
 		if strings.HasPrefix(door.name, "toolset") {
-			continue // a toolset serves tools only
+			uri = func(u string) string { return "switchboard+notes:" + u }
+			prompt = func(p string) string { return "notes_" + p }
 		}
 		t.Run(door.name, func(t *testing.T) {
 			before := h.notes.calls("resources/read") + h.notes.calls("prompts/get")
 			alice, bob := door.connect(t, financeToken, nil), door.connect(t, outsiderToken, nil)
-			if res, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: "note://public/readme"}); err != nil || len(res.Contents) != 1 {
-				t.Errorf("alice reading note://public/readme = %v; want it read", err)
+			if res, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri("note://public/readme")}); err != nil || len(res.Contents) != 1 ||
+				res.Contents[0].URI != uri("note://public/readme") {
+				t.Errorf("alice reading note://public/readme = %v; want it read, under the URI asked for", err)
 			}
-			if _, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: "summarize"}); err != nil {
+			if _, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt("summarize")}); err != nil {
 				t.Errorf("alice getting prompt summarize = %v; want it", err)
 			}
 			for what, err := range map[string]error{
 				"alice reading note://private/salaries": func() error {
-					_, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: "note://private/salaries"})
+					_, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri("note://private/salaries")})
 					return err
 				}(),
-				"alice getting prompt leak": func() error { _, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: "leak"}); return err }(),
+				"alice getting prompt leak": func() error {
+					_, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt("leak")})
+					return err
+				}(),
 				"bob reading note://public/readme": func() error {
-					_, err := bob.ReadResource(ctx, &mcp.ReadResourceParams{URI: "note://public/readme"})
+					_, err := bob.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri("note://public/readme")})
 					return err
 				}(),
-				"bob getting prompt summarize": func() error { _, err := bob.GetPrompt(ctx, &mcp.GetPromptParams{Name: "summarize"}); return err }(),
+				"bob getting prompt summarize": func() error {
+					_, err := bob.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt("summarize")})
+					return err
+				}(),
 			} {
 				if err == nil || !strings.Contains(err.Error(), "access polic") {
 					t.Errorf("%s = %v; want it refused by the access policy", what, err)
 				}
 			}
 			// A refused URI's query string may carry a secret: neither the refusal nor the
-			// audit log quotes it.
-			_, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: "note://private/salaries?token=s3cr3t-query"})
+			// audit log quotes it. (Through a toolset the URI is not one it serves.)
+			_, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri("note://private/salaries?token=s3cr3t-query")})
 			if err == nil || strings.Contains(err.Error(), "s3cr3t-query") {
 				t.Errorf("alice reading a private note with a query = %v; want it refused without the query", err)
 			}

@@ -292,17 +292,21 @@ func (g *Gateway) askByInput(q *query, v policy.Verdict) (*mcp.CallToolResult, e
 // on to the server: nothing of the gateway's approval or of a person's authorization,
 // which are its own.
 func forwardedInput(params *mcp.CallToolParamsRaw) (mcp.InputResponseMap, string) {
-	_, authorized := params.InputResponses[authorizationInputKey]
-	approved := strings.HasPrefix(params.RequestState, approvalStatePrefix)
+	return forwardedInputOf(params.InputResponses, params.RequestState)
+}
+
+// forwardedInputOf is forwardedInput of any request's input responses and state.
+func forwardedInputOf(responses mcp.InputResponseMap, state string) (mcp.InputResponseMap, string) {
+	_, authorized := responses[authorizationInputKey]
+	approved := strings.HasPrefix(state, approvalStatePrefix)
 	if !approved && !authorized {
-		return params.InputResponses, params.RequestState
+		return responses, state
 	}
-	state := params.RequestState
 	if approved {
 		state = ""
 	}
 	var kept mcp.InputResponseMap
-	for k, v := range params.InputResponses {
+	for k, v := range responses {
 		if k == approvalInputKey || k == authorizationInputKey {
 			continue
 		}

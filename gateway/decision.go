@@ -208,8 +208,17 @@ func (g *Gateway) judgePolicies(q *query, srv *server) policy.Verdict {
 		caller := policyCaller(q.caller)
 		v = policy.Decide(caller, st, req, policies)
 		if throughToolset {
+			// A policy that selects the toolset sees what the client asked for by the
+			// toolset's names: the exposed tool, resource URI or prompt.
 			exposed := req
-			exposed.Tool.Name = q.exposed
+			switch q.method {
+			case policy.MethodResourcesRead:
+				exposed.Resource = q.exposed
+			case policy.MethodPromptsGet:
+				exposed.Prompt = q.exposed
+			default:
+				exposed.Tool.Name = q.exposed
+			}
 			v = both(v, policy.Decide(caller, tt, exposed, policies))
 		}
 	}

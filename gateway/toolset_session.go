@@ -74,6 +74,17 @@ type toolsetSession struct {
 	unlisted    map[string]string  // origin name -> why its tools could not be listed
 	search      *searchTools       // in Search mode, the index over the exposed tools
 	registered  map[string]string  // exposed name -> JSON of the definition served
+	prefixes    map[string]string  // origin name -> its prefix, for the origins exposed
+	// wantFeatures says the client has asked about resources, prompts or completions:
+	// the origins' features are listed and kept current from then on.
+	wantFeatures       bool
+	features           featureRoutes
+	registeredFeatures map[string]string // kind and exposed name -> JSON of the definition served
+	resourceNews       listNews
+	promptNews         listNews
+	// logLevel is the logging level the client set (logging/setLevel), which every
+	// origin of the session is told so that its log messages reach the client.
+	logLevel mcp.LoggingLevel
 	listed      bool               // the client has listed tools: keep them current
 	version     uint64             // bumped before every change of the tools served
 	applied     uint64             // the version whose change is done
@@ -132,6 +143,9 @@ type origin struct {
 
 	mu    sync.Mutex
 	tools []*mcp.Tool // nil until listed, or after list_changed
+	// features are the origin's resources, templates and prompts; nil until listed, or
+	// after a list change.
+	features *connector.Features
 	calls []context.Context
 	// inputs holds the calls whose elicitations reach a sessionless client as
 	// input_required.
@@ -149,6 +163,7 @@ func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, cal
 		origins:    map[string]*origin{},
 		routes:     map[string]route{},
 		registered: map[string]string{},
+		prefixes:   map[string]string{}, registeredFeatures: map[string]string{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.audit = g.audit.WithValues("caller", caller.Username, "namespace", key.Namespace, "toolset", key.Name, "session", seq)
@@ -159,8 +174,16 @@ func newToolsetSession(g *Gateway, id string, seq uint64, key connector.Key, cal
 // connect builds the session's go-sdk server and connects it to the transport. Listing
 // or calling tools first brings the tools up to date.
 func (s *toolsetSession) connect() error {
-	s.server = mcp.NewServer(&mcp.Implementation{Name: "switchboard-toolset", Title: s.key.String(), Version: "v1alpha1"}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	// The toolset is the server its clients see: its own name and description, never an
+	// origin's.
+	info := &mcp.Implementation{Name: s.key.Name, Title: s.key.String(), Version: "v1alpha1"}
+	if ts := s.g.toolset(s.key); ts != nil {
+		info.Description = ts.Spec.Description
+	}
+	s.server = mcp.NewServer(info, &mcp.ServerOptions{
+		Capabilities:       s.toolsetCapabilities(s.ctx),
+		SubscribeHandler:   s.subscribe,
+		UnsubscribeHandler: s.unsubscribe,
 		// The toolset's answers are for its one caller (see sessionless.CacheScope).
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 			c.CacheScope = sessionless.CacheScope(s.g.opts.Authenticator != nil)
@@ -188,12 +211,6 @@ func (s *toolsetSession) connect() error {
 	})
 	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if notServedByToolsets(method) {
-				// Not offered in the toolset's capabilities either: go-sdk would answer
-				// with an empty list.
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
-					Message: fmt.Sprintf("MCPToolset %s serves tools only, not %s", s.key, method)}
-			}
 			if !strings.HasPrefix(method, "notifications/") {
 				if !s.beginPending() {
 					return nil, &jsonrpc.Error{Code: codeUnavailable,
@@ -201,15 +218,41 @@ func (s *toolsetSession) connect() error {
 				}
 				defer s.endPending()
 			}
-			if method == "tools/list" || method == "tools/call" {
+			if method == "tools/list" || method == "tools/call" || featureMethod(method) {
 				s.mu.Lock()
 				first := !s.listed
+				firstFeatures := featureMethod(method) && !s.wantFeatures
 				s.listed = true
+				s.wantFeatures = s.wantFeatures || featureMethod(method)
 				s.mu.Unlock()
-				if first {
+				if first || firstFeatures {
 					s.sync(ctx)
+				}
+				if first {
 					go s.recheck()
 				}
+			}
+			switch method {
+			case "resources/list", "resources/templates/list":
+				s.mu.Lock()
+				s.resourceNews.listed()
+				s.mu.Unlock()
+			case "prompts/list":
+				s.mu.Lock()
+				s.promptNews.listed()
+				s.mu.Unlock()
+			case "logging/setLevel":
+				res, err := next(ctx, method, req)
+				if params, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && err == nil {
+					s.setLogLevel(ctx, params.Level)
+				}
+				return res, err
+			case "completion/complete":
+				// Routed here, not by go-sdk: a toolset offers completions only when an
+				// origin does (toolsetCapabilities), which a completion handler of
+				// go-sdk's own would always advertise.
+				params, _ := req.GetParams().(*mcp.CompleteParams)
+				return s.complete(ctx, params)
 			}
 			if method == "tools/list" {
 				s.mu.Lock()
@@ -241,13 +284,23 @@ func (s *toolsetSession) connect() error {
 	// not listed yet goes out.
 	s.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "notifications/tools/list_changed" {
+			var stale = true
+			switch method {
+			case "notifications/tools/list_changed":
 				s.mu.Lock()
-				stale := s.seenVersion != s.version || s.applied != s.version
+				stale = s.seenVersion != s.version || s.applied != s.version
 				s.mu.Unlock()
-				if !stale {
-					return nil, nil
-				}
+			case "notifications/resources/list_changed":
+				s.mu.Lock()
+				stale = s.resourceNews.stale()
+				s.mu.Unlock()
+			case "notifications/prompts/list_changed":
+				s.mu.Lock()
+				stale = s.promptNews.stale()
+				s.mu.Unlock()
+			}
+			if !stale {
+				return nil, nil
 			}
 			return next(ctx, method, req)
 		}
@@ -267,17 +320,6 @@ func (s *toolsetSession) connect() error {
 	}()
 	s.g.watchAccess(s.caller, resourceToolsets, s.key, s.isEnding, func() { s.end(errToolsetAccessRevoked) })
 	return nil
-}
-
-// notServedByToolsets reports whether method is one of what a toolset does not serve:
-// resources, prompts and completions.
-func notServedByToolsets(method string) bool {
-	for _, prefix := range []string{"resources/", "prompts/", "completion/"} {
-		if strings.HasPrefix(method, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // recheck recomputes the tools every toolsetRecheck (or AccessTTL, when shorter) until
@@ -335,9 +377,25 @@ func (s *toolsetSession) sync(ctx context.Context) {
 	want := map[string]*mcp.Tool{}
 	routes := map[string]route{}
 	unlisted := map[string]string{}
+	prefixes := map[string]string{}
 	ts := s.g.toolset(s.key)
+	var usable []toolsets.Selected
 	if ts != nil {
-		s.expose(ctx, ts, want, routes, unlisted)
+		usable = s.expose(ctx, ts, want, routes, unlisted)
+	}
+	for _, sel := range usable {
+		prefixes[sel.Name] = sel.Prefix
+	}
+	s.mu.Lock()
+	wantFeatures := s.wantFeatures
+	s.prefixes = prefixes
+	s.mu.Unlock()
+	if wantFeatures {
+		spec := &mcpv1alpha1.MCPToolsetSpec{}
+		if ts != nil {
+			spec = &ts.Spec
+		}
+		s.registerFeatures(s.exposeFeatures(ctx, spec, usable))
 	}
 	var search *searchTools
 	if ts != nil && ts.Spec.Discovery == mcpv1alpha1.ToolsetDiscoverySearch {
@@ -398,11 +456,18 @@ func (s *toolsetSession) sync(ctx context.Context) {
 	s.mu.Unlock()
 }
 
-// expose fills want and routes with the tools the caller may see.
-func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset, want map[string]*mcp.Tool, routes map[string]route, unlisted map[string]string) {
+// expose fills want and routes with the tools the caller may see, and returns the
+// origins they come from: Ready, usable by the caller and, when pinned, serving their
+// pinned tools.
+func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset, want map[string]*mcp.Tool, routes map[string]route, unlisted map[string]string) []toolsets.Selected {
 	selected, _ := toolsets.Select(ts, s.g.serversIn(ts.Namespace))
 	defs := map[string]map[string]*mcp.Tool{}
 	var origins []toolsets.Origin
+	var usable []toolsets.Selected
+	prefixes := map[string]string{}
+	for _, sel := range selected {
+		prefixes[sel.Name] = sel.Prefix
+	}
 	for _, sel := range selected {
 		srv := s.g.server(connector.Key{Namespace: ts.Namespace, Name: sel.Name})
 		if srv == nil || !srv.ready || !s.mayUse(ctx, sel.Name) {
@@ -432,6 +497,7 @@ func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset,
 		}
 		defs[sel.Name] = byName
 		origins = append(origins, toolsets.Origin{Server: sel.Name, Prefix: sel.Prefix, Tools: names})
+		usable = append(usable, sel)
 	}
 	q := &query{caller: s.caller, toolset: &s.key}
 	for _, t := range toolsets.Expose(&ts.Spec, origins).Tools {
@@ -440,10 +506,12 @@ func (s *toolsetSession) expose(ctx context.Context, ts *mcpv1alpha1.MCPToolset,
 			continue
 		}
 		if def := exposedTool(defs[t.Server][t.Tool], t.Name, t.Description, t.HasDescription); def != nil {
+			def.Meta = exposeUIMeta(prefixes[t.Server], t.Server, def.Meta)
 			want[t.Name] = def
 			routes[t.Name] = route{server: t.Server, tool: t.Tool}
 		}
 	}
+	return usable
 }
 
 // mayUse reports whether the caller may use an origin server (cached like every access
@@ -499,11 +567,26 @@ func (s *toolsetSession) originClientOptions(o *origin) *mcp.ClientOptions {
 			o.mu.Unlock()
 			s.resync()
 		},
+		// An origin's log messages reach the client as the toolset's, at the level
+		// the client set (logging is deprecated as of 2026-07-28, like sampling).
+		LoggingMessageHandler: func(ctx context.Context, req *mcp.LoggingMessageRequest) { //nolint:staticcheck // see above
+			if s.session != nil && req.Params != nil {
+				_ = s.session.Log(o.callContext(ctx), req.Params) //nolint:staticcheck // see above
+			}
+		},
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { s.featuresChanged(o) },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { s.featuresChanged(o) },
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			if req.Params != nil {
+				s.resourceUpdated(o, req.Params.URI)
+			}
+		},
 	}
 	opts.ProgressNotificationHandler = s.g.upstreamClients.relayProgress
 	if s.sessionless {
 		// Elicitations reach the client as input_required; sampling has no way there.
 		opts.ElicitationHandler, opts.CreateMessageHandler = o.inputs.elicit, nil //nolint:staticcheck // sampling: see above
+		opts.LoggingMessageHandler = nil                                             //nolint:staticcheck // logging: see above
 		// An origin's input_required result is the client's to answer: it passes through.
 		opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	}
@@ -561,6 +644,9 @@ func (o *origin) open(s *toolsetSession) (*mcp.ClientSession, error) {
 			return
 		}
 		s.audit.V(1).Info("Upstream session opened", "server", o.name, "transport", string(up.Transport()))
+		if level := s.loggingLevel(); level != "" {
+			_ = cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}) //nolint:staticcheck // logging: see originClientOptions
+		}
 		go func() {
 			_ = cs.Wait()
 			s.originEnded(o)
@@ -763,6 +849,7 @@ func (s *toolsetSession) callExposed(ctx context.Context, req *mcp.CallToolReque
 		endSpan(client, outcome)
 	}
 	audit(outcome)
+	exposeContentURIs(s.prefixOf(r.server), r.server, res.Content...)
 	return res, nil
 }
 
@@ -884,4 +971,29 @@ func unknownToolMessage(name string, unlisted map[string]string) string {
 		msg += fmt.Sprintf("; the tools of MCPServer %s could not be listed: %s", server, unlisted[server])
 	}
 	return msg
+}
+
+// setLogLevel records the logging level the client set and tells the origins open so
+// far; origins opened later are told as they open.
+func (s *toolsetSession) setLogLevel(ctx context.Context, level mcp.LoggingLevel) {
+	s.mu.Lock()
+	s.logLevel = level
+	var open []*mcp.ClientSession
+	for _, o := range s.origins {
+		o.mu.Lock()
+		if o.cs != nil {
+			open = append(open, o.cs)
+		}
+		o.mu.Unlock()
+	}
+	s.mu.Unlock()
+	for _, cs := range open {
+		_ = cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}) //nolint:staticcheck // logging: see originClientOptions
+	}
+}
+
+func (s *toolsetSession) loggingLevel() mcp.LoggingLevel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logLevel
 }

@@ -1069,9 +1069,14 @@ func validateElicitArrayProperty(propName string, propSchema *jsonschema.Schema)
 	items := propSchema.Items
 	switch items.Type {
 	case "string":
-		// Untitled enums.
-		if items.Enum == nil {
+		// Untitled enums; titled ones may declare their type too.
+		if items.Enum == nil && len(items.AnyOf) == 0 {
 			return fmt.Errorf("elicit schema property %q items must specify enum for untitled enums", propName)
+		}
+		for _, entry := range items.AnyOf {
+			if err := validateTitledEnumEntry(entry); err != nil {
+				return fmt.Errorf("elicit schema property %q items has invalid entry: %v", propName, err)
+			}
 		}
 		return nil
 	case "":

@@ -68,13 +68,13 @@ type toolsetSession struct {
 	// syncMu serialises recomputing the tools.
 	syncMu sync.Mutex
 
-	mu          sync.Mutex
-	origins     map[string]*origin // by server name
-	routes      map[string]route   // exposed name -> origin
-	unlisted    map[string]string  // origin name -> why its tools could not be listed
-	search      *searchTools       // in Search mode, the index over the exposed tools
-	registered  map[string]string  // exposed name -> JSON of the definition served
-	prefixes    map[string]string  // origin name -> its prefix, for the origins exposed
+	mu         sync.Mutex
+	origins    map[string]*origin // by server name
+	routes     map[string]route   // exposed name -> origin
+	unlisted   map[string]string  // origin name -> why its tools could not be listed
+	search     *searchTools       // in Search mode, the index over the exposed tools
+	registered map[string]string  // exposed name -> JSON of the definition served
+	prefixes   map[string]string  // origin name -> its prefix, for the origins exposed
 	// wantFeatures says the client has asked about resources, prompts or completions:
 	// the origins' features are listed and kept current from then on.
 	wantFeatures       bool
@@ -84,12 +84,12 @@ type toolsetSession struct {
 	promptNews         listNews
 	// logLevel is the logging level the client set (logging/setLevel), which every
 	// origin of the session is told so that its log messages reach the client.
-	logLevel mcp.LoggingLevel
-	listed      bool               // the client has listed tools: keep them current
-	version     uint64             // bumped before every change of the tools served
-	applied     uint64             // the version whose change is done
-	seenVersion uint64             // the version the client last listed; 0 when unknown
-	dirty       bool               // a resync is wanted while one runs
+	logLevel    mcp.LoggingLevel
+	listed      bool   // the client has listed tools: keep them current
+	version     uint64 // bumped before every change of the tools served
+	applied     uint64 // the version whose change is done
+	seenVersion uint64 // the version the client last listed; 0 when unknown
+	dirty       bool   // a resync is wanted while one runs
 	syncing     bool
 	ending      bool
 	pending     int // the client's calls being served, bounded by MaxPendingCalls
@@ -146,7 +146,7 @@ type origin struct {
 	// features are the origin's resources, templates and prompts; nil until listed, or
 	// after a list change.
 	features *connector.Features
-	calls []context.Context
+	calls    []context.Context
 	// inputs holds the calls whose elicitations reach a sessionless client as
 	// input_required.
 	inputs *inputBridge
@@ -586,7 +586,7 @@ func (s *toolsetSession) originClientOptions(o *origin) *mcp.ClientOptions {
 	if s.sessionless {
 		// Elicitations reach the client as input_required; sampling has no way there.
 		opts.ElicitationHandler, opts.CreateMessageHandler = o.inputs.elicit, nil //nolint:staticcheck // sampling: see above
-		opts.LoggingMessageHandler = nil                                             //nolint:staticcheck // logging: see above
+		opts.LoggingMessageHandler = nil                                          //nolint:staticcheck // logging: see above
 		// An origin's input_required result is the client's to answer: it passes through.
 		opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -80,6 +81,9 @@ type statelessProcess struct {
 	cs           *mcp.ClientSession
 	front        *mcp.Server
 	paramHeaders sessionless.ParamHeaders
+	// announcing is front once it serves: the process's list changes are announced to
+	// the listeners of its front (nil while the client session connects).
+	announcing atomic.Pointer[mcp.Server]
 }
 
 // statelessRequestKey carries the statelessProcess serving a request to go-sdk's
@@ -223,6 +227,11 @@ func (f *statelessFront) start() (*statelessProcess, error) {
 		// input_required results are the client's to answer: they pass through.
 		MultiRoundTrip:              &mcp.MultiRoundTripOptions{Disabled: true},
 		ProgressNotificationHandler: func(ctx context.Context, n *mcp.ProgressNotificationClientRequest) { _ = f.progress.Relay(ctx, n) },
+		// The process's list changes reach the clients listening on the front
+		// (subscriptions/listen); go-sdk opens the process's own listen stream for them.
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { sp.announce("tools") },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { sp.announce("prompts") },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { sp.announce("resources") },
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), statelessStartTimeout)
 	defer cancel()
@@ -234,6 +243,7 @@ func (f *statelessFront) start() (*statelessProcess, error) {
 		return sp, errSessionsOnly
 	}
 	sp.front = sessionless.NewFront(sp.cs, f.b.opts.Command[0], f.relay)
+	sp.announcing.Store(sp.front)
 	f.log.Info("Serving sessionless requests", "pid", proc.pid)
 	return sp, nil
 }
@@ -328,3 +338,10 @@ func processError(err error) error {
 type connectedTransport struct{ conn mcp.Connection }
 
 func (t connectedTransport) Connect(context.Context) (mcp.Connection, error) { return t.conn, nil }
+
+// announce tells the front's listeners that the process's list of kind changed.
+func (sp *statelessProcess) announce(kind string) {
+	if front := sp.announcing.Load(); front != nil {
+		sessionless.AnnounceListChanged(front, kind)
+	}
+}

@@ -12,8 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,10 +57,13 @@ func (n *listNews) listed() {
 
 func (n *listNews) stale() bool { return n.seen != n.version || n.applied != n.version }
 
-// featureMethods are the client's requests about resources, prompts and completions: the
-// first of them has the session list its origins' features.
+// featureMethod reports whether method is one of the client's requests about resources,
+// prompts and completions, or a sessionless client's subscriptions/listen (which may ask
+// for their list changes): the first of them has the session list its origins' features
+// and keep them current, so that an origin's change reaches the client.
 func featureMethod(method string) bool {
-	return strings.HasPrefix(method, "resources/") || strings.HasPrefix(method, "prompts/") || method == "completion/complete"
+	return strings.HasPrefix(method, "resources/") || strings.HasPrefix(method, "prompts/") ||
+		method == "completion/complete" || method == "subscriptions/listen"
 }
 
 // toolsetCapabilities are what a toolset session offers: tools and logging always, and
@@ -214,6 +219,24 @@ func (s *toolsetSession) registerFeatures(routes featureRoutes, defs map[string]
 		if s.registeredFeatures[key] != string(raw) {
 			added[key] = def
 			s.registeredFeatures[key] = string(raw)
+		}
+	}
+	// An origin announced a change this client does not see: one served definition of
+	// that list is registered again, unchanged, which has go-sdk announce the list.
+	for kind, prefixes := range map[string][]string{"resources": {"resource\x00", "template\x00"}, "prompts": {"prompt\x00"}} {
+		if !s.announced[kind] {
+			continue
+		}
+		delete(s.announced, kind)
+		if slices.ContainsFunc(slices.Collect(maps.Keys(added)), func(k string) bool { return hasAnyPrefix(k, prefixes) }) ||
+			slices.ContainsFunc(removed, func(k string) bool { return hasAnyPrefix(k, prefixes) }) {
+			continue // the change itself is announced
+		}
+		for _, key := range slices.Sorted(maps.Keys(defs)) {
+			if hasAnyPrefix(key, prefixes) {
+				added[key] = defs[key]
+				break
+			}
 		}
 	}
 	if len(removed) == 0 && len(added) == 0 {
@@ -439,10 +462,11 @@ func (s *toolsetSession) resourceUpdated(o *origin, uri string) {
 
 // featuresChanged forgets an origin's features after it said its resources or prompts
 // changed; the session lists them again.
-func (s *toolsetSession) featuresChanged(o *origin) {
+func (s *toolsetSession) featuresChanged(o *origin, kind string) {
 	o.mu.Lock()
 	o.features = nil
 	o.mu.Unlock()
+	s.announce(kind)
 	s.resync()
 }
 
@@ -550,4 +574,8 @@ func exposeUIMeta(prefix, server string, meta mcp.Meta) mcp.Meta {
 		}
 	}
 	return out
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
 }

@@ -82,6 +82,10 @@ type toolsetSession struct {
 	registeredFeatures map[string]string // kind and exposed name -> JSON of the definition served
 	resourceNews       listNews
 	promptNews         listNews
+	// announced says which lists ("tools", "resources", "prompts") an origin announced
+	// a change of since the last sync: the client is told even when nothing it sees
+	// changed, as the origin's own client would be.
+	announced map[string]bool
 	// logLevel is the logging level the client set (logging/setLevel), which every
 	// origin of the session is told so that its log messages reach the client.
 	logLevel    mcp.LoggingLevel
@@ -428,10 +432,18 @@ func (s *toolsetSession) sync(ctx context.Context) {
 	s.routes = routes
 	s.unlisted = unlisted
 	s.search = search
+	announced := s.announced["tools"]
+	delete(s.announced, "tools")
 	s.mu.Unlock()
 
 	if len(removed) == 0 && len(added) == 0 {
-		return
+		if !announced || len(want) == 0 {
+			return
+		}
+		// An origin announced a change this client does not see: one served tool is
+		// registered again, unchanged, which has go-sdk announce the list.
+		name := slices.Min(slices.Collect(maps.Keys(want)))
+		added[name] = want[name]
 	}
 	// The version goes up before the change, so that the notification go-sdk sends
 	// for it (after a short delay, from another goroutine) is never taken for news
@@ -565,6 +577,7 @@ func (s *toolsetSession) originClientOptions(o *origin) *mcp.ClientOptions {
 			o.mu.Lock()
 			o.tools = nil
 			o.mu.Unlock()
+			s.announce("tools")
 			s.resync()
 		},
 		// An origin's log messages reach the client as the toolset's, at the level
@@ -574,8 +587,8 @@ func (s *toolsetSession) originClientOptions(o *origin) *mcp.ClientOptions {
 				_ = s.session.Log(o.callContext(ctx), req.Params) //nolint:staticcheck // see above
 			}
 		},
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { s.featuresChanged(o) },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { s.featuresChanged(o) },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { s.featuresChanged(o, "resources") },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { s.featuresChanged(o, "prompts") },
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			if req.Params != nil {
 				s.resourceUpdated(o, req.Params.URI)
@@ -996,4 +1009,14 @@ func (s *toolsetSession) loggingLevel() mcp.LoggingLevel {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.logLevel
+}
+
+// announce records that an origin announced a change of its list of kind.
+func (s *toolsetSession) announce(kind string) {
+	s.mu.Lock()
+	if s.announced == nil {
+		s.announced = map[string]bool{}
+	}
+	s.announced[kind] = true
+	s.mu.Unlock()
 }

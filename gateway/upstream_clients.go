@@ -147,8 +147,13 @@ func (u *upstreamClients) connect(ctx context.Context, c *upstreamClient, caller
 		MultiRoundTrip:              &mcp.MultiRoundTripOptions{Disabled: true},
 		ProgressNotificationHandler: u.relayProgress,
 		// The server's tools changed: a pinned server's are judged again before the
-		// next call (see observePin).
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.pin.forget() },
+		// next call (see observePin), and the front tells its listeners.
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			c.pin.forget()
+			c.announce(u.g, "tools")
+		},
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { c.announce(u.g, "prompts") },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { c.announce(u.g, "resources") },
 	}
 	if c.key.caller != "" {
 		// A server of the session era asks its questions on the session: they reach
@@ -281,5 +286,19 @@ func (u *upstreamClients) closeAll() {
 func (u *upstreamClients) relayProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 	if err := u.progress.Relay(ctx, req); err != nil {
 		u.g.log.V(1).Info("Could not relay a progress notification", "reason", err.Error())
+	}
+}
+
+// announce relays a list change the server announced to the sessionless era's clients
+// that listen for it on this client's front (subscriptions/listen).
+func (c *upstreamClient) announce(g *Gateway, kind string) {
+	select {
+	case <-c.ready:
+	default:
+		// Announced while connecting: no client has listened through this one yet.
+		return
+	}
+	if c.err == nil {
+		sessionless.AnnounceListChanged(c.front(g), kind)
 	}
 }

@@ -308,6 +308,35 @@ func answeredByTheMiddleware(context.Context, *mcp.CallToolRequest) (*mcp.CallTo
 	return nil, errors.New("this call is relayed, not answered here")
 }
 
+// listChangedPlaceholder names what AnnounceListChanged registers for a moment.
+const listChangedPlaceholder = "switchboard.list-changed-placeholder"
+
+// AnnounceListChanged has front tell its clients that the server's list of kind ("tools",
+// "prompts" or "resources") changed, as the server told the front's client: to the
+// sessionless era's subscriptions/listen streams that asked for it. go-sdk announces only
+// changes to what a server registers, and a front relays its lists instead; registering
+// a placeholder and removing it again, within go-sdk's notification delay, makes go-sdk
+// send exactly one notifications/<kind>/list_changed. The placeholder is never listed,
+// read or called: the front's middleware relays those requests.
+func AnnounceListChanged(front *mcp.Server, kind string) {
+	switch kind {
+	case "tools":
+		front.AddTool(&mcp.Tool{Name: listChangedPlaceholder, InputSchema: json.RawMessage(`{"type":"object"}`)}, answeredByTheMiddleware)
+		front.RemoveTools(listChangedPlaceholder)
+	case "prompts":
+		front.AddPrompt(&mcp.Prompt{Name: listChangedPlaceholder}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return nil, errors.New("this request is relayed, not answered here")
+		})
+		front.RemovePrompts(listChangedPlaceholder)
+	case "resources":
+		uri := "switchboard:" + listChangedPlaceholder
+		front.AddResource(&mcp.Resource{URI: uri, Name: listChangedPlaceholder}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return nil, errors.New("this request is relayed, not answered here")
+		})
+		front.RemoveResources(uri)
+	}
+}
+
 // Cache scopes of the sessionless era's caching hints (cacheScope).
 const (
 	// CachePrivate lets only the requesting user's client cache an answer.

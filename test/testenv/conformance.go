@@ -134,6 +134,9 @@ type ConformanceScenario struct {
 	// Failures says what went wrong, one line per failed check ("Name: message"), or why
 	// the scenario produced no checks.
 	Failures []string
+	// Warned says what the suite warned of, one line per check with status WARNING
+	// ("id: message").
+	Warned []string
 	// Checks lists every check as "id STATUS" ("wif-assertion-verified SUCCESS"), in
 	// the order the suite recorded them.
 	Checks []string
@@ -176,9 +179,11 @@ func (r ConformanceResults) names(passed bool) []string {
 	return names
 }
 
-// DiffConformance lists, one message per scenario, the scenarios that pass directly but
-// fail through (a bridge, the gateway), or that the run through did not report. It is
-// empty when everything that works directly works through.
+// DiffConformance lists the scenarios that pass directly but fail through (a bridge,
+// the gateway), or that the run through did not report, one message per scenario; and,
+// check by check, every check of a scenario that passes both ways that succeeds directly
+// but ends in a warning through. It is empty when everything that works directly works
+// through as well.
 //
 //	for _, problem := range testenv.DiffConformance(direct, through) {
 //		t.Error(problem)
@@ -192,6 +197,19 @@ func DiffConformance(direct, through ConformanceResults) []string {
 			problems = append(problems, fmt.Sprintf("conformance scenario %s passes directly but did not run through %s", name, through.URL))
 		case !got.Passed:
 			problems = append(problems, fmt.Sprintf("conformance scenario %s passes directly but fails through %s: %s", name, through.URL, strings.Join(got.Failures, "; ")))
+		default:
+			succeeded := map[string]bool{}
+			for _, c := range direct.Scenarios[name].Checks {
+				if id, ok := strings.CutSuffix(c, " SUCCESS"); ok {
+					succeeded[id] = true
+				}
+			}
+			for _, w := range got.Warned {
+				id, _, _ := strings.Cut(w, ": ")
+				if succeeded[id] {
+					problems = append(problems, fmt.Sprintf("conformance scenario %s: check %s succeeds directly but warns through %s: %s", name, id, through.URL, w))
+				}
+			}
 		}
 	}
 	return problems
@@ -597,6 +615,11 @@ func scenarioFromChecks(checks []conformanceCheck) ConformanceScenario {
 			s.Succeeded++
 		case "WARNING":
 			s.Warnings++
+			message := c.ErrorMessage
+			if message == "" {
+				message = c.Description
+			}
+			s.Warned = append(s.Warned, c.ID+": "+message)
 		case "SKIPPED":
 			s.Skipped++
 		case "FAILURE":

@@ -241,3 +241,18 @@ func TestSuite2026RunSurvivesAHangingScenario(t *testing.T) {
 		t.Errorf("NotScored = %v, want %v", got.NotScored, want)
 	}
 }
+
+// A check that succeeds directly and only warns through is a difference; a check that
+// warns both ways is not.
+func TestDiffConformanceComparesChecksOneByOne(t *testing.T) {
+	direct := ConformanceResults{Scenarios: map[string]ConformanceScenario{
+		"server-stateless": {Passed: true, Checks: []string{"listen-delivers SUCCESS", "slow-path WARNING"}},
+	}}
+	through := ConformanceResults{URL: "http://gateway/mcp", Scenarios: map[string]ConformanceScenario{
+		"server-stateless": {Passed: true, Warnings: 2, Warned: []string{"listen-delivers: no notification arrived", "slow-path: slow"}},
+	}}
+	problems := DiffConformance(direct, through)
+	if len(problems) != 1 || !strings.Contains(problems[0], "check listen-delivers succeeds directly but warns through http://gateway/mcp: listen-delivers: no notification arrived") {
+		t.Errorf("problems = %q; want the one check that only warns through", problems)
+	}
+}

@@ -2,9 +2,11 @@
 // tools can I use?" for agents in the cluster, over REST (JSON under /api/v1, described by
 // /api/v1/openapi.json) and over MCP (Streamable HTTP at /mcp, tools search_tools,
 // list_servers, get_server and list_toolsets). It also lists MCPToolsets with their
-// gateway paths (REST /api/v1/toolsets, MCP list_toolsets), scoped to the namespaces the
-// caller may list mcpservers in, and lends its ranking to a toolset's find_tools
-// ([ToolIndex]).
+// gateway paths and the resources, resource templates and prompts they expose (REST
+// /api/v1/toolsets, MCP list_toolsets), scoped to the namespaces the caller may list
+// mcpservers in, and lends its ranking to a toolset's find_tools ([ToolIndex]). What a
+// toolset exposes is computed by internal/toolsets from the status of the MCPServers it
+// selects, as the toolset's own status counts it.
 //
 // It serves the MCP Registry API under /v0.1 as well (registry.go): one server.json per
 // MCPServer and MCPToolset, built with the registry module's own types, whose only remote

@@ -120,8 +120,9 @@ func (s *Server) mcpHandler() http.Handler {
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:  "list_toolsets",
 		Title: "List toolsets",
-		Description: "List the MCP toolsets in the cluster: endpoints that aggregate the tools of several servers, " +
-			"with their gateway path, servers, readiness and tool count.",
+		Description: "List the MCP toolsets in the cluster: endpoints that aggregate the tools, resources and prompts of several servers, " +
+			"with their gateway path, servers, readiness, tool count, and the resources (by the URI to read them by through the toolset) " +
+			"and prompts they expose.",
 		Annotations: readOnly,
 	}, s.mcpListToolsets)
 

@@ -214,8 +214,13 @@ func New(mgr ctrl.Manager, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adding the registry's MCPToolset event handler: %w", err)
 	}
+	toolsetServerReg, err := informer.AddEventHandler(s.toolsetServerHandler())
+	if err != nil {
+		return nil, fmt.Errorf("adding the toolsets' MCPServer event handler: %w", err)
+	}
 	s.synced = func() bool {
-		return reg.HasSynced() && toolsetReg.HasSynced() && registryReg.HasSynced() && registryToolsetReg.HasSynced()
+		return reg.HasSynced() && toolsetReg.HasSynced() && registryReg.HasSynced() && registryToolsetReg.HasSynced() &&
+			toolsetServerReg.HasSynced()
 	}
 	return s, nil
 }
@@ -258,7 +263,7 @@ func newServer(opts Options, unknown, known authenticationv1client.TokenReviewIn
 		metrics: m,
 		synced:  func() bool { return true },
 
-		toolsets: toolsetStore{items: map[serverKey]ToolsetSummary{}},
+		toolsets: newToolsetStore(),
 
 		registry:      newRegistryIndex(),
 		registryBuild: registryBuilder{prefix: opts.RegistryNamePrefix, base: opts.ResourceMetadata.publicURL()},

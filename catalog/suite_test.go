@@ -175,6 +175,8 @@ type serverSpec struct {
 	transport   mcpv1alpha1.Transport
 	notReady    bool
 	tools       []mcpv1alpha1.ToolInfo
+	resources   []mcpv1alpha1.ResourceInfo
+	prompts     []mcpv1alpha1.PromptInfo
 	// conditions, when set, replace the Ready condition createServer writes by default.
 	conditions []metav1.Condition
 	// mutate changes the object before it is created.
@@ -225,6 +227,10 @@ func createServer(tb testing.TB, ns string, s serverSpec) *mcpv1alpha1.MCPServer
 		Capabilities:    &mcpv1alpha1.ServerCapabilities{Tools: true},
 		Tools:           s.tools,
 		ToolCount:       int32(len(s.tools)),
+		Resources:       s.resources,
+		ResourceCount:   int32(len(s.resources)),
+		Prompts:         s.prompts,
+		PromptCount:     int32(len(s.prompts)),
 	}
 	if s.conditions != nil {
 		obj.Status.Conditions = s.conditions

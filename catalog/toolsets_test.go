@@ -3,10 +3,12 @@ package catalog_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/catalog"
@@ -69,4 +71,79 @@ func TestToolsetsAreListedPerNamespaceOverRESTAndMCP(t *testing.T) {
 	if len(viaMCP.Items) != 1 || viaMCP.Items[0].GatewayPath != want.GatewayPath {
 		t.Errorf("list_toolsets = %+v", viaMCP.Items)
 	}
+}
+
+func TestToolsetsListTheirResourcesAndPrompts(t *testing.T) {
+	c := startCatalog(t, catalog.AuthTokenReview)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	docs := createServer(t, ns, serverSpec{name: "docs",
+		resources: []mcpv1alpha1.ResourceInfo{
+			{URI: "file:///a", Name: "a"}, {URI: "ui://app/main", Name: "app"}, {URITemplate: "file:///{path}", Name: "files"},
+		},
+		prompts: []mcpv1alpha1.PromptInfo{{Name: "summarize", Description: "Summarizes a page"}, {Name: "internal"}},
+	})
+	createServer(t, ns, serverSpec{name: "wiki",
+		resources: []mcpv1alpha1.ResourceInfo{{URI: "wiki://home", Name: "home"}},
+		prompts:   []mcpv1alpha1.PromptInfo{{Name: "outline", Description: "Outlines a page"}},
+	})
+	createServer(t, ns, serverSpec{name: "down", notReady: true,
+		resources: []mcpv1alpha1.ResourceInfo{{URI: "down://x", Name: "x"}},
+	})
+	ts := &mcpv1alpha1.MCPToolset{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader"},
+		Spec: mcpv1alpha1.MCPToolsetSpec{
+			Servers: []mcpv1alpha1.ToolsetServer{{Name: "docs"}, {Name: "wiki", Prefix: ptr.To("")}, {Name: "down"}},
+			Prompts: &mcpv1alpha1.ToolsetNameFilter{Deny: []string{"*internal*"}},
+		},
+	}
+	if err := k8sClient.Create(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	token := newCaller(t, ns, "agent", true)
+
+	want := catalog.ToolsetSummary{Namespace: ns, Name: "reader", Discovery: "Direct",
+		GatewayPath: "/mcp/namespaces/" + ns + "/toolsets/reader",
+		Resources: []catalog.ToolsetResource{
+			{URI: "switchboard+docs:file:///a", Name: "a", Server: "docs"},
+			{URI: "ui://switchboard+docs/app/main", Name: "app", Server: "docs"},
+			{URI: "wiki://home", Name: "home", Server: "wiki"},
+		},
+		ResourceTemplates: []catalog.ToolsetResourceTemplate{{URITemplate: "switchboard+docs:file:///{path}", Name: "files", Server: "docs"}},
+		ResourceCount:     4,
+		Prompts: []catalog.ToolsetPrompt{
+			{Name: "docs_summarize", Description: "Summarizes a page", Server: "docs"},
+			{Name: "outline", Description: "Outlines a page", Server: "wiki"},
+		},
+		PromptCount: 2,
+	}
+	awaitToolsetListing(t, c, token, want)
+
+	var viaMCP catalog.ToolsetList
+	callTool(t, mcpSession(t, c, token), "list_toolsets", map[string]any{"namespace": ns}, &viaMCP)
+	if len(viaMCP.Items) != 1 || !reflect.DeepEqual(viaMCP.Items[0], want) {
+		t.Errorf("list_toolsets = %+v\nwant %+v", viaMCP.Items, want)
+	}
+
+	// A prompt added to an origin's status is listed without any change to the toolset.
+	docs.Status.Prompts = append(docs.Status.Prompts, mcpv1alpha1.PromptInfo{Name: "translate"})
+	if err := k8sClient.Status().Update(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	want.Prompts = append(want.Prompts[:1], catalog.ToolsetPrompt{Name: "docs_translate", Server: "docs"}, want.Prompts[1])
+	want.PromptCount = 3
+	awaitToolsetListing(t, c, token, want)
+}
+
+// awaitToolsetListing waits until GET /api/v1/toolsets lists want alone.
+func awaitToolsetListing(t *testing.T, c *running, token string, want catalog.ToolsetSummary) {
+	t.Helper()
+	testutil.Eventually(t, 20*time.Second, "the toolset listed with its resources and prompts", func() error {
+		var list catalog.ToolsetList
+		c.getJSON(t, token, "/api/v1/toolsets?namespace="+want.Namespace, &list)
+		if len(list.Items) != 1 || !reflect.DeepEqual(list.Items[0], want) {
+			return fmt.Errorf("listed %+v\nwant %+v", list.Items, want)
+		}
+		return nil
+	})
 }

@@ -148,7 +148,8 @@ func capabilitiesOf(c *mcp.ServerCapabilities) Capabilities {
 	if c == nil {
 		return Capabilities{}
 	}
-	out := Capabilities{Tools: c.Tools != nil, Resources: c.Resources != nil, Prompts: c.Prompts != nil}
+	out := Capabilities{Tools: c.Tools != nil, Resources: c.Resources != nil, Prompts: c.Prompts != nil,
+		Completions: c.Completions != nil, ResourcesSubscribe: c.Resources != nil && c.Resources.Subscribe}
 	out.ListChanged = (c.Tools != nil && c.Tools.ListChanged) ||
 		(c.Resources != nil && c.Resources.ListChanged) ||
 		(c.Prompts != nil && c.Prompts.ListChanged)

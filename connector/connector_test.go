@@ -144,6 +144,31 @@ func TestPaginationCollectsAllPages(t *testing.T) {
 	}
 }
 
+func TestCompletionsAndResourceSubscriptionsAreReported(t *testing.T) {
+	withResource := func(opts *mcp.ServerOptions) *mcp.Server {
+		s := newServer(1, opts)
+		s.AddResource(&mcp.Resource{URI: "test://r", Name: "r"}, nil)
+		return s
+	}
+	full := withResource(&mcp.ServerOptions{
+		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{}, nil
+		},
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	p := testPool(t)
+	fullKey, plainKey := Key{"ns", "full"}, Key{"ns", "plain"}
+	p.Ensure(fullKey, fastConfig(serveStreamable(t, full, nil).URL))
+	p.Ensure(plainKey, fastConfig(serveStreamable(t, withResource(nil), nil).URL))
+	if c := waitReady(t, p, fullKey).Capabilities; !c.Completions || !c.ResourcesSubscribe || !c.Resources {
+		t.Errorf("a server with completion and subscriptions reports %+v", c)
+	}
+	if c := waitReady(t, p, plainKey).Capabilities; c.Completions || c.ResourcesSubscribe || !c.Resources {
+		t.Errorf("a server without completion or subscriptions reports %+v", c)
+	}
+}
+
 func TestToolsAddedAndRemovedAtRunTime(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -101,6 +101,11 @@ type Capabilities struct {
 	// ListChanged is true when the server promises list_changed notifications for any
 	// of the lists it offers.
 	ListChanged bool
+	// Completions is true when the server offers argument completion.
+	Completions bool
+	// ResourcesSubscribe is true when the server lets clients subscribe to resource
+	// updates.
+	ResourcesSubscribe bool
 }
 
 // Tool is one tool definition.

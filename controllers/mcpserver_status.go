@@ -286,9 +286,14 @@ func setDiscovered(obj *mcpv1alpha1.MCPServer, obs *observation) {
 		Resources:   snap.Capabilities.Resources,
 		Prompts:     snap.Capabilities.Prompts,
 		ListChanged: snap.Capabilities.ListChanged,
+
+		Completions:        snap.Capabilities.Completions,
+		ResourcesSubscribe: snap.Capabilities.ResourcesSubscribe,
 	}
 	st.ResourceCount = int32(len(snap.Resources) + len(snap.ResourceTemplates)) //nolint:gosec // bounded by the connector's item limit
 	st.PromptCount = int32(len(snap.Prompts))                                   //nolint:gosec // bounded by the connector's item limit
+	st.Resources, st.ResourcesTruncated = statusResources(snap.Resources, snap.ResourceTemplates)
+	st.Prompts, st.PromptsTruncated = statusPrompts(snap.Prompts)
 	published := filterTools(snap.Tools, obj.Spec.Tools)
 	st.ToolCount = int32(len(published)) //nolint:gosec // bounded by the connector's item limit
 	st.ToolsDigest = connector.ToolsDigest(published)

@@ -71,7 +71,7 @@ func (r *MCPToolsetReconciler) reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 // SetupWithManager registers the reconciler. A change of a server that matters to a
-// toolset (its labels, readiness, published tools, existence) re-reconciles the toolsets
+// toolset (its labels, readiness, published tools, resources and prompts, existence) re-reconciles the toolsets
 // of its namespace that select it or selected it.
 func (r *MCPToolsetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
@@ -105,7 +105,8 @@ func (r *MCPToolsetReconciler) toolsetsForServer(ctx context.Context, obj client
 }
 
 // serverChangedForToolsets passes creations, deletions and the updates of an MCPServer
-// a toolset's status depends on: labels, suspension, readiness and published tools. A
+// a toolset's status depends on: labels, suspension, readiness and published tools,
+// resources and prompts. A
 // healthy probe changes none of them, so it reconciles no toolset.
 type serverChangedForToolsets struct {
 	predicate.Funcs
@@ -123,7 +124,9 @@ func (serverChangedForToolsets) Update(e event.UpdateEvent) bool {
 		toolsets.ServerReady(older) != toolsets.ServerReady(newer) ||
 		readyReason(older) != readyReason(newer) ||
 		older.Status.ToolsDigest != newer.Status.ToolsDigest ||
-		!equality.Semantic.DeepEqual(older.Status.Tools, newer.Status.Tools)
+		!equality.Semantic.DeepEqual(older.Status.Tools, newer.Status.Tools) ||
+		!equality.Semantic.DeepEqual(older.Status.Resources, newer.Status.Resources) ||
+		!equality.Semantic.DeepEqual(older.Status.Prompts, newer.Status.Prompts)
 }
 
 func readyReason(obj *mcpv1alpha1.MCPServer) string {

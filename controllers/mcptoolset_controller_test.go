@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -218,6 +219,74 @@ func TestToolsetCollisionServesNeither(t *testing.T) {
 		tools, unique := exposedTools(got), toolsetCondition(got, mcpv1alpha1.ConditionNamesUnique)
 		if tools != "b_search=beta/search only_a=alpha/only_a search=alpha/search" || !strings.HasPrefix(unique, "True/") {
 			return fmt.Errorf("tools %q, NamesUnique %q", tools, unique)
+		}
+		return nil
+	})
+}
+
+// TestToolsetResourcesAndPromptsFollowRealServers runs two go-sdk servers that offer
+// the same resource and prompt: their MCPServers list them (the URI without its query
+// string), the toolset without prefixes reports both collisions naming both origins, and
+// a resource added on an origin reaches the toolset's resourceCount.
+func TestToolsetResourcesAndPromptsFollowRealServers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, ns)
+
+	docs, wiki := newMCPServer(t, 0), newMCPServer(t, 0)
+	for _, s := range []*mcpServer{docs, wiki} {
+		s.server.AddResource(&mcp.Resource{URI: "file:///a?token=s3cret-4242", Name: "a", MIMEType: "text/plain"}, nil)
+		s.server.AddPrompt(&mcp.Prompt{Name: "summarize", Description: "Summarizes"},
+			func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				return &mcp.GetPromptResult{}, nil
+			})
+	}
+	docs.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "file:///{path}", Name: "files"}, nil)
+	docsObj := httpServer(ns, "docs", docs.url())
+	g.Expect(k8sClient.Create(ctx, docsObj)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, httpServer(ns, "wiki", wiki.url()))).To(Succeed())
+
+	testutil.Eventually(t, eventually, "the docs server listing its resources and prompt", func() error {
+		got, err := readyIs(docsObj, metav1.ConditionTrue, "")
+		if err != nil {
+			return err
+		}
+		st := got.Status
+		want := []mcpv1alpha1.ResourceInfo{{URI: "file:///a", Name: "a", MIMEType: "text/plain"}, {URITemplate: "file:///{path}", Name: "files"}}
+		if !reflect.DeepEqual(st.Resources, want) || len(st.Prompts) != 1 || st.Prompts[0].Name != "summarize" || st.ResourceCount != 2 {
+			return fmt.Errorf("resources %+v, prompts %+v, resourceCount %d", st.Resources, st.Prompts, st.ResourceCount)
+		}
+		if strings.Contains(fmt.Sprintf("%+v", st), "s3cret-4242") {
+			return fmt.Errorf("status carries a resource URI's query string: %+v", st)
+		}
+		return nil
+	})
+
+	ts := &mcpv1alpha1.MCPToolset{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "flat"},
+		Spec: mcpv1alpha1.MCPToolsetSpec{Servers: []mcpv1alpha1.ToolsetServer{
+			{Name: "docs", Prefix: ptr.To("")}, {Name: "wiki", Prefix: ptr.To("")}}},
+	}
+	g.Expect(k8sClient.Create(ctx, ts)).To(Succeed())
+	awaitToolset(t, ts, "the resource and prompt collisions reported", func(got *mcpv1alpha1.MCPToolset) error {
+		unique := toolsetCondition(got, mcpv1alpha1.ConditionNamesUnique)
+		if !strings.HasPrefix(unique, "False/NameCollision") || !strings.Contains(unique, `resource "file:///a" from docs and wiki`) ||
+			!strings.Contains(unique, `prompt "summarize" from docs/summarize and wiki/summarize`) {
+			return fmt.Errorf("NamesUnique is %q", unique)
+		}
+		if got.Status.ResourceCount != 1 || got.Status.PromptCount != 0 {
+			return fmt.Errorf("resourceCount %d, promptCount %d; want the template alone", got.Status.ResourceCount, got.Status.PromptCount)
+		}
+		return nil
+	})
+
+	// A resource added on an origin reaches the toolset through the server's
+	// resources/list_changed, its MCPServer's status and the toolset's watch.
+	wiki.server.AddResource(&mcp.Resource{URI: "file:///b", Name: "b"}, nil)
+	awaitToolset(t, ts, "the added resource counted", func(got *mcpv1alpha1.MCPToolset) error {
+		if got.Status.ResourceCount != 2 {
+			return fmt.Errorf("resourceCount %d", got.Status.ResourceCount)
 		}
 		return nil
 	})

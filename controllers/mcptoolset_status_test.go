@@ -46,6 +46,23 @@ func fixtureServer(name string, labels map[string]string, ready bool, tools ...s
 	return s
 }
 
+// withFeatures returns s listing the resources, resource templates (those with a
+// '{') and prompts named.
+func withFeatures(s mcpv1alpha1.MCPServer, resources []string, prompts ...string) mcpv1alpha1.MCPServer {
+	s.Status.Resources, s.Status.Prompts = nil, nil
+	for _, r := range resources {
+		if strings.Contains(r, "{") {
+			s.Status.Resources = append(s.Status.Resources, mcpv1alpha1.ResourceInfo{URITemplate: r})
+		} else {
+			s.Status.Resources = append(s.Status.Resources, mcpv1alpha1.ResourceInfo{URI: r})
+		}
+	}
+	for _, p := range prompts {
+		s.Status.Prompts = append(s.Status.Prompts, mcpv1alpha1.PromptInfo{Name: p})
+	}
+	return s
+}
+
 func toolsetOf(spec mcpv1alpha1.MCPToolsetSpec) *mcpv1alpha1.MCPToolset {
 	return &mcpv1alpha1.MCPToolset{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "support-agent", Generation: 3}, Spec: spec}
 }
@@ -75,6 +92,7 @@ func TestToolsetStatus(t *testing.T) {
 		readyServers                string
 		messageHas                  map[string][]string
 		serverToolCounts            map[string]int32
+		resourceCount, promptCount  int32
 	}{
 		{
 			name:    "default prefix is the server's name",
@@ -188,6 +206,96 @@ func TestToolsetStatus(t *testing.T) {
 			ready:   "True/Succeeded", serversReady: "True/Succeeded", unique: "True/Succeeded",
 			kstatus: status.CurrentStatus, readyServers: "1/1",
 		},
+		{
+			name: "resources are wrapped per server, ui:// ones keep their scheme, prompts get the prefix",
+			spec: mcpv1alpha1.MCPToolsetSpec{Servers: []mcpv1alpha1.ToolsetServer{{Name: "docs"}, {Name: "wiki"}}},
+			servers: []mcpv1alpha1.MCPServer{
+				withFeatures(fixtureServer("docs", nil, true), []string{"file:///a", "ui://app/main", "file:///{path}"}, "summarize"),
+				withFeatures(fixtureServer("wiki", nil, true), []string{"file:///a"}, "summarize"),
+			},
+			ready: "True/Succeeded", serversReady: "True/Succeeded", unique: "True/Succeeded",
+			kstatus: status.CurrentStatus, readyServers: "2/2",
+			resourceCount: 4, promptCount: 2,
+			messageHas: map[string][]string{mcpv1alpha1.ConditionReady: {"Serving 0 tools, 4 resources and 2 prompts of 2 of 2 selected servers"}},
+		},
+		{
+			name: "a resource and a prompt two servers without prefix share are not served, and both origins are named",
+			spec: mcpv1alpha1.MCPToolsetSpec{Servers: []mcpv1alpha1.ToolsetServer{{Name: "docs", Prefix: ptr.To("")}, {Name: "wiki", Prefix: ptr.To("")}}},
+			servers: []mcpv1alpha1.MCPServer{
+				withFeatures(fixtureServer("docs", nil, true), []string{"file:///a", "file:///b", "file:///{path}"}, "summarize", "outline"),
+				withFeatures(fixtureServer("wiki", nil, true), []string{"file:///a", "file:///{path}"}, "summarize"),
+			},
+			ready: "True/Succeeded", serversReady: "True/Succeeded", unique: "False/NameCollision",
+			kstatus: status.CurrentStatus, readyServers: "2/2",
+			resourceCount: 1, promptCount: 1,
+			messageHas: map[string][]string{mcpv1alpha1.ConditionNamesUnique: {
+				`resource "file:///a" from docs and wiki`,
+				`resource template "file:///{path}" from docs and wiki`,
+				`prompt "summarize" from docs/summarize and wiki/summarize`,
+			}},
+		},
+		{
+			name: "tools, resources and prompts colliding at once are all named, each kind bounded",
+			spec: mcpv1alpha1.MCPToolsetSpec{Servers: []mcpv1alpha1.ToolsetServer{{Name: "docs", Prefix: ptr.To("")}, {Name: "wiki", Prefix: ptr.To("")}}},
+			servers: func() []mcpv1alpha1.MCPServer {
+				var tools, resources, prompts []string
+				for i := range 20 {
+					tools = append(tools, fmt.Sprintf("tool_%02d", i))
+					resources = append(resources, fmt.Sprintf("file:///%02d", i))
+					prompts = append(prompts, fmt.Sprintf("prompt_%02d", i))
+				}
+				return []mcpv1alpha1.MCPServer{
+					withFeatures(fixtureServer("docs", nil, true, tools...), resources, prompts...),
+					withFeatures(fixtureServer("wiki", nil, true, tools...), resources, prompts...),
+				}
+			}(),
+			ready: "True/Succeeded", serversReady: "True/Succeeded", unique: "False/NameCollision",
+			kstatus: status.CurrentStatus, readyServers: "2/2",
+			messageHas: map[string][]string{mcpv1alpha1.ConditionNamesUnique: {
+				`tool "tool_00" from docs/tool_00 and wiki/tool_00`, "and 17 more tools",
+				`resource "file:///00" from docs and wiki`, "and 17 more resources",
+				`prompt "prompt_00" from docs/prompt_00 and wiki/prompt_00`, "and 17 more prompts",
+			}},
+		},
+		{
+			name: "spec.resources deny and spec.prompts allow see the exposed URIs and names",
+			spec: mcpv1alpha1.MCPToolsetSpec{
+				Servers:   []mcpv1alpha1.ToolsetServer{{Name: "docs"}, {Name: "wiki", Prefix: ptr.To("w_")}},
+				Resources: &mcpv1alpha1.ToolsetURIFilter{Deny: []string{"switchboard+wiki:*", "ui://switchboard+docs/secret/*"}},
+				Prompts:   &mcpv1alpha1.ToolsetNameFilter{Allow: []string{"docs_*"}},
+			},
+			servers: []mcpv1alpha1.MCPServer{
+				withFeatures(fixtureServer("docs", nil, true), []string{"file:///a", "ui://secret/app", "ui://public/app"}, "summarize", "outline"),
+				withFeatures(fixtureServer("wiki", nil, true), []string{"file:///a", "wiki://{page}"}, "summarize"),
+			},
+			ready: "True/Succeeded", serversReady: "True/Succeeded", unique: "True/Succeeded",
+			kstatus: status.CurrentStatus, readyServers: "2/2",
+			resourceCount: 2, promptCount: 2,
+		},
+		{
+			name: "a server that is not Ready adds no resources or prompts",
+			spec: mcpv1alpha1.MCPToolsetSpec{Servers: []mcpv1alpha1.ToolsetServer{{Name: "docs", Prefix: ptr.To("")}, {Name: "wiki", Prefix: ptr.To("")}}},
+			servers: []mcpv1alpha1.MCPServer{
+				withFeatures(fixtureServer("docs", nil, true), []string{"file:///a"}, "summarize"),
+				withFeatures(fixtureServer("wiki", nil, false), []string{"file:///a"}, "summarize"),
+			},
+			ready: "True/Succeeded", serversReady: "False/ServersNotReady", unique: "True/Succeeded",
+			kstatus: status.CurrentStatus, readyServers: "1/2",
+			resourceCount: 1, promptCount: 1,
+		},
+		{
+			name: "a wrapped-looking URI of a server without prefix and an invalid prompt name are not served",
+			spec: mcpv1alpha1.MCPToolsetSpec{Servers: []mcpv1alpha1.ToolsetServer{{Name: "docs", Prefix: ptr.To("")}}},
+			servers: []mcpv1alpha1.MCPServer{
+				withFeatures(fixtureServer("docs", nil, true), []string{"switchboard+wiki:file:///a", "file:///b"}, "bad name", "good"),
+			},
+			ready: "True/Succeeded", serversReady: "True/Succeeded", unique: "False/InvalidToolName",
+			kstatus: status.CurrentStatus, readyServers: "1/1",
+			resourceCount: 1, promptCount: 1,
+			messageHas: map[string][]string{mcpv1alpha1.ConditionNamesUnique: {
+				`prompt "bad name" from docs/bad name`, `resource "switchboard+wiki:file:///a" from docs`,
+			}},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,6 +325,9 @@ func TestToolsetStatus(t *testing.T) {
 			}
 			if got := testutil.KStatus(t, ts); got != tc.kstatus {
 				t.Errorf("kstatus %s, want %s", got, tc.kstatus)
+			}
+			if ts.Status.ResourceCount != tc.resourceCount || ts.Status.PromptCount != tc.promptCount {
+				t.Errorf("resourceCount %d, promptCount %d; want %d, %d", ts.Status.ResourceCount, ts.Status.PromptCount, tc.resourceCount, tc.promptCount)
 			}
 			if ts.Status.ReadyServers != tc.readyServers {
 				t.Errorf("readyServers %q, want %q", ts.Status.ReadyServers, tc.readyServers)

@@ -301,9 +301,12 @@ const (
 	// False names those that are not.
 	ConditionServersReady = "ServersReady"
 
-	// ConditionNamesUnique is True when every exposed tool name of the toolset is unique
-	// and valid. False names both origins of each collision (neither colliding tool is
-	// served) and every tool whose exposed name is invalid (it is not served).
+	// ConditionNamesUnique is True when every exposed tool name, resource URI, resource
+	// template and prompt name of the toolset is unique and valid. False names both
+	// origins of each collision (neither colliding origin is served under that name), every
+	// tool or prompt whose exposed name is invalid, and every resource of an origin
+	// without prefix whose URI looks like another origin's wrapped URI (none of them is
+	// served).
 	ConditionNamesUnique = "NamesUnique"
 
 	// ReasonNoServers means the toolset's entries select no MCPServer.
@@ -312,11 +315,13 @@ const (
 	// ReasonServersNotReady means none, or not all, of the selected servers are Ready.
 	ReasonServersNotReady = "ServersNotReady"
 
-	// ReasonNameCollision means two tools would be exposed under the same name.
+	// ReasonNameCollision means two tools, resources, resource templates or prompts would
+	// be exposed under the same name or URI.
 	ReasonNameCollision = "NameCollision"
 
-	// ReasonInvalidToolName means an exposed tool name does not match
-	// ExposedToolNamePattern.
+	// ReasonInvalidToolName means an exposed tool or prompt name does not match
+	// ExposedToolNamePattern, or a resource URI of an origin without prefix looks like
+	// another origin's wrapped URI, so it is not exposed.
 	ReasonInvalidToolName = "InvalidToolName"
 )
 

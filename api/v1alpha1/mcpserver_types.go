@@ -776,7 +776,7 @@ type GatewaySpec struct {
 }
 
 // MCPServerStatus is what the operator observed of the server. It is bounded: at most
-// 256 tools, descriptions cut to 1 KiB.
+// 256 tools, 256 resources and 256 prompts, descriptions cut to 1 KiB.
 type MCPServerStatus struct {
 	// observedGeneration is the metadata.generation the status describes.
 	// +optional
@@ -842,6 +842,81 @@ type MCPServerStatus struct {
 	// promptCount is the number of prompts the server offers.
 	// +optional
 	PromptCount int32 `json:"promptCount,omitempty"`
+
+	// resources are the resources and resource templates the server offers, sorted by
+	// URI (a template by its URI template), at most 256. URIs are shown without user
+	// information and without query string, either of which may carry a secret; two
+	// resources that differ only there are listed once.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Resources []ResourceInfo `json:"resources,omitempty"`
+
+	// resourcesTruncated is true when the server offers resources or resource templates
+	// that status does not list: beyond the 256 listed, or whose URI does not fit the
+	// schema.
+	// +optional
+	ResourcesTruncated bool `json:"resourcesTruncated,omitempty"`
+
+	// prompts are the prompts the server offers, sorted by name, at most 256.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Prompts []PromptInfo `json:"prompts,omitempty"`
+
+	// promptsTruncated is true when the server offers prompts that status does not list:
+	// beyond the 256 listed, or whose name does not fit the schema.
+	// +optional
+	PromptsTruncated bool `json:"promptsTruncated,omitempty"`
+}
+
+// ResourceInfo is one resource (uri set) or resource template (uriTemplate set) a
+// server offers.
+// +kubebuilder:validation:XValidation:rule="has(self.uri) != has(self.uriTemplate)",message="a resource has either uri or uriTemplate"
+type ResourceInfo struct {
+	// uri is the resource's URI, without user information or query string.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	URI string `json:"uri,omitempty"`
+
+	// uriTemplate is the resource template's URI template (RFC 6570), without user
+	// information or query string (a template's own query expansions, such as {?q},
+	// stay).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	URITemplate string `json:"uriTemplate,omitempty"`
+
+	// name is the resource's name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name,omitempty"`
+
+	// mimeType is the resource's MIME type, when the server says.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	MIMEType string `json:"mimeType,omitempty"`
+}
+
+// PromptInfo is one prompt a server offers.
+type PromptInfo struct {
+	// name is the prompt's name, unique within the server.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+
+	// title is the prompt's human-readable name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Title string `json:"title,omitempty"`
+
+	// description says what the prompt is for, cut to 1 KiB.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
 }
 
 // ServerInfo is the implementation information a server reports at initialization.
@@ -880,6 +955,16 @@ type ServerCapabilities struct {
 	// rediscovers without polling.
 	// +optional
 	ListChanged bool `json:"listChanged,omitempty"`
+
+	// completions is true when the server offers argument completion (completion/complete)
+	// for its prompts and resource templates.
+	// +optional
+	Completions bool `json:"completions,omitempty"`
+
+	// resourcesSubscribe is true when clients may subscribe to updates of the server's
+	// resources.
+	// +optional
+	ResourcesSubscribe bool `json:"resourcesSubscribe,omitempty"`
 }
 
 // ToolInfo is one published tool. Hints are the server's own claims, not guarantees.

@@ -185,7 +185,8 @@ type ToolOverride struct {
 }
 
 // MCPToolsetStatus is what the operator observed of the toolset's servers and which
-// tools its endpoint serves. It is bounded: at most 32 servers and 256 tools listed.
+// tools, resources and prompts its endpoint serves. It is bounded: at most 32 servers
+// and 256 tools listed.
 type MCPToolsetStatus struct {
 	// observedGeneration is the metadata.generation the status describes.
 	// +optional
@@ -232,6 +233,17 @@ type MCPToolsetStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	ToolsDigest string `json:"toolsDigest,omitempty"`
+
+	// resourceCount is the number of exposed resources and resource templates, after
+	// spec.resources, computed from the resources the selected Ready servers list in
+	// their status (at most 256 each).
+	// +optional
+	ResourceCount int32 `json:"resourceCount,omitempty"`
+
+	// promptCount is the number of exposed prompts, after spec.prompts, computed from
+	// the prompts the selected Ready servers list in their status (at most 256 each).
+	// +optional
+	PromptCount int32 `json:"promptCount,omitempty"`
 
 	// gatewayPath is the path of the toolset's MCP endpoint on the gateway,
 	// /mcp/namespaces/{namespace}/toolsets/{name}.
@@ -284,6 +296,8 @@ type ToolsetTool struct {
 // +kubebuilder:printcolumn:name="Servers",type=string,JSONPath=`.status.readyServers`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.resourceCount`,priority=1
+// +kubebuilder:printcolumn:name="Prompts",type=integer,JSONPath=`.status.promptCount`,priority=1
 // +kubebuilder:printcolumn:name="Path",type=string,JSONPath=`.status.gatewayPath`,priority=1
 type MCPToolset struct {
 	metav1.TypeMeta   `json:",inline"`

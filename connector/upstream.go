@@ -71,6 +71,9 @@ type Upstream struct {
 	mu       sync.Mutex
 	initID   jsonrpc.ID
 	listenID jsonrpc.ID // the Upstream's own subscriptions/listen call, once made
+	// resourceListens are the Upstream's own listen calls that carry one resource
+	// subscription each (ListenForResource), by call id.
+	resourceListens map[jsonrpc.ID]string
 	pending  map[jsonrpc.ID]*pendingCall
 	answers  []jsonrpc.Message // the Upstream's own answers to calls, for Read
 	closed   bool
@@ -473,7 +476,9 @@ func (u *Upstream) answered(resp *jsonrpc.Response) (own bool) {
 	}
 	delete(u.pending, resp.ID)
 	isInit := u.initID.IsValid() && resp.ID == u.initID
-	own = u.listenID.IsValid() && resp.ID == u.listenID
+	_, resourceListen := u.resourceListens[resp.ID]
+	own = (u.listenID.IsValid() && resp.ID == u.listenID) || resourceListen
+	delete(u.resourceListens, resp.ID)
 	u.mu.Unlock()
 	if isInit && resp.Error == nil {
 		var res struct {
@@ -497,12 +502,6 @@ func (u *Upstream) acknowledgesListen(req *jsonrpc.Request) bool {
 	if req.Method != "notifications/subscriptions/acknowledged" {
 		return false
 	}
-	u.mu.Lock()
-	listenID := u.listenID
-	u.mu.Unlock()
-	if !listenID.IsValid() {
-		return false
-	}
 	var params struct {
 		Meta map[string]any `json:"_meta"`
 	}
@@ -510,7 +509,13 @@ func (u *Upstream) acknowledgesListen(req *jsonrpc.Request) bool {
 		return false
 	}
 	id, err := jsonrpc.MakeID(params.Meta[mcp.MetaKeySubscriptionID])
-	return err == nil && id == listenID
+	if err != nil {
+		return false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	_, resourceListen := u.resourceListens[id]
+	return (u.listenID.IsValid() && id == u.listenID) || resourceListen
 }
 
 // listen opens the stream on which the server sends what answers no request: a
@@ -519,27 +524,71 @@ func (u *Upstream) acknowledgesListen(req *jsonrpc.Request) bool {
 // subscribes to no notification of its own: it only gives the messages a way in. A
 // server that does not know the method answers with an error, which Read drops.
 func (u *Upstream) listen() {
+	u.openListen(json.RawMessage(`{"notifications":{}}`), "")
+}
+
+// ListenForResource has a session-era server's notifications/resources/updated of uri
+// reach the Upstream's client, and returns how to stop. go-sdk's server sends them on
+// the standalone GET stream, which a raw connection cannot open (go-sdk#657), or on an
+// open subscriptions/listen stream: this opens one that subscribes to uri, which stays
+// open (and subscribed) until stop. A server that knows no such stream answers with an
+// error, which Read drops; the update is then lost, as before.
+func (u *Upstream) ListenForResource(uri string) (stop func()) {
+	params, err := json.Marshal(map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{uri}}})
+	if err != nil {
+		return func() {}
+	}
+	id, ok := u.openListen(params, uri)
+	if !ok {
+		return func() {}
+	}
+	return func() {
+		u.mu.Lock()
+		pc := u.pending[id]
+		delete(u.pending, id)
+		u.mu.Unlock()
+		if pc != nil {
+			pc.stop(true)
+		}
+	}
+}
+
+// openListen sends one of the Upstream's own subscriptions/listen calls, with params,
+// and reports its id: the one listen (listenID) when resource is "", else one that
+// subscribes to resource. The id is known before the call is sent, so that Read knows
+// the server's acknowledgement for the Upstream's own.
+func (u *Upstream) openListen(params json.RawMessage, resource string) (jsonrpc.ID, bool) {
 	id, err := jsonrpc.MakeID("switchboard-listen-" + rand.Text())
 	if err != nil {
-		return
+		return jsonrpc.ID{}, false
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(u.ctx))
 	u.mu.Lock()
 	if u.closed {
 		u.mu.Unlock()
 		cancel()
-		return
+		return jsonrpc.ID{}, false
 	}
-	u.listenID = id
+	if resource == "" {
+		u.listenID = id
+	} else {
+		if u.resourceListens == nil {
+			u.resourceListens = map[jsonrpc.ID]string{}
+		}
+		u.resourceListens[id] = resource
+	}
 	u.pending[id] = &pendingCall{cancel: cancel}
 	u.mu.Unlock()
-	req := &jsonrpc.Request{ID: id, Method: "subscriptions/listen", Params: json.RawMessage(`{"notifications":{}}`)}
+	req := &jsonrpc.Request{ID: id, Method: "subscriptions/listen", Params: params}
 	if err := u.conn.Write(ctx, req); err != nil {
 		u.mu.Lock()
 		delete(u.pending, id)
+		delete(u.resourceListens, id)
 		u.mu.Unlock()
 		cancel()
+		return jsonrpc.ID{}, false
 	}
+	return id, true
 }
 
 // cancelled ends the HTTP exchange of a call the client cancelled, once the cancellation

@@ -10,16 +10,18 @@ import (
 )
 
 // Bounds of the resources and prompts an MCPServer's status lists. They match the CRD
-// schema, so a hostile server can never make a status patch fail validation.
+// schema, so a hostile server can never make a status patch fail validation, and keep
+// the whole status, with 256 tools, under about 850 KB (etcd's limit is 1.5 MiB): a
+// prompt's description is cut shorter than a tool's.
 const (
 	maxStatusResources    = 256
 	maxStatusPrompts      = 256
-	maxResourceURILength  = 1024
+	maxResourceURILength  = 512
 	maxResourceNameLength = 256
-	maxMIMETypeLength     = 256
+	maxMIMETypeLength     = 128
 	maxPromptNameLength   = 256
 	maxPromptTitleLength  = 256
-	maxPromptDescLength   = maxDescriptionLength
+	maxPromptDescLength   = 256
 )
 
 // statusResources returns the resources and resource templates to list in status,

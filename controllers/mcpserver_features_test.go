@@ -100,7 +100,7 @@ func TestStatusListsResourcesAndPrompts(t *testing.T) {
 	for _, p := range st.Prompts {
 		prompts = append(prompts, fmt.Sprintf("%s|%s|%d", p.Name, p.Title, len(p.Description)))
 	}
-	if want := []string{"greet||10", "summarize|Summarize|1024"}; !slices.Equal(prompts, want) {
+	if want := []string{"greet||10", "summarize|Summarize|256"}; !slices.Equal(prompts, want) {
 		t.Errorf("status.prompts:\n got %q\nwant %q", prompts, want)
 	}
 	if !st.PromptsTruncated || st.PromptCount != 4 {
@@ -117,7 +117,7 @@ func TestStatusResourcesAndPromptsAreBounded(t *testing.T) {
 		snap.Resources = append(snap.Resources, connector.Resource{URI: fmt.Sprintf("test://r/%03d", i), Name: strings.Repeat("n", 300)})
 		snap.Prompts = append(snap.Prompts, connector.Prompt{Name: fmt.Sprintf("p%03d", i), Title: strings.Repeat("t", 300)})
 	}
-	snap.Resources = append(snap.Resources, connector.Resource{URI: "test://" + strings.Repeat("x", 1100)})
+	snap.Resources = append(snap.Resources, connector.Resource{URI: "test://" + strings.Repeat("x", 600)})
 	obj := httpObject()
 	computeStatus(obj, &observation{session: snap, egressAllowedBy: allowed})
 	st := obj.Status
@@ -131,7 +131,7 @@ func TestStatusResourcesAndPromptsAreBounded(t *testing.T) {
 		t.Errorf("resource name %d bytes, prompt title %d bytes; want both cut to 256", len(st.Resources[0].Name), len(st.Prompts[0].Title))
 	}
 	for _, r := range st.Resources {
-		if len(r.URI) > 1024 {
+		if len(r.URI) > 512 {
 			t.Errorf("a URI of %d bytes is listed", len(r.URI))
 		}
 	}

@@ -30,9 +30,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/policy"
 )
 
-// codeResourceNotFound is MCP's error for a resource no one serves.
-const codeResourceNotFound = -32002
-
 // featureRoutes is where the session's exposed resources, templates and prompts go.
 type featureRoutes struct {
 	resources map[string]toolsets.Feature // by exposed URI
@@ -67,35 +64,41 @@ func featureMethod(method string) bool {
 }
 
 // toolsetCapabilities are what a toolset session offers: tools and logging always, and
-// resources, prompts and completions when one of the toolset's Ready origins the caller
-// may use offers them (as its MCPServer status, or the pool's live session, records).
+// resources (with subscriptions), prompts and completions when one of the toolset's
+// Ready origins the caller may use offers them (as the pool's live session, or else its
+// MCPServer status, records). A toolset always lists changes: it announces its own.
 func (s *toolsetSession) toolsetCapabilities(ctx context.Context) *mcp.ServerCapabilities {
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}}
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
+		Logging: &mcp.LoggingCapabilities{}} //nolint:staticcheck // origins' log messages are relayed while servers still send them
 	ts := s.g.toolset(s.key)
 	if ts == nil {
 		return caps
 	}
 	selected, _ := toolsets.Select(ts, s.g.serversIn(ts.Namespace))
 	for _, sel := range selected {
-		var resources, prompts bool
-		if offered := sel.Server.Status.Capabilities; offered != nil {
-			resources, prompts = offered.Resources, offered.Prompts
+		var offered connector.Capabilities
+		if c := sel.Server.Status.Capabilities; c != nil {
+			offered = connector.Capabilities{Resources: c.Resources, Prompts: c.Prompts, Completions: c.Completions, ResourcesSubscribe: c.ResourcesSubscribe}
 		}
-		if snap, ok := s.g.opts.Pool.Snapshot(connector.Key{Namespace: ts.Namespace, Name: sel.Name}); ok {
-			resources = resources || snap.Capabilities.Resources
-			prompts = prompts || snap.Capabilities.Prompts
+		if snap, ok := s.g.opts.Pool.Snapshot(connector.Key{Namespace: ts.Namespace, Name: sel.Name}); ok && snap.State == connector.StateReady {
+			// The pool's live session knows first when the server changed.
+			offered = snap.Capabilities
 		}
-		if !sel.Ready() || (!resources && !prompts) || !s.mayUse(ctx, sel.Name) {
+		if !sel.Ready() || (!offered.Resources && !offered.Prompts) || !s.mayUse(ctx, sel.Name) {
 			continue
 		}
-		if resources {
-			caps.Resources = &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true}
+		if offered.Resources {
+			if caps.Resources == nil {
+				caps.Resources = &mcp.ResourceCapabilities{ListChanged: true}
+			}
+			caps.Resources.Subscribe = caps.Resources.Subscribe || offered.ResourcesSubscribe
 		}
-		if prompts {
+		if offered.Prompts {
 			caps.Prompts = &mcp.PromptCapabilities{ListChanged: true}
 		}
-		// Completions complete a prompt's or a resource template's arguments.
-		caps.Completions = &mcp.CompletionCapabilities{}
+		if offered.Completions {
+			caps.Completions = &mcp.CompletionCapabilities{}
+		}
 	}
 	return caps
 }
@@ -375,7 +378,9 @@ func (s *toolsetSession) complete(ctx context.Context, params *mcp.CompleteParam
 	if params == nil || params.Ref == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete needs a ref"}
 	}
-	up := *params
+	// The client's _meta stays with the client (a sessionless client's names its own
+	// era); the origin gets the trace context.
+	up := mcp.CompleteParams{Meta: tracing.InjectMeta(ctx, nil), Argument: params.Argument, Context: params.Context}
 	ref := *params.Ref
 	s.mu.Lock()
 	routes := s.features
@@ -424,12 +429,26 @@ func (s *toolsetSession) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	if !ok {
 		return mcp.ResourceNotFoundError(req.Params.URI)
 	}
-	cs, err := s.origin(server).open(s)
+	o := s.origin(server)
+	cs, err := o.open(s)
 	if err != nil {
 		return toolError(err)
 	}
-	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-		return toolError(fmt.Errorf("MCPServer %s: %w", connector.Key{Namespace: s.key.Namespace, Name: server}, err))
+	if sessionlessEra(cs) {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			return toolError(fmt.Errorf("MCPServer %s: %w", connector.Key{Namespace: s.key.Namespace, Name: server}, err))
+		}
+		return nil
+	}
+	// A session-era origin sends its updates outside any request, where the
+	// connector's Upstream hears them only on a listen stream of its own.
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.listens == nil {
+		o.listens = map[string]func(){}
+	}
+	if _, listening := o.listens[uri]; !listening && o.up != nil {
+		o.listens[uri] = o.up.ListenForResource(uri)
 	}
 	return nil
 }
@@ -439,18 +458,31 @@ func (s *toolsetSession) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRe
 	if !ok {
 		return nil
 	}
-	if o := s.existingOrigin(server); o != nil {
-		o.mu.Lock()
-		cs := o.cs
-		o.mu.Unlock()
-		if cs == nil {
-			return nil
-		}
-		if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
-			return toolError(fmt.Errorf("MCPServer %s: %w", connector.Key{Namespace: s.key.Namespace, Name: server}, err))
-		}
+	o := s.existingOrigin(server)
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	cs, stop := o.cs, o.listens[uri]
+	delete(o.listens, uri)
+	o.mu.Unlock()
+	if stop != nil {
+		stop()
+		return nil
+	}
+	if cs == nil {
+		return nil
+	}
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		return toolError(fmt.Errorf("MCPServer %s: %w", connector.Key{Namespace: s.key.Namespace, Name: server}, err))
 	}
 	return nil
+}
+
+// sessionlessEra reports whether cs speaks MCP 2026-07-28 or later with its server.
+func sessionlessEra(cs *mcp.ClientSession) bool {
+	res := cs.InitializeResult()
+	return res != nil && res.ProtocolVersion >= sessionlessVersion
 }
 
 // resourceUpdated tells the session's subscribers that an origin's resource changed,

@@ -88,12 +88,12 @@ type toolsetSession struct {
 	announced map[string]bool
 	// logLevel is the logging level the client set (logging/setLevel), which every
 	// origin of the session is told so that its log messages reach the client.
-	logLevel    mcp.LoggingLevel
-	listed      bool   // the client has listed tools: keep them current
-	version     uint64 // bumped before every change of the tools served
-	applied     uint64 // the version whose change is done
-	seenVersion uint64 // the version the client last listed; 0 when unknown
-	dirty       bool   // a resync is wanted while one runs
+	logLevel    mcp.LoggingLevel //nolint:staticcheck // logging: see originClientOptions
+	listed      bool             // the client has listed tools: keep them current
+	version     uint64           // bumped before every change of the tools served
+	applied     uint64           // the version whose change is done
+	seenVersion uint64           // the version the client last listed; 0 when unknown
+	dirty       bool             // a resync is wanted while one runs
 	syncing     bool
 	ending      bool
 	pending     int // the client's calls being served, bounded by MaxPendingCalls
@@ -150,6 +150,9 @@ type origin struct {
 	// features are the origin's resources, templates and prompts; nil until listed, or
 	// after a list change.
 	features *connector.Features
+	// listens stop the Upstream's listen streams that carry the client's resource
+	// subscriptions to a session-era origin, by the origin's URI.
+	listens map[string]func()
 	calls    []context.Context
 	// inputs holds the calls whose elicitations reach a sessionless client as
 	// input_required.
@@ -184,15 +187,19 @@ func (s *toolsetSession) connect() error {
 	if ts := s.g.toolset(s.key); ts != nil {
 		info.Description = ts.Spec.Description
 	}
-	s.server = mcp.NewServer(info, &mcp.ServerOptions{
-		Capabilities:       s.toolsetCapabilities(s.ctx),
-		SubscribeHandler:   s.subscribe,
-		UnsubscribeHandler: s.unsubscribe,
+	caps := s.toolsetCapabilities(s.ctx)
+	opts := &mcp.ServerOptions{
+		Capabilities: caps,
 		// The toolset's answers are for its one caller (see sessionless.CacheScope).
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 			c.CacheScope = sessionless.CacheScope(s.g.opts.Authenticator != nil)
 		},
-	})
+	}
+	if caps.Resources != nil && caps.Resources.Subscribe {
+		// Only then: go-sdk offers subscriptions whenever it has a handler for them.
+		opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
+	}
+	s.server = mcp.NewServer(info, opts)
 	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if strings.HasPrefix(method, "notifications/") {
@@ -247,7 +254,7 @@ func (s *toolsetSession) connect() error {
 				s.mu.Unlock()
 			case "logging/setLevel":
 				res, err := next(ctx, method, req)
-				if params, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && err == nil {
+				if params, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && err == nil { //nolint:staticcheck // logging: see originClientOptions
 					s.setLogLevel(ctx, params.Level)
 				}
 				return res, err
@@ -988,7 +995,7 @@ func unknownToolMessage(name string, unlisted map[string]string) string {
 
 // setLogLevel records the logging level the client set and tells the origins open so
 // far; origins opened later are told as they open.
-func (s *toolsetSession) setLogLevel(ctx context.Context, level mcp.LoggingLevel) {
+func (s *toolsetSession) setLogLevel(ctx context.Context, level mcp.LoggingLevel) { //nolint:staticcheck // logging: see originClientOptions
 	s.mu.Lock()
 	s.logLevel = level
 	var open []*mcp.ClientSession
@@ -1005,7 +1012,7 @@ func (s *toolsetSession) setLogLevel(ctx context.Context, level mcp.LoggingLevel
 	}
 }
 
-func (s *toolsetSession) loggingLevel() mcp.LoggingLevel {
+func (s *toolsetSession) loggingLevel() mcp.LoggingLevel { //nolint:staticcheck // logging: see originClientOptions
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.logLevel

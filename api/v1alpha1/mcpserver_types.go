@@ -878,7 +878,7 @@ type ResourceInfo struct {
 	// uri is the resource's URI, without user information or query string.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:MaxLength=512
 	URI string `json:"uri,omitempty"`
 
 	// uriTemplate is the resource template's URI template (RFC 6570), without user
@@ -886,7 +886,7 @@ type ResourceInfo struct {
 	// stay).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:MaxLength=512
 	URITemplate string `json:"uriTemplate,omitempty"`
 
 	// name is the resource's name.
@@ -896,7 +896,7 @@ type ResourceInfo struct {
 
 	// mimeType is the resource's MIME type, when the server says.
 	// +optional
-	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:MaxLength=128
 	MIMEType string `json:"mimeType,omitempty"`
 }
 
@@ -913,9 +913,9 @@ type PromptInfo struct {
 	// +kubebuilder:validation:MaxLength=256
 	Title string `json:"title,omitempty"`
 
-	// description says what the prompt is for, cut to 1 KiB.
+	// description says what the prompt is for, cut to 256 bytes.
 	// +optional
-	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:MaxLength=256
 	Description string `json:"description,omitempty"`
 }
 

@@ -74,9 +74,9 @@ type Upstream struct {
 	// resourceListens are the Upstream's own listen calls that carry one resource
 	// subscription each (ListenForResource), by call id.
 	resourceListens map[jsonrpc.ID]string
-	pending  map[jsonrpc.ID]*pendingCall
-	answers  []jsonrpc.Message // the Upstream's own answers to calls, for Read
-	closed   bool
+	pending         map[jsonrpc.ID]*pendingCall
+	answers         []jsonrpc.Message // the Upstream's own answers to calls, for Read
+	closed          bool
 	// toolsMem charges the tools ListTools returned to the namespace's discovery
 	// budget; nil until ListTools.
 	toolsMem *lease

@@ -253,7 +253,7 @@ func TestAToolsetIsAWholeServer(t *testing.T) {
 				t.Errorf("prompts/list lacks server-everything's prompts")
 			}
 			for ref, want := range map[*mcp.CompleteReference]string{
-				{Type: "ref/prompt", Name: "d_summarize"}:                          "docs-ref/prompt-ga",
+				{Type: "ref/prompt", Name: "d_summarize"}:                            "docs-ref/prompt-ga",
 				{Type: "ref/resource", URI: "switchboard+wiki:notes://pages/{page}"}: "wiki-ref/resource-ga",
 			} {
 				c, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: ref, Argument: mcp.CompleteParamsArgument{Name: "topic", Value: "ga"}})

@@ -153,7 +153,7 @@ type origin struct {
 	// listens stop the Upstream's listen streams that carry the client's resource
 	// subscriptions to a session-era origin, by the origin's URI.
 	listens map[string]func()
-	calls    []context.Context
+	calls   []context.Context
 	// inputs holds the calls whose elicitations reach a sessionless client as
 	// input_required.
 	inputs *inputBridge

@@ -227,6 +227,18 @@ func startBareProxy(b *testing.B, target string) string {
 // benchmarkToolsCall makes the call params names b.N times in all over n clients of the
 // protocol version given, each calling in a loop of its own.
 func benchmarkToolsCall(b *testing.B, url, version string, n int, params *mcp.CallToolParams) {
+	benchmarkRoundTrips(b, url, version, n, func(ctx context.Context, cs *mcp.ClientSession) error {
+		res, err := cs.CallTool(ctx, params)
+		if err == nil && (res.IsError || len(res.Content) == 0) {
+			err = fmt.Errorf("%s returned %+v", params.Name, res)
+		}
+		return err
+	})
+}
+
+// benchmarkRoundTrips has n client sessions of version at url make b.N requests (call)
+// between them, and reports the latencies' percentiles.
+func benchmarkRoundTrips(b *testing.B, url, version string, n int, call func(context.Context, *mcp.ClientSession) error) {
 	ctx := context.Background()
 	transport := &http.Transport{MaxIdleConnsPerHost: n + 4}
 	defer transport.CloseIdleConnections()
@@ -241,10 +253,10 @@ func benchmarkToolsCall(b *testing.B, url, version string, n int, params *mcp.Ca
 		}
 		defer cs.Close()
 		sessions[i] = cs
-		// One call outside the timing: what a session sets up on first use (a toolset's
-		// upstream sessions) is not the round trip measured.
-		if _, err := cs.CallTool(ctx, params); err != nil {
-			b.Fatalf("first call to %s: %v", url, err)
+		// One request outside the timing: what a session sets up on first use (a
+		// toolset's upstream sessions, its lists) is not the round trip measured.
+		if err := call(ctx, cs); err != nil {
+			b.Fatalf("first request to %s: %v", url, err)
 		}
 	}
 	latencies := make([][]time.Duration, n)
@@ -257,11 +269,8 @@ func benchmarkToolsCall(b *testing.B, url, version string, n int, params *mcp.Ca
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
 				start := time.Now()
-				res, err := cs.CallTool(ctx, params)
+				err := call(ctx, cs)
 				latencies[i] = append(latencies[i], time.Since(start))
-				if err == nil && (res.IsError || len(res.Content) == 0) {
-					err = fmt.Errorf("%s returned %+v", params.Name, res)
-				}
 				if err != nil {
 					failed.CompareAndSwap(nil, &err)
 					return
@@ -305,6 +314,57 @@ func BenchmarkToolsetCall(b *testing.B) {
 					benchmarkToolsCall(b, target.url, version, clients, &params)
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkToolsetReadAndPrompt measures resources/read and prompts/get through a toolset
+// endpoint against the same resource and prompt of the same upstream through the server
+// endpoint, in one run (target: the toolset within 1.1x of /servers/).
+func BenchmarkToolsetReadAndPrompt(b *testing.B) {
+	h := newToolsetHarness(b, benchGateway)
+	h.notes.mcp.AddResource(&mcp.Resource{URI: "note://bench", Name: "bench", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "a note of some length"}}}, nil
+		})
+	h.notes.mcp.AddPrompt(&mcp.Prompt{Name: "brief", Arguments: []*mcp.PromptArgument{{Name: "topic"}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "brief on " + req.Params.Arguments["topic"]}}}}, nil
+		})
+	h.gw.Update(readyServer(connector.Key{Namespace: namespace, Name: "notes"}))
+	read := func(uri string) func(context.Context, *mcp.ClientSession) error {
+		return func(ctx context.Context, cs *mcp.ClientSession) error {
+			res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+			if err == nil && len(res.Contents) != 1 {
+				err = fmt.Errorf("reading %s gave %d contents", uri, len(res.Contents))
+			}
+			return err
+		}
+	}
+	prompt := func(name string) func(context.Context, *mcp.ClientSession) error {
+		return func(ctx context.Context, cs *mcp.ClientSession) error {
+			res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: map[string]string{"topic": "gateways"}})
+			if err == nil && len(res.Messages) != 1 {
+				err = fmt.Errorf("prompt %s gave %d messages", name, len(res.Messages))
+			}
+			return err
+		}
+	}
+	servers, toolset := h.front.URL+gatewaypath.Server(namespace, "notes"), h.url()
+	targets := []struct {
+		name, url string
+		call      func(context.Context, *mcp.ClientSession) error
+	}{
+		{"read/servers", servers, read("note://bench")},
+		{"read/toolset", toolset, read("switchboard+notes:note://bench")},
+		{"prompt/servers", servers, prompt("brief")},
+		{"prompt/toolset", toolset, prompt("notes_brief")},
+	}
+	for _, version := range []string{sessionlessVersion, sessionEra} {
+		for _, target := range targets {
+			b.Run(fmt.Sprintf("era=%s/%s", version, target.name), func(b *testing.B) {
+				benchmarkRoundTrips(b, target.url, version, 1, target.call)
+			})
 		}
 	}
 }

@@ -3,7 +3,6 @@ package connector
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -21,24 +20,7 @@ type Features struct {
 // the three lists share one Limits.MaxDiscoveryBytes budget, and stay charged to the
 // namespace until the next ListFeatures replaces them or the Upstream closes.
 func (u *Upstream) ListFeatures(ctx context.Context, cs *mcp.ClientSession) (*Features, error) {
-	s := u.owner
-	u.mu.Lock()
-	if u.featuresMem == nil {
-		u.featuresMem = s.pool.memory.lease(u.key.Namespace)
-	}
-	mem := u.featuresMem
-	u.mu.Unlock()
-	l := &lister{cfg: s.cfg, budget: s.cfg.Limits.MaxDiscoveryBytes, mem: mem}
-	out, err := listFeatures(ctx, l, cs)
-	if err != nil {
-		mem.abort()
-		if e, ok := errors.AsType[*Error](err); ok {
-			return nil, u.red.scrubError(e)
-		}
-		return nil, err
-	}
-	mem.commit()
-	return out, nil
+	return listCharged(u, &u.featuresMem, func(l *lister) (*Features, error) { return listFeatures(ctx, l, cs) })
 }
 
 func listFeatures(ctx context.Context, l *lister, cs *mcp.ClientSession) (*Features, error) {

@@ -18,42 +18,53 @@ import (
 // and stay charged to the namespace until the next ListTools replaces them or the
 // Upstream closes. Errors beyond a bound are *Error with reason LimitExceeded.
 func (u *Upstream) ListTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
+	return listCharged(u, &u.toolsMem, func(l *lister) ([]*mcp.Tool, error) {
+		return listAll(ctx, l, "tools",
+			func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
+				res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+				if err != nil {
+					return nil, "", err
+				}
+				// Left in go-sdk's cache, not detached: the caller calls tools on the same
+				// session while it lists, and go-sdk's CallTool reads the cached pages (for
+				// their Mcp-Param headers) under a lock this package cannot take. The copy
+				// is bounded like the list: one more page set per session.
+				return res.Tools, res.NextCursor, nil
+			},
+			func(t *mcp.Tool) *mcp.Tool {
+				// The whole definition is kept: it is charged as its JSON encoding.
+				n := int64(toolBytes(t))
+				l.keeper.kept += n
+				l.keeper.sent += n
+				return t
+			})
+	})
+}
+
+// listCharged runs list, an Upstream's listing within the connector's discovery bounds,
+// charging what it returns to the namespace's discovery budget through the lease *mem
+// (made on first use): the charge replaces the previous listing's, and stays until the
+// next one or the Upstream closes. A failed listing gives back what it reserved; its
+// error is scrubbed of the session's secrets.
+func listCharged[T any](u *Upstream, mem **lease, list func(*lister) (T, error)) (T, error) {
 	s := u.owner
 	u.mu.Lock()
-	if u.toolsMem == nil {
-		u.toolsMem = s.pool.memory.lease(u.key.Namespace)
+	if *mem == nil {
+		*mem = s.pool.memory.lease(u.key.Namespace)
 	}
-	mem := u.toolsMem
+	lease := *mem
 	u.mu.Unlock()
-	l := &lister{cfg: s.cfg, budget: s.cfg.Limits.MaxDiscoveryBytes, mem: mem}
-	tools, err := listAll(ctx, l, "tools",
-		func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
-			res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
-			if err != nil {
-				return nil, "", err
-			}
-			// Left in go-sdk's cache, not detached: the caller calls tools on the same
-			// session while it lists, and go-sdk's CallTool reads the cached pages (for
-			// their Mcp-Param headers) under a lock this package cannot take. The copy
-			// is bounded like the list: one more page set per session.
-			return res.Tools, res.NextCursor, nil
-		},
-		func(t *mcp.Tool) *mcp.Tool {
-			// The whole definition is kept: it is charged as its JSON encoding.
-			n := int64(toolBytes(t))
-			l.keeper.kept += n
-			l.keeper.sent += n
-			return t
-		})
+	out, err := list(&lister{cfg: s.cfg, budget: s.cfg.Limits.MaxDiscoveryBytes, mem: lease})
 	if err != nil {
-		mem.abort()
+		lease.abort()
+		var zero T
 		if e, ok := errors.AsType[*Error](err); ok {
-			return nil, u.red.scrubError(e)
+			return zero, u.red.scrubError(e)
 		}
-		return nil, err
+		return zero, err
 	}
-	mem.commit()
-	return tools, nil
+	lease.commit()
+	return out, nil
 }
 
 // toolBytes is the size of t's JSON encoding.

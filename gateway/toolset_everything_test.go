@@ -44,18 +44,7 @@ func serverEverythingThroughAToolset(t *testing.T, version string) {
 		"http":  testenv.StartServerEverything(t, "streamableHttp") + "/mcp",
 		"stdio": startEverythingBridge(t),
 	}
-	for name, url := range origins {
-		key := connector.Key{Namespace: namespace, Name: name}
-		pool.Ensure(key, connector.Config{URL: url, Protocol: connector.ProtocolStreamableHTTP, Timeout: 20 * time.Second,
-			HealthCheck: connector.HealthCheck{Interval: time.Hour}, Egress: loopbackRules(t)})
-		testutil.Eventually(t, 30*time.Second, "the pool's session with "+name, func() error {
-			if snap, _ := pool.Snapshot(key); snap.State != connector.StateReady {
-				return fmt.Errorf("state %s", snap.State)
-			}
-			return nil
-		})
-		gw.Update(readyServer(key))
-	}
+	ensureReadyOrigins(t, pool, gw, origins)
 	gw.UpdateToolset(&mcpv1alpha1.MCPToolset{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "everything", Generation: 1},
 		Spec: mcpv1alpha1.MCPToolsetSpec{Servers: []mcpv1alpha1.ToolsetServer{
@@ -111,5 +100,23 @@ func serverEverythingThroughAToolset(t *testing.T, version string) {
 	}
 	if !strings.Contains(text.String(), "Ada") {
 		t.Errorf("the tool's result does not carry the client's answer: %q", text.String())
+	}
+}
+
+// ensureReadyOrigins has the pool connect to each origin (name -> Streamable HTTP URL)
+// and the gateway know it as a Ready MCPServer of the test namespace.
+func ensureReadyOrigins(t *testing.T, pool *connector.Pool, gw *gateway.Gateway, origins map[string]string) {
+	t.Helper()
+	for name, url := range origins {
+		key := connector.Key{Namespace: namespace, Name: name}
+		pool.Ensure(key, connector.Config{URL: url, Protocol: connector.ProtocolStreamableHTTP, Timeout: 20 * time.Second,
+			HealthCheck: connector.HealthCheck{Interval: time.Hour}, Egress: loopbackRules(t)})
+		testutil.Eventually(t, 30*time.Second, "the pool's session with "+name, func() error {
+			if snap, _ := pool.Snapshot(key); snap.State != connector.StateReady {
+				return fmt.Errorf("state %s", snap.State)
+			}
+			return nil
+		})
+		gw.Update(readyServer(key))
 	}
 }

@@ -110,18 +110,7 @@ func TestAToolsetIsAWholeServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(gw.Close)
-	for name, url := range origins {
-		key := connector.Key{Namespace: namespace, Name: name}
-		pool.Ensure(key, connector.Config{URL: url, Protocol: connector.ProtocolStreamableHTTP, Timeout: 20 * time.Second,
-			HealthCheck: connector.HealthCheck{Interval: time.Hour}, Egress: loopbackRules(t)})
-		testutil.Eventually(t, 30*time.Second, "the pool's session with "+name, func() error {
-			if snap, _ := pool.Snapshot(key); snap.State != connector.StateReady {
-				return fmt.Errorf("state %s", snap.State)
-			}
-			return nil
-		})
-		gw.Update(readyServer(key))
-	}
+	ensureReadyOrigins(t, pool, gw, origins)
 	gw.UpdateToolset(&mcpv1alpha1.MCPToolset{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "whole", Generation: 1},
 		Spec: mcpv1alpha1.MCPToolsetSpec{

@@ -455,7 +455,9 @@ func (u *Upstream) answerCall(id jsonrpc.ID, wire *jsonrpc.Error) {
 	u.mu.Lock()
 	pc := u.pending[id]
 	delete(u.pending, id)
-	if pc != nil && !u.closed {
+	// Once the Upstream has failed, Read returns the failure and nothing after it: an
+	// answer queued now would come after a failure a reader may have seen already.
+	if pc != nil && !u.closed && !u.hasFailed() {
 		u.answers = append(u.answers, &jsonrpc.Response{ID: id, Error: wire})
 	}
 	u.mu.Unlock()
@@ -631,6 +633,16 @@ func (u *Upstream) classify(err error) *Error {
 		return &Error{Reason: ReasonSessionEnded, Message: "server ended the session", Transient: true}
 	}
 	return classify(err, u.stack.obs.last())
+}
+
+// hasFailed reports whether fail has been called.
+func (u *Upstream) hasFailed() bool {
+	select {
+	case <-u.failed:
+		return true
+	default:
+		return false
+	}
 }
 
 // fail ends the Upstream for e; the first reason sticks. It returns the reason.

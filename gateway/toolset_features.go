@@ -159,42 +159,49 @@ func (s *toolsetSession) exposeFeatures(ctx context.Context, ts *mcpv1alpha1.MCP
 		}
 		origins = append(origins, fo)
 	}
+	// Each origin's definitions by its own URI, template and name.
+	resources := map[string]map[string]*mcp.Resource{}
+	templates := map[string]map[string]*mcp.ResourceTemplate{}
+	prompts := map[string]map[string]*mcp.Prompt{}
+	for server, f := range listed {
+		resources[server], templates[server], prompts[server] = map[string]*mcp.Resource{}, map[string]*mcp.ResourceTemplate{}, map[string]*mcp.Prompt{}
+		for _, r := range f.Resources {
+			resources[server][r.URI] = r
+		}
+		for _, t := range f.Templates {
+			templates[server][t.URITemplate] = t
+		}
+		for _, p := range f.Prompts {
+			prompts[server][p.Name] = p
+		}
+	}
 	exp := toolsets.ExposeFeatures(ts, origins)
 	for _, e := range exp.Resources {
-		for _, r := range listed[e.Server].Resources {
-			if r.URI == e.Original {
-				def := *r
-				def.URI = e.Name
-				defs["resource\x00"+e.Name] = &def
-				routes.resources[e.Name] = e
-				break
-			}
+		if r := resources[e.Server][e.Original]; r != nil {
+			def := *r
+			def.URI = e.Name
+			defs["resource\x00"+e.Name] = &def
+			routes.resources[e.Name] = e
 		}
 	}
 	for _, e := range exp.Templates {
-		for _, t := range listed[e.Server].Templates {
-			if t.URITemplate == e.Original {
-				def := *t
-				def.URITemplate = e.Name
-				// Checked again: a wrapped template must still parse, or go-sdk panics.
-				if t, err := uritemplate.New(def.URITemplate); err == nil {
-					defs["template\x00"+e.Name] = &def
-					routes.templates[e.Name] = e
-					routes.matchers[e.Name] = t.Regexp()
-				}
-				break
+		if t := templates[e.Server][e.Original]; t != nil {
+			def := *t
+			def.URITemplate = e.Name
+			// Checked again: a wrapped template must still parse, or go-sdk panics.
+			if parsed, err := uritemplate.New(def.URITemplate); err == nil {
+				defs["template\x00"+e.Name] = &def
+				routes.templates[e.Name] = e
+				routes.matchers[e.Name] = parsed.Regexp()
 			}
 		}
 	}
 	for _, e := range exp.Prompts {
-		for _, p := range listed[e.Server].Prompts {
-			if p.Name == e.Original {
-				def := *p
-				def.Name = e.Name
-				defs["prompt\x00"+e.Name] = &def
-				routes.prompts[e.Name] = e
-				break
-			}
+		if p := prompts[e.Server][e.Original]; p != nil {
+			def := *p
+			def.Name = e.Name
+			defs["prompt\x00"+e.Name] = &def
+			routes.prompts[e.Name] = e
 		}
 	}
 	return routes, defs
@@ -425,9 +432,17 @@ func (s *toolsetSession) complete(ctx context.Context, params *mcp.CompleteParam
 // and the origin's notifications/resources/updated reach the subscriber under the
 // exposed URI (resourceUpdated).
 func (s *toolsetSession) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	server, uri, ok := s.resourceRoute(req.Params.URI)
-	if !ok {
-		return mcp.ResourceNotFoundError(req.Params.URI)
+	exposed := req.Params.URI
+	server, uri, ok := s.resourceRoute(exposed)
+	ts := s.g.toolset(s.key)
+	if !ok || ts == nil || !toolsets.ResourceAllowed(&ts.Spec, exposed) {
+		return mcp.ResourceNotFoundError(exposed)
+	}
+	// The origin must still be one the caller may use: the routes are recomputed
+	// only every few seconds.
+	key := connector.Key{Namespace: s.key.Namespace, Name: server}
+	if v := s.g.judge(ctx, &query{caller: s.caller, server: key, toolset: &s.key, method: "resources/subscribe"}); v.Effect == policy.EffectDeny {
+		return &jsonrpc.Error{Code: codeRefused, Message: v.Reason}
 	}
 	o := s.origin(server)
 	cs, err := o.open(s)
@@ -447,11 +462,21 @@ func (s *toolsetSession) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	if o.listens == nil {
 		o.listens = map[string]func(){}
 	}
-	if _, listening := o.listens[uri]; !listening && o.up != nil {
-		o.listens[uri] = o.up.ListenForResource(uri)
+	if _, listening := o.listens[uri]; listening || o.up == nil {
+		return nil
 	}
+	if len(o.listens) >= maxSubscriptionsPerOrigin {
+		// Each is a stream held open to the origin.
+		return &jsonrpc.Error{Code: codeUnavailable, Message: fmt.Sprintf(
+			"this session holds %d resource subscriptions to MCPServer %s already; unsubscribe from one first", maxSubscriptionsPerOrigin, key)}
+	}
+	o.listens[uri] = o.up.ListenForResource(uri)
 	return nil
 }
+
+// maxSubscriptionsPerOrigin bounds the resource subscriptions one toolset session holds
+// with one session-era origin: each holds a stream open to it.
+const maxSubscriptionsPerOrigin = 32
 
 func (s *toolsetSession) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
 	server, uri, ok := s.resourceRoute(req.Params.URI)

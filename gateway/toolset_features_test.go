@@ -269,6 +269,21 @@ func TestAToolsetIsAWholeServer(t *testing.T) {
 				}
 			})
 
+			// Each subscription to a session-era origin holds a stream open to it: a
+			// session holds a bounded number.
+			if version == sessionEra {
+				var refused error
+				for i := range 40 {
+					if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: fmt.Sprintf("switchboard+docs:notes://pages/p%d", i)}); err != nil {
+						refused = err
+						break
+					}
+				}
+				if refused == nil || !strings.Contains(refused.Error(), "resource subscriptions") {
+					t.Errorf("40 subscriptions to one origin: %v; want those beyond 32 refused", refused)
+				}
+			}
+
 			// A caller without use on wiki sees none of its resources or prompts, and
 			// cannot read them by name.
 			outsider := connect("outsider-token")

@@ -238,8 +238,20 @@ func TestAToolsetIsAWholeServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.ContainsFunc(prompts.Prompts, func(p *mcp.Prompt) bool { return strings.HasPrefix(p.Name, "e_") }) {
-				t.Errorf("prompts/list lacks server-everything's prompts")
+			if !slices.ContainsFunc(prompts.Prompts, func(p *mcp.Prompt) bool { return p.Name == "e_completable-prompt" }) {
+				t.Errorf("prompts/list lacks server-everything's completable-prompt")
+			}
+			// server-everything's own prompt, its completions and a template of its own.
+			if got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "e_simple-prompt"}); err != nil || len(got.Messages) == 0 {
+				t.Errorf("e_simple-prompt = %v", err)
+			}
+			c, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "e_completable-prompt"},
+				Argument: mcp.CompleteParamsArgument{Name: "department", Value: "Eng"}})
+			if err != nil || !slices.Equal(c.Completion.Values, []string{"Engineering"}) {
+				t.Errorf("completing server-everything's department = %+v, %v; want Engineering", c, err)
+			}
+			if !slices.ContainsFunc(templates, func(u string) bool { return strings.HasPrefix(u, "switchboard+everything:") }) {
+				t.Errorf("resources/templates/list lacks server-everything's templates: %v", templates)
 			}
 			for ref, want := range map[*mcp.CompleteReference]string{
 				{Type: "ref/prompt", Name: "d_summarize"}:                            "docs-ref/prompt-ga",

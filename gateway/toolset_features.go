@@ -41,8 +41,10 @@ type featureRoutes struct {
 
 // listNews tells a client of a list's changes it has not seen: go-sdk notifies every
 // change to what a server registers, including the first registration that answers
-// the client's first list. The version goes up before a change and is applied after it,
-// so that a list taken in between does not count as seen.
+// the client's first list. The version goes up before a change and is applied after it
+// (the notification go-sdk sends for it, after a short delay from another goroutine, is
+// then never taken for news the client has listed), and a list taken while a change is
+// under way, which may show either side of it, does not count as seen.
 type listNews struct{ version, applied, seen uint64 }
 
 func (n *listNews) listed() {
@@ -284,12 +286,18 @@ func (s *toolsetSession) registerFeatures(routes featureRoutes, defs map[string]
 	s.mu.Unlock()
 }
 
-// resourceRoute finds the origin of an exposed URI: a listed resource, else a template
-// that matches it. The URI is decoded once (toolsets.SplitURI); a wrapped URI must name
-// the origin that owns the matching resource or template.
+// resourceRoute finds the origin of an exposed URI the toolset's spec.resources allows: a
+// listed resource, else a template that matches it. The URI is decoded once
+// (toolsets.SplitURI); a wrapped URI must name the origin that owns the matching resource
+// or template.
 func (s *toolsetSession) resourceRoute(exposed string) (origin, uri string, ok bool) {
 	server, inner, err := toolsets.SplitURI(exposed)
 	if err != nil {
+		return "", "", false
+	}
+	// spec.resources judges the concrete URI too: a template may match what a deny glob
+	// names.
+	if ts := s.g.toolset(s.key); ts == nil || !toolsets.ResourceAllowed(&ts.Spec, exposed) {
 		return "", "", false
 	}
 	s.mu.Lock()
@@ -316,10 +324,6 @@ func (s *toolsetSession) readExposed(ctx context.Context, req *mcp.ReadResourceR
 	exposed := req.Params.URI
 	server, uri, ok := s.resourceRoute(exposed)
 	if !ok {
-		return nil, mcp.ResourceNotFoundError(exposed)
-	}
-	ts := s.g.toolset(s.key)
-	if ts == nil || !toolsets.ResourceAllowed(&ts.Spec, exposed) {
 		return nil, mcp.ResourceNotFoundError(exposed)
 	}
 	var res *mcp.ReadResourceResult
@@ -434,8 +438,7 @@ func (s *toolsetSession) complete(ctx context.Context, params *mcp.CompleteParam
 func (s *toolsetSession) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	exposed := req.Params.URI
 	server, uri, ok := s.resourceRoute(exposed)
-	ts := s.g.toolset(s.key)
-	if !ok || ts == nil || !toolsets.ResourceAllowed(&ts.Spec, exposed) {
+	if !ok {
 		return mcp.ResourceNotFoundError(exposed)
 	}
 	// The origin must still be one the caller may use: the routes are recomputed
@@ -449,57 +452,63 @@ func (s *toolsetSession) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	if err != nil {
 		return toolError(err)
 	}
-	if sessionlessEra(cs) {
-		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			return toolError(fmt.Errorf("MCPServer %s: %w", connector.Key{Namespace: s.key.Namespace, Name: server}, err))
-		}
-		return nil
-	}
-	// A session-era origin sends its updates outside any request, where the
-	// connector's Upstream hears them only on a listen stream of its own.
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.listens == nil {
-		o.listens = map[string]func(){}
-	}
-	if _, listening := o.listens[uri]; listening || o.up == nil {
+	_, subscribed := o.subscriptions[exposed]
+	full := len(o.subscriptions) >= maxSubscriptionsPerOrigin
+	up := o.up
+	o.mu.Unlock()
+	switch {
+	case subscribed:
 		return nil
-	}
-	if len(o.listens) >= maxSubscriptionsPerOrigin {
-		// Each is a stream held open to the origin.
+	case full:
+		// Each holds a stream open to the origin (a listen stream in either era).
 		return &jsonrpc.Error{Code: codeUnavailable, Message: fmt.Sprintf(
 			"this session holds %d resource subscriptions to MCPServer %s already; unsubscribe from one first", maxSubscriptionsPerOrigin, key)}
 	}
-	o.listens[uri] = o.up.ListenForResource(uri)
+	var stop func()
+	if sessionlessEra(cs) {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			return toolError(fmt.Errorf("MCPServer %s: %w", key, err))
+		}
+		stop = func() { _ = cs.Unsubscribe(context.WithoutCancel(ctx), &mcp.UnsubscribeParams{URI: uri}) }
+	} else {
+		// A session-era origin sends its updates outside any request, where the
+		// connector's Upstream hears them only on a listen stream of its own.
+		stop = up.ListenForResource(uri)
+	}
+	o.mu.Lock()
+	if o.subscriptions == nil {
+		o.subscriptions = map[string]func(){}
+	}
+	if _, raced := o.subscriptions[exposed]; raced {
+		o.mu.Unlock()
+		stop()
+		return nil
+	}
+	o.subscriptions[exposed] = stop
+	o.mu.Unlock()
 	return nil
 }
 
 // maxSubscriptionsPerOrigin bounds the resource subscriptions one toolset session holds
-// with one session-era origin: each holds a stream open to it.
+// with one origin: each holds a stream open to it.
 const maxSubscriptionsPerOrigin = 32
 
-func (s *toolsetSession) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-	server, uri, ok := s.resourceRoute(req.Params.URI)
-	if !ok {
-		return nil
-	}
-	o := s.existingOrigin(server)
-	if o == nil {
-		return nil
-	}
-	o.mu.Lock()
-	cs, stop := o.cs, o.listens[uri]
-	delete(o.listens, uri)
-	o.mu.Unlock()
-	if stop != nil {
-		stop()
-		return nil
-	}
-	if cs == nil {
-		return nil
-	}
-	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
-		return toolError(fmt.Errorf("MCPServer %s: %w", connector.Key{Namespace: s.key.Namespace, Name: server}, err))
+// unsubscribe ends the subscription to an exposed URI, whichever origin holds it: found
+// by the URI the client subscribed with, so that it ends even if the URI is no longer
+// served (spec.resources changed, the origin went away).
+func (s *toolsetSession) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	s.mu.Lock()
+	origins := slices.Collect(maps.Values(s.origins))
+	s.mu.Unlock()
+	for _, o := range origins {
+		o.mu.Lock()
+		stop := o.subscriptions[req.Params.URI]
+		delete(o.subscriptions, req.Params.URI)
+		o.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
 	}
 	return nil
 }

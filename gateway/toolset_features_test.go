@@ -31,8 +31,9 @@ type appOrigin struct {
 	server *mcp.Server
 	url    string
 
-	mu    sync.Mutex
-	reads []string // URIs read, as the origin received them
+	mu         sync.Mutex
+	reads      []string // URIs read, as the origin received them
+	subscribed []string // URIs subscribed to, as the origin received them
 }
 
 func startAppOrigin(t *testing.T, name string) *appOrigin {
@@ -42,7 +43,12 @@ func startAppOrigin(t *testing.T, name string) *appOrigin {
 			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{
 				Values: []string{name + "-" + req.Params.Ref.Type + "-" + req.Params.Argument.Value}}}, nil
 		},
-		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			o.mu.Lock()
+			o.subscribed = append(o.subscribed, req.Params.URI)
+			o.mu.Unlock()
+			return nil
+		},
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 	})
 	read := func(text, mime string) mcp.ResourceHandler {
@@ -73,6 +79,12 @@ func startAppOrigin(t *testing.T, name string) *appOrigin {
 	t.Cleanup(srv.Close)
 	o.url = srv.URL
 	return o
+}
+
+func (o *appOrigin) subscribedURIs() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.subscribed)
 }
 
 func (o *appOrigin) readURIs() []string {
@@ -205,15 +217,20 @@ func TestAToolsetIsAWholeServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			apps := 0
 			for _, tool := range tools.Tools {
 				if tool.Name != "d_show_dashboard" && tool.Name != "w_show_dashboard" {
 					continue
 				}
+				apps++
 				ui, _ := tool.Meta["ui"].(map[string]any)
 				want := "ui://switchboard+" + map[string]string{"d_": "docs", "w_": "wiki"}[tool.Name[:2]] + "/dashboard/app.html"
 				if ui == nil || ui["resourceUri"] != want {
 					t.Errorf("%s names the app %v; want %s", tool.Name, tool.Meta, want)
 				}
+			}
+			if apps != 2 {
+				t.Errorf("tools/list has %d of d_show_dashboard and w_show_dashboard; want both", apps)
 			}
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "w_show_dashboard"})
 			if err != nil || len(res.Content) != 1 {
@@ -295,6 +312,37 @@ func TestAToolsetIsAWholeServer(t *testing.T) {
 					t.Errorf("40 subscriptions to one origin: %v; want those beyond 32 refused", refused)
 				}
 			}
+
+			// spec.resources judges every concrete URI, so a deny glob also guards what
+			// a template would match; no origin hears of a refused read.
+			guarded := &mcpv1alpha1.MCPToolset{
+				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "whole", Generation: 2},
+				Spec: mcpv1alpha1.MCPToolsetSpec{
+					Description: "Everything, docs and wiki as one server",
+					Servers: []mcpv1alpha1.ToolsetServer{
+						{Name: "everything", Prefix: ptr.To("e_")}, {Name: "docs", Prefix: ptr.To("d_")}, {Name: "wiki", Prefix: ptr.To("w_")}},
+					Resources: &mcpv1alpha1.ToolsetURIFilter{Deny: []string{"*/pages/private*"}},
+				},
+			}
+			gw.UpdateToolset(guarded)
+			readsBefore := len(docs.readURIs())
+			if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "switchboard+docs:notes://pages/private-salaries"}); err == nil {
+				t.Errorf("a template read that spec.resources denies succeeded")
+			}
+			// (A 2026-07-28 client subscribes on a listen stream, whose refusal its
+			// Subscribe does not wait for: the origin is what must not hear of it.)
+			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "switchboard+docs:notes://pages/private-salaries"}); err == nil && version == sessionEra {
+				t.Errorf("a subscription that spec.resources denies succeeded")
+			}
+			if slices.Contains(docs.subscribedURIs(), "notes://pages/private-salaries") {
+				t.Errorf("a subscription that spec.resources denies reached docs")
+			}
+			if got := docs.readURIs(); len(got) != readsBefore {
+				t.Errorf("a denied read reached docs: %v", got[readsBefore:])
+			}
+			unguarded := guarded.DeepCopy()
+			unguarded.Generation, unguarded.Spec.Resources = 3, nil
+			gw.UpdateToolset(unguarded)
 
 			// A caller without use on wiki sees none of its resources or prompts, and
 			// cannot read them by name.

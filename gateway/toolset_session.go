@@ -88,15 +88,15 @@ type toolsetSession struct {
 	announced map[string]bool
 	// logLevel is the logging level the client set (logging/setLevel), which every
 	// origin of the session is told so that its log messages reach the client.
-	logLevel    mcp.LoggingLevel //nolint:staticcheck // logging: see originClientOptions
-	listed      bool             // the client has listed tools: keep them current
-	version     uint64           // bumped before every change of the tools served
-	applied     uint64           // the version whose change is done
-	seenVersion uint64           // the version the client last listed; 0 when unknown
-	dirty       bool             // a resync is wanted while one runs
-	syncing     bool
-	ending      bool
-	pending     int // the client's calls being served, bounded by MaxPendingCalls
+	logLevel mcp.LoggingLevel //nolint:staticcheck // logging: see originClientOptions
+	listed   bool             // the client has listed tools: keep them current
+	// toolNews, resourceNews and promptNews say which list changes the client has
+	// not listed yet (see listNews).
+	toolNews listNews
+	dirty    bool // a resync is wanted while one runs
+	syncing  bool
+	ending   bool
+	pending  int // the client's calls being served, bounded by MaxPendingCalls
 }
 
 // requestedVersion is the protocol version the client asked for in initialize, which
@@ -150,10 +150,10 @@ type origin struct {
 	// features are the origin's resources, templates and prompts; nil until listed, or
 	// after a list change.
 	features *connector.Features
-	// listens stop the Upstream's listen streams that carry the client's resource
-	// subscriptions to a session-era origin, by the origin's URI.
-	listens map[string]func()
-	calls   []context.Context
+	// subscriptions end the client's resource subscriptions with the origin, by the
+	// exposed URI the client subscribed with: at most maxSubscriptionsPerOrigin.
+	subscriptions map[string]func()
+	calls         []context.Context
 	// inputs holds the calls whose elicitations reach a sessionless client as
 	// input_required.
 	inputs *inputBridge
@@ -267,11 +267,7 @@ func (s *toolsetSession) connect() error {
 			}
 			if method == "tools/list" {
 				s.mu.Lock()
-				// A list taken while a change is under way may show either side of it.
-				s.seenVersion = 0
-				if s.applied == s.version {
-					s.seenVersion = s.version
-				}
+				s.toolNews.listed()
 				s.mu.Unlock()
 			}
 			if method == "tools/call" {
@@ -299,7 +295,7 @@ func (s *toolsetSession) connect() error {
 			switch method {
 			case "notifications/tools/list_changed":
 				s.mu.Lock()
-				stale = s.seenVersion != s.version || s.applied != s.version
+				stale = s.toolNews.stale()
 				s.mu.Unlock()
 			case "notifications/resources/list_changed":
 				s.mu.Lock()
@@ -457,8 +453,8 @@ func (s *toolsetSession) sync(ctx context.Context) {
 	// the client has listed; it is applied after, so that a list taken in between
 	// does not count as seen.
 	s.mu.Lock()
-	s.version++
-	version := s.version
+	s.toolNews.version++
+	version := s.toolNews.version
 	s.mu.Unlock()
 	if len(removed) > 0 {
 		s.server.RemoveTools(removed...)
@@ -471,7 +467,7 @@ func (s *toolsetSession) sync(ctx context.Context) {
 		s.server.AddTool(t, handler)
 	}
 	s.mu.Lock()
-	s.applied = version
+	s.toolNews.applied = version
 	s.mu.Unlock()
 }
 

@@ -101,6 +101,9 @@ type Error struct {
 	// sessionMissing marks a server that dropped the session (404 with a session id):
 	// reconnect at once rather than backing off.
 	sessionMissing bool
+	// connectionRefused marks a connection the server's address refused (nothing
+	// listening yet, or a Service whose new endpoint is not yet programmed on this node).
+	connectionRefused bool
 	// legacyHint marks a Streamable HTTP failure that looks like a server speaking only
 	// the legacy HTTP+SSE transport, which Auto then tries.
 	legacyHint bool
@@ -170,7 +173,9 @@ func classify(err error, incident *Error) *Error {
 		return newError(ReasonDNSFailure, "resolving host %s failed", dnsErr.Name)
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		return newError(ReasonConnectionRefused, "connection refused")
+		e := newError(ReasonConnectionRefused, "connection refused")
+		e.connectionRefused = true
+		return e
 	}
 	if errors.Is(err, syscall.ECONNRESET) {
 		return newError(ReasonConnectionRefused, "connection reset by server")

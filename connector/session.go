@@ -272,7 +272,8 @@ func (s *session) run() {
 		return
 	}
 
-	attempt := 0
+	attempt, refusals := 0, 0
+	begun := time.Now()
 	for {
 		l, err := s.connect()
 		if s.ctx.Err() != nil {
@@ -282,6 +283,14 @@ func (s *session) run() {
 			return
 		}
 		var delay time.Duration
+		if err != nil && attempt == 0 && err.connectionRefused && time.Since(begun) < refusedAtFirstGrace {
+			// Still connecting, not failing: see refusedAtFirstGrace.
+			refusals++
+			if !s.sleep(backoffDelay(refusals, refusedAtFirstRetry, refusedAtFirstGrace)) {
+				return
+			}
+			continue
+		}
 		if err != nil {
 			attempt++
 			s.fail(err, true)
@@ -309,6 +318,19 @@ func (s *session) run() {
 		}
 	}
 }
+
+// A server that has just become available may refuse connections for a moment: its
+// Service's new endpoint is programmed on each node a little after its pod turns Ready
+// (kube-proxy syncs at most once a second by default, and rejects connections to a
+// Service without endpoints until then). So a session's first connect, when refused,
+// is tried again on a short ladder (refusedAtFirstRetry, doubling, with jitter) for
+// refusedAtFirstGrace without being reported: the session is connecting, not down,
+// and no backoff of a second or more follows a refusal of a few milliseconds. After
+// that, or after any other failure, refusals back off and are reported as usual.
+const (
+	refusedAtFirstRetry = 100 * time.Millisecond
+	refusedAtFirstGrace = 2 * time.Second
+)
 
 // sleep waits for d or until the session is closed, and reports whether to go on. A
 // new egress decider cuts the wait short: a server the old policy denied should not

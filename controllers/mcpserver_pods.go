@@ -500,7 +500,7 @@ func containerProgress(st *corev1.ContainerStatus) string {
 	case st.State.Running != nil && st.Started != nil && !*st.Started:
 		return "is starting"
 	case st.State.Running != nil:
-		return "is running, not ready: the bridge has not yet passed its readiness probe"
+		return "is running, not ready yet"
 	default:
 		return "has not started"
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path"
 	"strconv"
 	"sync"
 	"time"
@@ -124,9 +125,14 @@ type PodRuntime struct {
 	Client client.Client
 	// Scheme sets owner references.
 	Scheme *runtime.Scheme
-	// BridgeImage is the operator's own image; its init container copies the switchboard
-	// binary into the server pod.
+	// BridgeImage is the operator's own image, which holds the switchboard binary the
+	// server container runs as the bridge.
 	BridgeImage string
+	// BridgeImageBinary is the switchboard binary's path inside BridgeImage. When set,
+	// the image is mounted into the server pod as an image volume (Kubernetes 1.36 and
+	// later) and the bridge runs from there; when empty, an init container copies the
+	// binary into an emptyDir first, which costs every pod start about a second.
+	BridgeImageBinary string
 	// OperatorNamespace is where the manager runs; its pods may reach the bridge.
 	OperatorNamespace string
 	// DNS is where the cluster DNS runs, for the pod's NetworkPolicy.
@@ -448,69 +454,79 @@ const bridgeShutdownDelaySeconds = 5
 // starts the server's command, so this does not bound a slow server's start.
 const bridgeStartupSeconds = 30
 
-// deployment renders the server's Deployment: an init container from the operator's
-// image copies the switchboard binary into an emptyDir, and the server container runs the
-// user's image with the bridge in front of the user's command.
+// deployment renders the server's Deployment: the server container runs the user's
+// image with the bridge in front of the user's command, the switchboard binary coming
+// from the operator's image, mounted as an image volume or copied by an init container
+// (BridgeImageBinary).
 func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels, selector map[string]string) *appsv1.Deployment {
 	stdio := obj.Spec.Stdio
-	probe := func(path string) *corev1.Probe {
-		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-			Path: path, Port: intstr.FromInt32(bridgePort),
-		}}}
+	binary := bridgeBinaryPath
+	if p.BridgeImageBinary != "" {
+		binary = path.Join(bridgeMountPath, p.BridgeImageBinary)
 	}
 	server := corev1.Container{
 		Name:    "server",
 		Image:   stdio.Image,
-		Command: bridgeCommand(stdio, bridgeBinaryPath, fmt.Sprintf(":%d", bridgePort)),
+		Command: bridgeCommand(stdio, binary, fmt.Sprintf(":%d", bridgePort)),
 		Args:    stdio.Args,
 		Env:     stdio.Env,
 		Ports:   []corev1.ContainerPort{{Name: "mcp", ContainerPort: bridgePort, Protocol: corev1.ProtocolTCP}},
-		// The kubelet probes readiness at once when a container has started, and then
-		// every ten seconds: a bridge not yet listening at that first probe would keep
-		// the server out of its Service for ten seconds. The startup probe asks every
-		// second until the bridge answers; its success triggers the readiness probe.
-		StartupProbe: &corev1.Probe{
-			ProbeHandler:     probe("/healthz").ProbeHandler,
-			PeriodSeconds:    1,
-			FailureThreshold: bridgeStartupSeconds,
+		// The kubelet reports a container started, and (with no readiness probe) its pod
+		// Ready, once its postStart hook has returned: the hook waits for the bridge to
+		// listen, so the pod joins its Service the moment the bridge can take sessions.
+		// Probes could not do that: the first one runs up to a period after the
+		// container starts, and a readiness probe the kubelet runs at once can still
+		// miss the container it was started for and wait its whole period. A bridge
+		// shutting down needs no probe either: its pod is terminating, which takes it
+		// out of its Service, and the preStop sleep keeps it serving until then.
+		Lifecycle: &corev1.Lifecycle{
+			PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{
+				binary, "await", "--timeout", fmt.Sprintf("%ds", bridgeStartupSeconds),
+				fmt.Sprintf("http://127.0.0.1:%d/healthz", bridgePort),
+			}}},
+			// The bridge serves on while the pod leaves the Service's endpoints (a
+			// rollout, an operator upgrade that brings a new bridge): SIGTERM, which ends
+			// its sessions, comes after the sleep, and no new session is sent to a pod
+			// going away.
+			PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: bridgeShutdownDelaySeconds}},
 		},
-		ReadinessProbe: probe("/readyz"),
-		// The bridge serves on while the pod leaves the Service's endpoints (a rollout,
-		// an operator upgrade that brings a new bridge): SIGTERM, which ends its
-		// sessions, comes after the sleep, and no new session is sent to a pod going away.
-		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
-			Sleep: &corev1.SleepAction{Seconds: bridgeShutdownDelaySeconds},
-		}},
-		LivenessProbe:   probe("/healthz"),
+		LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/healthz", Port: intstr.FromInt32(bridgePort),
+		}}},
 		SecurityContext: containerSecurityContext(stdio.SecurityContext),
 		VolumeMounts:    []corev1.VolumeMount{{Name: bridgeVolume, MountPath: bridgeMountPath, ReadOnly: true}},
 	}
 	if stdio.Resources != nil {
 		server.Resources = *stdio.Resources
 	}
-	install := corev1.Container{
-		Name:  "install-bridge",
-		Image: p.BridgeImage,
-		// The image's own entrypoint is the switchboard binary, wherever the image keeps
-		// it (/switchboard from the Dockerfile, /ko-app/switchboard from ko).
-		Args:            []string{"install", bridgeBinaryPath},
-		SecurityContext: containerSecurityContext(stdio.SecurityContext),
-		VolumeMounts:    []corev1.VolumeMount{{Name: bridgeVolume, MountPath: bridgeMountPath}},
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
-		}},
-	}
 	podSpec := corev1.PodSpec{
-		InitContainers: []corev1.Container{install},
-		Containers:     []corev1.Container{server},
-		Volumes: []corev1.Volume{{Name: bridgeVolume, VolumeSource: corev1.VolumeSource{
-			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))},
-		}}},
+		Containers:      []corev1.Container{server},
 		SecurityContext: podSecurityContext(stdio.SecurityContext),
 		// A stdio server has no business with the Kubernetes API unless it is given a
 		// ServiceAccount of its own.
 		ServiceAccountName:           stdio.ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(stdio.ServiceAccountName != ""),
+	}
+	if p.BridgeImageBinary != "" {
+		podSpec.Volumes = []corev1.Volume{{Name: bridgeVolume, VolumeSource: corev1.VolumeSource{
+			Image: &corev1.ImageVolumeSource{Reference: p.BridgeImage, PullPolicy: corev1.PullIfNotPresent},
+		}}}
+	} else {
+		podSpec.InitContainers = []corev1.Container{{
+			Name:  "install-bridge",
+			Image: p.BridgeImage,
+			// The image's own entrypoint is the switchboard binary, wherever the image
+			// keeps it (/switchboard from the Dockerfile, /ko-app/switchboard from ko).
+			Args:            []string{"install", bridgeBinaryPath},
+			SecurityContext: containerSecurityContext(stdio.SecurityContext),
+			VolumeMounts:    []corev1.VolumeMount{{Name: bridgeVolume, MountPath: bridgeMountPath}},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
+			}},
+		}}
+		podSpec.Volumes = []corev1.Volume{{Name: bridgeVolume, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))},
+		}}}
 	}
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},

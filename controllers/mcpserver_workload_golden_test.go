@@ -101,13 +101,15 @@ func TestStdioWorkloadMatchesGoldenFiles(t *testing.T) {
 }
 
 // TestSharedNonRootStdioWorkloadMatchesGoldenFile pins the Deployment of a server with
-// sessionMode Shared and a securityContext: the bridge gets --session-mode Shared, both
-// containers run as the user and group asked for, and the pod gets the fsGroup.
+// sessionMode Shared and a securityContext: the bridge gets --session-mode Shared, the
+// container runs as the user and group asked for, and the pod gets the fsGroup. This
+// operator mounts its image as an image volume (an image built by ko, whose binary is
+// /ko-app/switchboard): no init container, the bridge run from the volume.
 func TestSharedNonRootStdioWorkloadMatchesGoldenFile(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startOperator(t, ns, withPodRuntime())
+	startOperator(t, ns, withPodRuntimeBridgeAt("/ko-app/switchboard"))
 	obj := stdioServer(ns, "golden-shared")
 	obj.Spec.Stdio.SessionMode = mcpv1alpha1.StdioSessionModeShared
 	obj.Spec.Stdio.MaxSessions = 256

@@ -67,7 +67,14 @@ func TestStdioServerRunsAsDeploymentBehindTheBridge(t *testing.T) {
 	}))
 	g.Expect(server.Args).To(Equal([]string{"--verbose"}))
 	g.Expect(server.Env).To(ContainElement(corev1.EnvVar{Name: "MODE", Value: "stdio"}))
-	g.Expect(server.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+	// The pod is Ready once its bridge listens: the postStart hook waits for it, and no
+	// probe period stands between.
+	g.Expect(server.Lifecycle.PostStart.Exec.Command).To(Equal([]string{
+		"/switchboard-bridge/switchboard", "await", "--timeout", "30s", "http://127.0.0.1:8080/healthz",
+	}))
+	g.Expect(server.ReadinessProbe).To(BeNil())
+	g.Expect(server.StartupProbe).To(BeNil())
+	g.Expect(server.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
 	g.Expect(*server.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
 	g.Expect(server.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
 	g.Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))

@@ -250,13 +250,22 @@ func withMaxConcurrentReconciles(n int) operatorOption {
 	return func(r *controllers.MCPServerReconciler, _ ctrl.Manager) { r.MaxConcurrentReconciles = n }
 }
 
-// withPodRuntime runs stdio servers as Deployments.
+// withPodRuntime runs stdio servers as Deployments whose init container copies the
+// bridge.
 func withPodRuntime() operatorOption {
+	return withPodRuntimeBridgeAt("")
+}
+
+// withPodRuntimeBridgeAt runs stdio servers as Deployments that mount the bridge image
+// as an image volume and run the binary at binary inside it; "" copies it with an init
+// container instead.
+func withPodRuntimeBridgeAt(binary string) operatorOption {
 	return func(r *controllers.MCPServerReconciler, mgr ctrl.Manager) {
 		r.Stdio = &controllers.PodRuntime{
 			Client:            mgr.GetClient(),
 			Scheme:            mgr.GetScheme(),
 			BridgeImage:       "ghcr.io/switchboard-mcp/switchboard:test",
+			BridgeImageBinary: binary,
 			OperatorNamespace: "switchboard-system",
 		}
 	}

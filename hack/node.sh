@@ -52,6 +52,7 @@ NODE_IP=10.244.0.1
 POD_CIDR=10.244.0.0/24
 CLUSTER_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/16
+NFT_TABLE=switchboard-node
 KUBERNETES_SERVICE_IP=10.96.0.1
 DNS_SERVICE_IP=10.96.0.10
 BRIDGE=sbnode0
@@ -245,6 +246,27 @@ setup_network() {
   # machine. (A blackhole or unreachable route would also fail this host's own connections
   # to programmed Services: the route is looked up before kube-proxy's DNAT.)
   ip route add "${SERVICE_CIDR}" dev "${BRIDGE}"
+  # ... where nothing answers, not even ARP: a connection to a Service address that no
+  # DNAT rule has rewritten would wait out the bridge's neighbour resolution (3 s) before
+  # failing. kube-proxy rejects connections to a Service without endpoints, as in any
+  # cluster, but kube-router's FORWARD chain accepts pod traffic before kube-proxy's
+  # rule is reached; this table rejects them first. A packet kube-proxy has rewritten to
+  # a pod no longer has a Service address by then (DNAT comes before forward and after
+  # output's routing), so only unprogrammed Service addresses are refused.
+  nft -f - <<NFT
+table ip ${NFT_TABLE} {
+  chain forward {
+    type filter hook forward priority -10; policy accept;
+    ip daddr ${SERVICE_CIDR} meta l4proto tcp reject with tcp reset
+    ip daddr ${SERVICE_CIDR} reject with icmp type port-unreachable
+  }
+  chain output {
+    type filter hook output priority 10; policy accept;
+    ip daddr ${SERVICE_CIDR} meta l4proto tcp reject with tcp reset
+    ip daddr ${SERVICE_CIDR} reject with icmp type port-unreachable
+  }
+}
+NFT
   mkdir -p "${STATE}/cni/net.d" "${STATE}/cni/ipam"
   cat >"${STATE}/cni/net.d/10-switchboard-node.conflist" <<EOF
 {
@@ -643,7 +665,8 @@ unmount_state() {
 }
 
 # clean_firewall removes the chains, rules and sets kube-proxy, kube-router and the kubelet
-# added (all named KUBE-*) and leaves everything else on the host as it was.
+# added (all named KUBE-*) and the node's own nftables table, and leaves everything else
+# on the host as it was.
 clean_firewall() {
   local save restore
   for save in iptables-save ip6tables-save; do
@@ -653,7 +676,7 @@ clean_firewall() {
       "${save}" | grep -v 'KUBE-' | "${restore}" || log "could not restore ${save%-save} without KUBE- rules"
     fi
   done
-  nft list tables 2>/dev/null | awk '$3 == "kube-proxy" || $3 == "kube-router" {print $2, $3}' |
+  nft list tables 2>/dev/null | awk -v own="${NFT_TABLE}" '$3 == "kube-proxy" || $3 == "kube-router" || $3 == own {print $2, $3}' |
     while read -r family table; do nft delete table "${family}" "${table}" || true; done
   if command -v ipset >/dev/null; then
     ipset list -n 2>/dev/null | { grep -E '^(KUBE-|kube-router)' || true; } |

@@ -3,6 +3,7 @@
 //	manager   run the controllers, the connector pool and the catalogue
 //	bridge    serve a stdio MCP server over Streamable HTTP, one process per session
 //	install   copy this binary to a path (the init container of stdio server pods)
+//	await     wait until a URL answers 200 OK (the postStart hook of stdio server pods)
 //	dev       run a local control plane, the manager and demo MCP servers (make dev)
 //	demo-server  serve one of the demo MCP servers dev uses
 //	import    print an MCPServer manifest for an MCP registry server.json
@@ -21,6 +22,7 @@ var subcommands = map[string]func(args []string) int{
 	"manager":     runManager,
 	"bridge":      runBridge,
 	"install":     runInstall,
+	"await":       runAwait,
 	"dev":         runDev,
 	"demo-server": runDemoServer,
 	"import":      runImport,
@@ -49,6 +51,7 @@ Subcommands:
   manager   run the Switchboard controllers (the in-cluster operator)
   bridge    serve a stdio MCP server over Streamable HTTP, one process per session
   install   copy this binary to a path (the init container of stdio server pods)
+  await     wait until a URL answers 200 OK (the postStart hook of stdio server pods)
   dev       run a local control plane, the manager and demo MCP servers (make dev)
   demo-server  serve one of the demo MCP servers dev uses (stdio, or HTTP with --http)
   import    print an MCPServer manifest for an MCP registry server.json (a file or a registry entry)

@@ -89,6 +89,8 @@ type managerOptions struct {
 
 	stdioRuntime      string
 	bridgeImage       string
+	bridgeDelivery    string
+	bridgeImageBinary string
 	operatorNamespace string
 
 	// clusterResourceNamespace holds the Secrets of cluster-scoped objects; empty means
@@ -191,7 +193,11 @@ func (o *managerOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.stdioRuntime, "stdio-runtime", "pod",
 		"How stdio servers run: pod (a Deployment per server, in a cluster) or local (a bridge process per server on loopback, for development).")
 	fs.StringVar(&o.bridgeImage, "bridge-image", os.Getenv("SWITCHBOARD_IMAGE"),
-		"Image holding the switchboard binary, copied into stdio server pods by their init container; defaults to $SWITCHBOARD_IMAGE.")
+		"Image holding the switchboard binary that stdio server pods run as their bridge; defaults to $SWITCHBOARD_IMAGE.")
+	fs.StringVar(&o.bridgeDelivery, "bridge-delivery", bridgeDeliveryAuto,
+		"How the bridge binary gets into stdio server pods: image-volume (the bridge image mounted as an image volume, Kubernetes 1.36 and later), init-container (copied by an init container, about a second slower to start), or auto (image-volume when the API server is 1.36 or later).")
+	fs.StringVar(&o.bridgeImageBinary, "bridge-image-binary", "",
+		"Path of the switchboard binary inside the bridge image, for image-volume delivery; defaults to the manager's own path, as the bridge image is the manager's.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"),
 		"Namespace the manager runs in, whose pods may reach stdio server bridges; defaults to $POD_NAMESPACE.")
 	fs.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", "",
@@ -353,10 +359,15 @@ func (o *managerOptions) newStdioRuntime(mgr ctrl.Manager) (controllers.StdioRun
 		if err != nil {
 			return nil, fmt.Errorf("creating the pods/log client: %w", err)
 		}
+		binary, err := o.bridgeBinaryInImage(clients.Discovery())
+		if err != nil {
+			return nil, err
+		}
 		return &controllers.PodRuntime{
 			Client:            mgr.GetClient(),
 			Scheme:            mgr.GetScheme(),
 			BridgeImage:       o.bridgeImage,
+			BridgeImageBinary: binary,
 			OperatorNamespace: o.operatorNamespace,
 			// The log tail of a server container that exited, for its status.
 			Logs: controllers.PodLogs{Client: clients.CoreV1()},

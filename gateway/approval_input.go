@@ -195,8 +195,8 @@ func (a *approvals) redeem(state string, s approvalSubject) error {
 // approvalRound is a sessionless tools/call's part in an approval: whether its client can
 // be asked, and what it sent back.
 type approvalRound struct {
-	// asks reports whether the client declared form elicitation.
-	asks bool
+	// req is the request, whose _meta says whether the client can be asked (asks).
+	req mcp.Request
 	// state and responses are the request's requestState and inputResponses.
 	state     string
 	responses mcp.InputResponseMap
@@ -204,11 +204,15 @@ type approvalRound struct {
 
 // roundOf is the approval round of req, a sessionless tools/call with params.
 func roundOf(req mcp.Request, params *mcp.CallToolParamsRaw) approvalRound {
-	r := approvalRound{state: params.RequestState, responses: params.InputResponses}
-	if cr, ok := req.(*mcp.CallToolRequest); ok && cr != nil && cr.Params != nil {
-		r.asks = asksForms(cr.ClientCapabilities())
-	}
-	return r
+	return approvalRound{req: req, state: params.RequestState, responses: params.InputResponses}
+}
+
+// asks reports whether the round's client declared form elicitation. It is asked only
+// of a call a policy requires approval for: go-sdk decodes the client's capabilities
+// from _meta anew on every asking, which no other call needs.
+func (r approvalRound) asks() bool {
+	cr, ok := r.req.(*mcp.CallToolRequest)
+	return ok && cr != nil && cr.Params != nil && asksForms(cr.ClientCapabilities())
 }
 
 // asksForms reports whether a client with caps may be sent a form elicitation: it
@@ -234,7 +238,7 @@ func (g *Gateway) settleByInput(ctx context.Context, q *query, v policy.Verdict,
 	switch {
 	case resuming:
 		q.approve = func(context.Context, approval) error { return nil }
-	case !r.asks:
+	case !r.asks():
 		q.approve = nil
 	case strings.HasPrefix(r.state, approvalStatePrefix):
 		q.approve = func(context.Context, approval) error {

@@ -76,11 +76,11 @@ func ordinaryToolCall(r *http.Request, sr *statelessRequest, msg *mcpmsg.Message
 	// Read as go-sdk reads params: exact member names, everything else ignored. The
 	// front door has made sure no member has a second spelling.
 	var wire struct {
-		Meta           jsontext.Value       `json:"_meta"`
-		Name           string               `json:"name"`
-		Arguments      jsontext.Value       `json:"arguments"`
-		InputResponses mcp.InputResponseMap `json:"inputResponses"`
-		RequestState   string               `json:"requestState"`
+		Meta           map[string]jsontext.Value `json:"_meta"`
+		Name           string                    `json:"name"`
+		Arguments      jsontext.Value            `json:"arguments"`
+		InputResponses mcp.InputResponseMap      `json:"inputResponses"`
+		RequestState   string                    `json:"requestState"`
 	}
 	if jsonv2.Unmarshal(msg.Params, &wire) != nil || wire.Name == "" || r.Header.Get(sessionless.NameHeader) != wire.Name {
 		return nil, false
@@ -88,24 +88,23 @@ func ordinaryToolCall(r *http.Request, sr *statelessRequest, msg *mcpmsg.Message
 	if sr.client.paramHeaders.Binds(wire.Name) || strings.HasPrefix(wire.RequestState, inputStatePrefix) {
 		return nil, false
 	}
-	// _meta twice: as the map go-sdk forwards, and as the types go-sdk requires of the
-	// client's capabilities and info (a member of the wrong type fails the decoding).
-	var meta mcp.Meta
-	var client struct {
-		Version      string                  `json:"io.modelcontextprotocol/protocolVersion"`
-		Capabilities *mcp.ClientCapabilities `json:"io.modelcontextprotocol/clientCapabilities"`
-		Info         *mcp.Implementation     `json:"io.modelcontextprotocol/clientInfo"`
-	}
-	if wire.Meta.Kind() != '{' || jsonv2.Unmarshal(wire.Meta, &meta) != nil || jsonv2.Unmarshal(wire.Meta, &client) != nil {
+	// The client's version, capabilities and info, as the types go-sdk requires of them
+	// (a member of the wrong type fails the decoding).
+	var clientVersion string
+	var caps *mcp.ClientCapabilities
+	var info *mcp.Implementation
+	if jsonv2.Unmarshal(wire.Meta[mcp.MetaKeyProtocolVersion], &clientVersion) != nil || clientVersion != version ||
+		jsonv2.Unmarshal(wire.Meta[mcp.MetaKeyClientCapabilities], &caps) != nil || caps == nil {
 		return nil, false
 	}
-	if client.Version != version || client.Capabilities == nil {
+	if raw, given := wire.Meta[mcp.MetaKeyClientInfo]; given && (jsonv2.Unmarshal(raw, &info) != nil || info == nil) {
 		return nil, false
 	}
-	if _, given := meta[mcp.MetaKeyClientInfo]; given && client.Info == nil {
+	if _, ok := wire.Meta["progressToken"]; ok {
 		return nil, false
 	}
-	if _, ok := meta["progressToken"]; ok {
+	meta, ok := forwardedMeta(wire.Meta)
+	if !ok {
 		return nil, false
 	}
 	params := &mcp.CallToolParamsRaw{Meta: meta, Name: wire.Name, InputResponses: wire.InputResponses, RequestState: wire.RequestState}
@@ -113,6 +112,32 @@ func ordinaryToolCall(r *http.Request, sr *statelessRequest, msg *mcpmsg.Message
 		params.Arguments = json.RawMessage(wire.Arguments)
 	}
 	return params, true
+}
+
+// forwardedMeta is the _meta a call carries on, read from the members of the client's:
+// its objects and arrays (the client's capabilities and info among them) are the
+// client's own bytes, as the front door checked them, which the gateway does not read
+// and the client session encodes as they are; its strings, numbers, booleans and nulls
+// are decoded as go-sdk decodes them, for the gateway's readers of _meta (the trace
+// context, the progress token).
+//
+// Why: decoded into maps and encoded again, the client's capabilities and info cost
+// more than anything else the gateway does with a call, and only to be sent on.
+func forwardedMeta(members map[string]jsontext.Value) (mcp.Meta, bool) {
+	meta := make(mcp.Meta, len(members))
+	for name, value := range members {
+		switch value.Kind() {
+		case '{', '[':
+			meta[name] = json.RawMessage(value)
+		default:
+			var v any
+			if jsonv2.Unmarshal(value, &v) != nil {
+				return nil, false
+			}
+			meta[name] = v
+		}
+	}
+	return meta, true
 }
 
 // serverInfo is the server's own name and version, as its session learnt them, which

@@ -374,3 +374,59 @@ func wideArguments(n int, last string) string {
 	b.WriteString(last + "}")
 	return b.String()
 }
+
+// A plain sessionless tools/call carries the client's own _meta to the server: its info
+// and capabilities, and any other member, objects as the client sent them, and not the
+// gateway's client session's own.
+func TestTheDirectAnswerForwardsTheClientsMeta(t *testing.T) {
+	h := newHarness(t, harnessOptions{statelessUpstream: true})
+	type seen struct {
+		info *mcp.Implementation
+		caps *mcp.ClientCapabilities
+		meta map[string]any
+	}
+	calls := make(chan seen, 1)
+	h.upstream.mcp.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if cr, ok := req.(*mcp.CallToolRequest); ok {
+				select {
+				case calls <- seen{info: cr.ClientInfo(), caps: cr.ClientCapabilities(), meta: cr.Params.Meta}:
+				default:
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}},"experimental":{"com.example/x":{"on":true}}},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw-agent","version":"7"},` +
+		`"com.example/context":{"list":[1,"two",{"three":null}],"text":"<a&b>"},"com.example/n":3}`
+	status, code := postSessionless(t, h, map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "echo", "MCP-Protocol-Version": sessionlessVersion},
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},`+meta+`}}`)
+	if status != http.StatusOK || code != 0 {
+		t.Fatalf("the call answered HTTP %d, JSON-RPC error %d", status, code)
+	}
+	var got seen
+	select {
+	case got = <-calls:
+	default:
+		t.Fatal("the server received no tools/call")
+	}
+	if got.info == nil || got.info.Name != "raw-agent" || got.info.Version != "7" {
+		t.Errorf("the server saw client info %+v, want the client's raw-agent 7", got.info)
+	}
+	if got.caps == nil || got.caps.Elicitation == nil || got.caps.Elicitation.Form == nil {
+		t.Errorf("the server saw client capabilities %+v, want the client's form elicitation", got.caps)
+	}
+	var want map[string]any
+	if err := json.Unmarshal([]byte(`{"com.example/context":{"list":[1,"two",{"three":null}],"text":"<a&b>"},"com.example/n":3,`+
+		`"experimental":{"com.example/x":{"on":true}}}`), &want); err != nil {
+		t.Fatal(err)
+	}
+	capsMeta, _ := got.meta["io.modelcontextprotocol/clientCapabilities"].(map[string]any)
+	gotOwn := map[string]any{"com.example/context": got.meta["com.example/context"], "com.example/n": got.meta["com.example/n"],
+		"experimental": capsMeta["experimental"]}
+	if fmt.Sprint(gotOwn) != fmt.Sprint(want) {
+		t.Errorf("the server saw the client's own _meta members as %v, want %v", gotOwn, want)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -353,8 +354,8 @@ func (w *walker) message(depth int) (Message, error) {
 			if err != nil {
 				return err
 			}
-			var id any
-			if err := json.Unmarshal(v, &id); err != nil {
+			id, err := idValue(v)
+			if err != nil {
 				return fmt.Errorf("%w: id: %w", ErrInvalid, err)
 			}
 			if m.ID, err = jsonrpc.MakeID(id); err != nil {
@@ -534,10 +535,33 @@ func foldName(name string) string {
 	return string(out)
 }
 
+// idValue decodes a message's id as encoding/json decodes it into an any, which
+// jsonrpc.MakeID takes: a string, a number as float64 (strconv.ParseFloat, as
+// encoding/json parses it), or nil; anything else (which MakeID refuses) by
+// encoding/json itself.
+func idValue(v jsontext.Value) (any, error) {
+	switch v.Kind() {
+	case '"':
+		return stringValue(v)
+	case '0':
+		return strconv.ParseFloat(string(v), 64)
+	case 'n':
+		return nil, nil
+	}
+	var id any
+	err := json.Unmarshal(v, &id)
+	return id, err
+}
+
 // stringValue decodes a JSON string.
 func stringValue(v jsontext.Value) (string, error) {
 	if v.Kind() != '"' {
 		return "", errors.New("not a string")
+	}
+	if len(v) >= 2 && bytes.IndexByte(v, '\\') < 0 {
+		// Without escapes a string is the bytes between its quotes: the decoder that
+		// read it has checked them (valid UTF-8, no control characters).
+		return string(v[1 : len(v)-1]), nil
 	}
 	// jsontext unquotes exactly as Check reads (it refuses what Check refuses, such as
 	// a lone surrogate escape), without encoding/json's reflection.

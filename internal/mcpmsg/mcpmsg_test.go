@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
 )
 
@@ -290,13 +292,15 @@ func TestCheckBodyReadsParamsAsTheyLieInTheBody(t *testing.T) {
 	}
 }
 
-// FuzzCheckBody: CheckBody refuses whatever Check refuses, and the params it hands on
-// are one JSON object that DecodeParams reads as CheckBody did.
+// FuzzCheckBody: CheckBody refuses whatever Check refuses, the params it hands on are
+// one JSON object that DecodeParams reads as CheckBody did, and a message go-sdk decodes
+// has the method and id go-sdk reads.
 func FuzzCheckBody(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":1,"traceparent":"x"}}}`,
 		`[{"jsonrpc":"2.0","method":"a"} , {"jsonrpc":"2.0","id":"x","result":{}}]`,
 		"{ \"params\" :\n{\"uri\":\"u\"},\"method\":\"m\"}", `{"method":"m","params":{"_meta":null}}`,
+		`{"jsonrpc":"2.0","id":"a\u00e9\"b","method":"t\/x"}`, `{"jsonrpc":"2.0","id":-12.0e1,"method":"x"}`, `{"jsonrpc":"2.0","id":null,"result":{}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -307,6 +311,21 @@ func FuzzCheckBody(f *testing.F) {
 		}
 		if err := Check(data); err != nil {
 			t.Fatalf("CheckBody accepted %q, which Check refuses: %v", data, err)
+		}
+		if !b.Batch {
+			if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+				var method string
+				var id jsonrpc.ID
+				switch msg := msg.(type) {
+				case *jsonrpc.Request:
+					method, id = msg.Method, msg.ID
+				case *jsonrpc.Response:
+					id = msg.ID
+				}
+				if m := b.Messages[0]; m.Method != method || m.ID != id {
+					t.Fatalf("CheckBody(%q) read method %q and id %v, go-sdk %q and %v", data, m.Method, m.ID.Raw(), method, id.Raw())
+				}
+			}
 		}
 		for _, m := range b.Messages {
 			if len(m.Params) == 0 {

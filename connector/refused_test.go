@@ -15,7 +15,7 @@ import (
 // Service whose new endpoint kube-proxy has not programmed yet) is connected to as soon
 // as it listens: the session stays Connecting, nothing reports it Down, and no backoff
 // (an hour here) stands between.
-func TestARefusedFirstConnectIsTriedAgainOnAShortLadder(t *testing.T) {
+func TestARefusedFirstConnectIsTriedAgainAtOnce(t *testing.T) {
 	endpoint := closedPortURL(t)
 	var logs syncBuffer
 	p := testPool(t, func(o *Options) {

@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -272,7 +273,7 @@ func (s *session) run() {
 		return
 	}
 
-	attempt, refusals := 0, 0
+	attempt := 0
 	begun := time.Now()
 	for {
 		l, err := s.connect()
@@ -285,8 +286,7 @@ func (s *session) run() {
 		var delay time.Duration
 		if err != nil && attempt == 0 && err.connectionRefused && time.Since(begun) < refusedAtFirstGrace {
 			// Still connecting, not failing: see refusedAtFirstGrace.
-			refusals++
-			if !s.sleep(backoffDelay(refusals, refusedAtFirstRetry, refusedAtFirstGrace)) {
+			if !s.sleep(refusedAtFirstRetry/2 + rand.N(refusedAtFirstRetry/2+1)) { //nolint:gosec // jitter
 				return
 			}
 			continue
@@ -323,10 +323,11 @@ func (s *session) run() {
 // Service's new endpoint is programmed on each node a little after its pod turns Ready
 // (kube-proxy syncs at most once a second by default, and rejects connections to a
 // Service without endpoints until then). So a session's first connect, when refused,
-// is tried again on a short ladder (refusedAtFirstRetry, doubling, with jitter) for
-// refusedAtFirstGrace without being reported: the session is connecting, not down,
-// and no backoff of a second or more follows a refusal of a few milliseconds. After
-// that, or after any other failure, refusals back off and are reported as usual.
+// is tried again every refusedAtFirstRetry (with jitter) for refusedAtFirstGrace
+// without being reported: the session is connecting, not down, and no backoff of a
+// second or more follows a refusal of a few milliseconds (a refused connection costs
+// the server nothing). After that, or after any other failure, refusals back off and
+// are reported as usual.
 const (
 	refusedAtFirstRetry = 100 * time.Millisecond
 	refusedAtFirstGrace = 2 * time.Second

@@ -11,8 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
@@ -60,13 +67,24 @@ func BenchmarkApplyToReady(b *testing.B) {
 	b.ReportMetric(float64(floor.Milliseconds())/n, "floor-ms")
 	b.ReportMetric(float64(ours)/float64(floor), "x-floor")
 	b.ReportMetric(0, "ns/op")
-	kubectl(b, "delete", "namespace", namespace, "--wait=false")
+	// Waited for, so that a run right after this one does not apply into a namespace
+	// that is still terminating.
+	kubectl(b, "delete", "namespace", namespace, "--timeout=2m")
 }
 
 // applyStdioServer applies a stdio MCPServer and returns the time to Ready=True with its
-// tools in status, then deletes it.
+// tools in status, then deletes it. The status is watched, as the floor's pod is asked
+// in a loop of its own: polling with kubectl would add its own start to every look.
 func applyStdioServer(b *testing.B, namespace, name string, img image) time.Duration {
 	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	watcher, err := watchClient(b).Watch(ctx, &mcpv1alpha1.MCPServerList{},
+		client.InNamespace(namespace), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer watcher.Stop()
 	start := time.Now()
 	kubectlApply(b, fmt.Sprintf(`apiVersion: mcp.switchboard.dev/v1alpha1
 kind: MCPServer
@@ -74,23 +92,46 @@ metadata: {name: %s, namespace: %s}
 spec:
   stdio: {image: %s, command: %s, securityContext: {runAsNonRoot: true}}
 `, name, namespace, img.Ref, yamlList(img.Command)))
-	testutil.Eventually(b, waitTimeout, name+" to be Ready with tools", func() error {
-		var s mcpv1alpha1.MCPServer
-		text, err := kubectlErr("get", "mcpserver", name, "-n", namespace, "-o", "json")
-		if err != nil {
-			return err
+	for ready := false; !ready; {
+		select {
+		case ev, ok := <-watcher.ResultChan():
+			if !ok {
+				b.Fatalf("the watch of %s ended before it was Ready with tools", name)
+			}
+			if s, isServer := ev.Object.(*mcpv1alpha1.MCPServer); isServer {
+				ready = apimeta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) && s.Status.ToolCount > 0
+			}
+		case <-ctx.Done():
+			b.Fatalf("%s not Ready with tools within %s", name, waitTimeout)
 		}
-		if err := json.Unmarshal([]byte(text), &s); err != nil {
-			return err
-		}
-		if !apimeta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) || s.Status.ToolCount == 0 {
-			return fmt.Errorf("not Ready with tools yet")
-		}
-		return nil
-	})
+	}
 	took := time.Since(start)
 	kubectl(b, "delete", "mcpserver", name, "-n", namespace, "--wait=false")
 	return took
+}
+
+// watchClient is a client of the node's API server that can watch MCPServers.
+func watchClient(b *testing.B) client.WithWatch {
+	b.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := mcpv1alpha1.AddToScheme(scheme); err != nil {
+		b.Fatal(err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		b.Fatal(err)
+	}
+	// The client logs nothing the benchmark reads; without a logger controller-runtime
+	// warns, with a stack, that it has none.
+	ctrllog.SetLogger(logr.Discard())
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 // floorPod runs the same image as a bare pod serving Streamable HTTP and returns the time
@@ -98,6 +139,14 @@ spec:
 func floorPod(b *testing.B, namespace, name string, img image) time.Duration {
 	b.Helper()
 	command := httpCommand(img)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	watcher, err := watchClient(b).Watch(ctx, &corev1.PodList{},
+		client.InNamespace(namespace), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer watcher.Stop()
 	start := time.Now()
 	kubectlApply(b, fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -111,19 +160,34 @@ spec:
       env: [{name: PORT, value: "%[5]d"}]
       securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
 `, name, namespace, img.Ref, yamlList(command), targetPort))
-	var ip string
+	// The pod's address as soon as it has one (watched, as the MCPServer is), then its
+	// server asked until it answers.
+	ip := watchedPodIP(b, watcher, name)
 	testutil.Eventually(b, waitTimeout, name+" to answer", func() error {
-		if ip == "" {
-			ip = strings.TrimSpace(kubectl(b, "get", "pod", name, "-n", namespace, "-o", "jsonpath={.status.podIP}"))
-			if ip == "" {
-				return fmt.Errorf("no pod IP yet")
-			}
-		}
 		return listTools(fmt.Sprintf("http://%s:%d/mcp", ip, targetPort))
 	})
 	took := time.Since(start)
 	kubectl(b, "delete", "pod", name, "-n", namespace, "--wait=false", "--grace-period=1")
 	return took
+}
+
+// watchedPodIP returns the address of the pod the watch is of, once it has one.
+func watchedPodIP(b *testing.B, watcher watch.Interface, name string) string {
+	b.Helper()
+	timeout := time.After(waitTimeout)
+	for {
+		select {
+		case ev, ok := <-watcher.ResultChan():
+			if !ok {
+				b.Fatalf("the watch of pod %s ended before it had an address", name)
+			}
+			if pod, isPod := ev.Object.(*corev1.Pod); isPod && pod.Status.PodIP != "" {
+				return pod.Status.PodIP
+			}
+		case <-timeout:
+			b.Fatalf("pod %s had no address within %s", name, waitTimeout)
+		}
+	}
 }
 
 // listTools initializes a session with a server and lists its tools.

@@ -514,7 +514,8 @@ func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels,
 	}
 	if p.BridgeImageBinary != "" {
 		podSpec.Volumes = []corev1.Volume{{Name: bridgeVolume, VolumeSource: corev1.VolumeSource{
-			Image: &corev1.ImageVolumeSource{Reference: p.BridgeImage, PullPolicy: corev1.PullIfNotPresent},
+			// The pull policy defaults as the init container's did: Always for :latest.
+			Image: &corev1.ImageVolumeSource{Reference: p.BridgeImage},
 		}}}
 	} else {
 		podSpec.InitContainers = []corev1.Container{{

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,33 +23,10 @@ import (
 	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
-var (
-	buildOnce   sync.Once
-	binaryPath  string
-	errBuilding error
-)
-
 // switchboardBinary builds cmd/switchboard once per test run.
 func switchboardBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "switchboard-bin-")
-		if err != nil {
-			errBuilding = err
-			return
-		}
-		binaryPath = filepath.Join(dir, "switchboard")
-		cmd := exec.CommandContext(context.Background(), "go", "build", "-o", binaryPath, "./cmd/switchboard")
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			errBuilding = err
-			t.Logf("%s", out)
-		}
-	})
-	if errBuilding != nil {
-		t.Fatalf("building switchboard: %v", errBuilding)
-	}
-	return binaryPath
+	return testenv.BuildGoBinary(t, "./cmd/switchboard")
 }
 
 // withLocalRuntime runs stdio servers as local bridge processes.

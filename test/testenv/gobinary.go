@@ -2,12 +2,15 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,12 +36,18 @@ func BuildGoBinary(t testing.TB, pkg string) string {
 	bin := entry.(*goBinary)
 	bin.once.Do(func() {
 		// Not t.TempDir: the binary outlives the test that built it.
-		dir, err := os.MkdirTemp("", "switchboard-testbin-")
+		dir, err := binDir()
 		if err != nil {
 			bin.err = err
 			return
 		}
-		out := filepath.Join(dir, path.Base(pkg))
+		// A directory per package: two packages may share their last element.
+		pkgDir := filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(pkg, "./"), "/", "_"))
+		if err := os.MkdirAll(pkgDir, 0o755); err != nil {
+			bin.err = err
+			return
+		}
+		out := filepath.Join(pkgDir, path.Base(pkg))
 		cmd := exec.CommandContext(context.Background(), "go", "build", "-o", out, pkg)
 		cmd.Dir = RepoRoot()
 		if output, err := cmd.CombinedOutput(); err != nil {
@@ -51,6 +60,45 @@ func BuildGoBinary(t testing.TB, pkg string) string {
 		t.Fatal(bin.err)
 	}
 	return bin.path
+}
+
+// binDirPrefix names the directories of built binaries, one per test process, by its pid.
+const binDirPrefix = "switchboard-testbin-"
+
+var (
+	binDirOnce sync.Once
+	binDirPath string
+	errBinDir  error
+)
+
+// binDir returns this test process's directory of built binaries. A test binary has no
+// hook that runs as it exits, so the directory is named by the process's pid and the next
+// test process removes the directories of processes that are gone: a binary is over a
+// hundred megabytes, and every test run used to leave its own behind.
+func binDir() (string, error) {
+	binDirOnce.Do(func() {
+		removeOrphanedBinDirs()
+		binDirPath = filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", binDirPrefix, os.Getpid()))
+		errBinDir = os.MkdirAll(binDirPath, 0o755)
+	})
+	return binDirPath, errBinDir
+}
+
+// removeOrphanedBinDirs removes the binary directories of test processes that no longer
+// run (and those of the old, randomly named kind, whose number is no running pid).
+func removeOrphanedBinDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binDirPrefix+"*"))
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), binDirPrefix))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		// Signal 0 checks that the process exists; EPERM means it does, as another user's.
+		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+			continue
+		}
+		_ = os.RemoveAll(dir)
+	}
 }
 
 // process is a child started by this package for one test: its own process group,

@@ -469,10 +469,11 @@ start_node_networking() {
     --proxy-mode iptables --cluster-cidr "${CLUSTER_CIDR}" \
     --bind-address "${NODE_IP}" --healthz-bind-address 127.0.0.1:10256 \
     --metrics-bind-address 127.0.0.1:10249
-  # containerd runs without NRI, so pod addresses come from the API server.
+  # containerd runs without NRI: kube-network-policies' NRI plugin finds no socket, and pod
+  # addresses come from the API server.
   start kube-network-policies "${KUBE_NETWORK_POLICIES_DIR}/kube-network-policies" \
     --kubeconfig "${pki}/kube-network-policies.kubeconfig" --hostname-override "${NODE_NAME}" \
-    --metrics-bind-address 127.0.0.1:20244 --disable-nri --v=2
+    --metrics-bind-address 127.0.0.1:20244 --v=2
 }
 
 # apply_cluster_objects gives kube-network-policies and kube-proxy their rights and runs

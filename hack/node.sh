@@ -694,7 +694,9 @@ clean_firewall() {
   for save in iptables-save ip6tables-save; do
     command -v "${save}" >/dev/null || continue
     restore="${save%-save}-restore"
-    if "${save}" 2>/dev/null | grep -q 'KUBE-'; then
+    # grep reads all of it: with -q it would stop at the first match, and the save, cut off,
+    # would fail the pipeline (pipefail) and leave the rules in place.
+    if "${save}" 2>/dev/null | grep 'KUBE-' >/dev/null; then
       "${save}" | grep -v 'KUBE-' | "${restore}" || log "could not restore ${save%-save} without KUBE- rules"
     fi
   done

@@ -16,19 +16,22 @@
 #   node           kubelet and kube-proxy (same release), containerd v2 with its runc shim,
 #                  runc (github.com/opencontainers/runc, with seccomp), Debian's CNI plugins
 #                  (bridge, host-local, portmap), CoreDNS as pods in kube-system,
-#                  kube-router's network policy controller
+#                  sigs.k8s.io/kube-network-policies v0.8.0 (patched, see below)
 #
 # runc is built rather than taken from Debian: bookworm's runc 1.1.5 cannot start the
 # sandboxes containerd v2.4 asks for ("can't get final child's PID from pipe: EOF").
 #   images         built without Docker by hack/node-images (go-containerregistry) and
 #                  imported into containerd's k8s.io namespace; nothing is ever pulled
 #
-# NetworkPolicies are enforced by kube-router (github.com/cloudnativelabs/kube-router),
-# not sigs.k8s.io/kube-network-policies: the latter hands packets to user space with the
-# nftables `queue` statement, and this machine's kernel is built without nft_queue
-# (CONFIG_NFT_QUEUE is not set; `nft add rule ... queue num 100` fails), so it could not
-# enforce anything here. kube-router enforces the same API with iptables and ipsets, which
-# this kernel has.
+# NetworkPolicies are enforced by sigs.k8s.io/kube-network-policies, the implementation
+# kind ships, as a host process. It sends the first packet of each connection to or from a
+# pod a policy selects to itself through an nfnetlink queue and accepts or drops it there.
+# Upstream queues with the nftables `queue` statement (nft_queue), which kernels built
+# without CONFIG_NFT_QUEUE, like the ones this runs on, refuse. Those kernels have
+# nft_compat and the xtables NFQUEUE target, the rule `iptables-nft -j NFQUEUE` creates, so
+# hack/node/kube-network-policies-nfqueue-compat.patch makes it use that target, in the
+# same place and to the same queue, where the kernel refuses `queue` (and gives it a
+# --kubeconfig flag); the patch's header says what and why in full.
 #
 # The cluster reaches nothing outside the machine: the API server, kubelet and pods live on
 # the bridge network 10.244.0.0/24 (the node is 10.244.0.1), Services on 10.96.0.0/16 and
@@ -44,7 +47,7 @@ NODE_CACHE="${CACHE_ROOT}/node"
 
 CONTAINERD_VERSION=v2.4.2
 COREDNS_VERSION=v1.15.0
-KUBE_ROUTER_VERSION=v2.1.0
+KUBE_NETWORK_POLICIES_VERSION=v0.8.0
 RUNC_VERSION=v1.5.3
 
 NODE_NAME=switchboard-node
@@ -60,7 +63,8 @@ SANDBOX_IMAGE=registry.k8s.io/pause:3.10.2 # containerd v2.4's default; ours is 
 
 CONTAINERD_DIR="${NODE_CACHE}/containerd-${CONTAINERD_VERSION}"
 COREDNS_DIR="${NODE_CACHE}/coredns-${COREDNS_VERSION}"
-KUBE_ROUTER_DIR="${NODE_CACHE}/kube-router-${KUBE_ROUTER_VERSION}"
+KUBE_NETWORK_POLICIES_PATCH="${ROOT}/hack/node/kube-network-policies-nfqueue-compat.patch"
+KUBE_NETWORK_POLICIES_DIR="${NODE_CACHE}/kube-network-policies-${KUBE_NETWORK_POLICIES_VERSION}-$(sha256sum "${KUBE_NETWORK_POLICIES_PATCH}" | cut -c1-12)"
 RUNC_DIR="${NODE_CACHE}/runc-${RUNC_VERSION}"
 IMAGES_DIR="${NODE_CACHE}/images"
 CONTAINERD_SOCK="${STATE}/containerd/containerd.sock"
@@ -96,9 +100,9 @@ ensure_packages() {
   command -v pkg-config >/dev/null || missing+=(pkg-config)
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   command -v iptables >/dev/null || missing+=(iptables)
-  command -v ipset >/dev/null || missing+=(ipset)
   command -v conntrack >/dev/null || missing+=(conntrack)
   command -v nft >/dev/null || missing+=(nftables)
+  command -v patch >/dev/null || missing+=(patch)
   command -v openssl >/dev/null || missing+=(openssl)
   command -v gcc >/dev/null || missing+=(gcc libc6-dev)
   if [ ${#missing[@]} -gt 0 ]; then
@@ -118,7 +122,28 @@ ensure_binaries() {
   # runc's nsexec is C, and the RuntimeDefault seccomp profile needs libseccomp.
   CGO_ENABLED=1 GO_TAGS=seccomp go_install_into "${RUNC_DIR}" "github.com/opencontainers/runc@${RUNC_VERSION}"
   go_install_into "${COREDNS_DIR}" "github.com/coredns/coredns@${COREDNS_VERSION}"
-  go_install_into "${KUBE_ROUTER_DIR}" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@${KUBE_ROUTER_VERSION}"
+  build_kube_network_policies
+}
+
+# build_kube_network_policies builds kube-network-policies from the module proxy with the
+# patch applied, and keeps it only once the patched package's own tests pass (they need
+# root and run in network namespaces of their own).
+build_kube_network_policies() {
+  local dir="${KUBE_NETWORK_POLICIES_DIR}" module="sigs.k8s.io/kube-network-policies" started
+  [ -d "${dir}" ] && return 0
+  started=$(date +%s)
+  log "building ${module}@${KUBE_NETWORK_POLICIES_VERSION} with $(basename "${KUBE_NETWORK_POLICIES_PATCH}") (first build only)"
+  rm -rf "${dir}.tmp" "${dir}.src" && mkdir -p "${dir}.tmp"
+  (cd / && GOFLAGS=-mod=mod go mod download "${module}@${KUBE_NETWORK_POLICIES_VERSION}")
+  cp -r "$(go env GOMODCACHE)/${module}@${KUBE_NETWORK_POLICIES_VERSION}" "${dir}.src"
+  chmod -R u+w "${dir}.src"
+  patch -d "${dir}.src" -p1 -F0 -s <"${KUBE_NETWORK_POLICIES_PATCH}"
+  (cd "${dir}.src" &&
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "${dir}.tmp/kube-network-policies" ./cmd &&
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go test -count=1 ./pkg/networkpolicy/ | tail -n 1) >&2
+  rm -rf "${dir}.src"
+  mv "${dir}.tmp" "${dir}"
+  log "built $(basename "${dir}") in $(( $(date +%s) - started ))s"
 }
 
 # ensure_images builds the switchboard binary from this checkout and every image the node
@@ -190,10 +215,11 @@ subjectAltName=IP:${NODE_IP},DNS:${NODE_NAME}"
   issue controller-manager system:kube-controller-manager "" "${client}"
   issue scheduler system:kube-scheduler "" "${client}"
   issue kube-proxy system:kube-proxy "" "${client}"
-  # kube-router reads pods, namespaces and NetworkPolicies; a ClusterRole binds it below.
-  issue kube-router system:kube-router "" "${client}"
+  # kube-network-policies reads pods, namespaces and NetworkPolicies; a ClusterRole binds
+  # it below.
+  issue kube-network-policies system:kube-network-policies "" "${client}"
   local name
-  for name in admin kubelet controller-manager scheduler kube-proxy kube-router; do kubeconfig "${name}"; done
+  for name in admin kubelet controller-manager scheduler kube-proxy kube-network-policies; do kubeconfig "${name}"; done
   # The service-account issuer's key (RS256, which every OpenID client accepts).
   openssl genrsa -out sa.key 2048 2>/dev/null
   openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
@@ -235,7 +261,8 @@ setup_network() {
     echo "net.bridge.bridge-nf-call-iptables=$(sysctl -n net.bridge.bridge-nf-call-iptables)"
   } >"${STATE}/sysctl.orig"
   sysctl -qw net.ipv4.ip_forward=1
-  # Bridged pod-to-pod packets go through iptables, where kube-proxy and kube-router act.
+  # Bridged pod-to-pod packets go through netfilter, where kube-proxy and
+  # kube-network-policies act.
   sysctl -qw net.bridge.bridge-nf-call-iptables=1
   # The bridge exists before the first pod, so the API server can listen on the node's IP.
   ip link add "${BRIDGE}" type bridge
@@ -249,8 +276,8 @@ setup_network() {
   # ... where nothing answers, not even ARP: a connection to a Service address that no
   # DNAT rule has rewritten would wait out the bridge's neighbour resolution (3 s) before
   # failing. kube-proxy rejects connections to a Service without endpoints, as in any
-  # cluster, but kube-router's FORWARD chain accepts pod traffic before kube-proxy's
-  # rule is reached; this table rejects them first. A packet kube-proxy has rewritten to
+  # cluster, but only in its own chains, which a firewall rule that accepts pod traffic
+  # before them would skip; this table rejects them first. A packet kube-proxy has rewritten to
   # a pod no longer has a Service address by then (DNAT comes before forward and after
   # output's routing), so only unprogrammed Service addresses are refused.
   nft -f - <<NFT
@@ -442,13 +469,15 @@ start_node_networking() {
     --proxy-mode iptables --cluster-cidr "${CLUSTER_CIDR}" \
     --bind-address "${NODE_IP}" --healthz-bind-address 127.0.0.1:10256 \
     --metrics-bind-address 127.0.0.1:10249
-  start kube-router "${KUBE_ROUTER_DIR}/kube-router" \
-    --kubeconfig "${pki}/kube-router.kubeconfig" --hostname-override "${NODE_NAME}" \
-    --run-firewall=true --run-router=false --run-service-proxy=false \
-    --health-port 20244 --metrics-port 0
+  # containerd runs without NRI: kube-network-policies' NRI plugin finds no socket, and pod
+  # addresses come from the API server.
+  start kube-network-policies "${KUBE_NETWORK_POLICIES_DIR}/kube-network-policies" \
+    --kubeconfig "${pki}/kube-network-policies.kubeconfig" --hostname-override "${NODE_NAME}" \
+    --metrics-bind-address 127.0.0.1:20244 --v=2
 }
 
-# apply_cluster_objects gives kube-router and kube-proxy their rights and runs CoreDNS.
+# apply_cluster_objects gives kube-network-policies and kube-proxy their rights and runs
+# CoreDNS.
 apply_cluster_objects() {
   local coredns_image
   coredns_image="$(awk -F'\t' '$1 ~ /\/coredns:/ {print $1}' "${IMAGES_DIR}/images.txt")"
@@ -459,31 +488,23 @@ metadata: {name: switchboard-node:kube-proxy}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:node-proxier}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:kube-proxy}]
 ---
+# The rights kube-network-policies' own install.yaml grants it.
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
-metadata: {name: switchboard-node:kube-router}
+metadata: {name: switchboard-node:kube-network-policies}
 rules:
 - apiGroups: [""]
-  resources: [namespaces, pods, services, nodes, endpoints]
-  verbs: [get, list, watch]
+  resources: [pods, namespaces]
+  verbs: [list, watch]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [get, list, watch]
-- apiGroups: [discovery.k8s.io]
-  resources: [endpointslices]
-  verbs: [get, list, watch]
-- apiGroups: [""]
-  resources: [events]
-  verbs: [create, patch]
-- apiGroups: [coordination.k8s.io]
-  resources: [leases]
-  verbs: [get, create, update]
+  verbs: [list, watch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
-metadata: {name: switchboard-node:kube-router}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: switchboard-node:kube-router}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:kube-router}]
+metadata: {name: switchboard-node:kube-network-policies}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: switchboard-node:kube-network-policies}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:kube-network-policies}]
 ---
 apiVersion: v1
 kind: ServiceAccount
@@ -664,31 +685,30 @@ unmount_state() {
     while read -r mountpoint; do umount -l "${mountpoint}" 2>/dev/null || true; done
 }
 
-# clean_firewall removes the chains, rules and sets kube-proxy, kube-router and the kubelet
-# added (all named KUBE-*) and the node's own nftables table, and leaves everything else
+# clean_firewall removes the chains and rules kube-proxy and the kubelet added (all named
+# KUBE-*), the nftables tables of kube-proxy and kube-network-policies (which deletes its
+# own when it stops, unless it was killed) and the node's own, and leaves everything else
 # on the host as it was.
 clean_firewall() {
   local save restore
   for save in iptables-save ip6tables-save; do
     command -v "${save}" >/dev/null || continue
     restore="${save%-save}-restore"
-    if "${save}" 2>/dev/null | grep -q 'KUBE-'; then
+    # grep reads all of it: with -q it would stop at the first match, and the save, cut off,
+    # would fail the pipeline (pipefail) and leave the rules in place.
+    if "${save}" 2>/dev/null | grep 'KUBE-' >/dev/null; then
       "${save}" | grep -v 'KUBE-' | "${restore}" || log "could not restore ${save%-save} without KUBE- rules"
     fi
   done
-  nft list tables 2>/dev/null | awk -v own="${NFT_TABLE}" '$3 == "kube-proxy" || $3 == "kube-router" || $3 == own {print $2, $3}' |
+  nft list tables 2>/dev/null | awk -v own="${NFT_TABLE}" '$3 == "kube-proxy" || $3 == "kube-network-policies" || $3 == own {print $2, $3}' |
     while read -r family table; do nft delete table "${family}" "${table}" || true; done
-  if command -v ipset >/dev/null; then
-    ipset list -n 2>/dev/null | { grep -E '^(KUBE-|kube-router)' || true; } |
-      while read -r set; do ipset destroy "${set}" 2>/dev/null || true; done
-  fi
 }
 
 down() {
   [ "$(id -u)" = 0 ] || die "stopping the node needs root"
   [ -d "${STATE}" ] || { log "no node at ${STATE}"; return 0; }
   local name
-  for name in kube-router kube-proxy kubelet; do stop_pid "${name}"; done
+  for name in kube-network-policies kube-proxy kubelet; do stop_pid "${name}"; done
   kill_containers
   for name in containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_pid "${name}"; done
   kill_containers

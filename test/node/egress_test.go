@@ -94,10 +94,10 @@ subjects: [{kind: ServiceAccount, name: agent, namespace: agents}]
 
 	endpoint := gatewayEndpoint(t, in, namespace, "fetcher")
 	token := agentToken(t)
-	// kube-router programs a new policy within moments of seeing it, and until it has the
-	// pod reaches everything: the policy is in force once the denied target (a server
-	// that answers whoever reaches it) is refused; from then on the allowed target is
-	// reached and the denied one stays refused.
+	// kube-network-policies enforces a new policy within moments of seeing it, and until
+	// then the pod reaches everything: the policy is in force once the denied target (a
+	// server that answers whoever reaches it) is refused; from then on the allowed target
+	// is reached and the denied one stays refused.
 	testutil.Eventually(t, waitTimeout, "the egress policy to refuse the denied target", func() error {
 		if text, err := fetchThrough(endpoint, token, fmt.Sprintf("http://%s:%d/", denied, targetPort)); err == nil {
 			return fmt.Errorf("the fetcher still reaches %s: %q", denied, text)

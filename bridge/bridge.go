@@ -55,8 +55,6 @@ type Bridge struct {
 	changed  chan struct{}       // closed and replaced when a slot is freed or a session starts
 	seq      uint64
 	closing  bool
-	// draining is set once the pod leaves its Service (serveDrain).
-	draining atomic.Bool
 	// busyWaiters counts new sessions waiting for a request to end (see busyWait).
 	busyWaiters atomic.Int32
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -59,63 +58,14 @@ func (b *Bridge) Handler() http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !b.ready() || b.draining.Load() {
+		if !b.ready() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	mux.HandleFunc("POST /drain", b.serveDrain)
 	mux.Handle("GET /metrics", b.metrics.handler())
 	return mux
-}
-
-// serveDrain starts the pod's drain: the preStop hook (switchboard drain) asks for it
-// from inside the pod, as the pod leaves its Service's endpoints. From then on every
-// answer to a request outside a session closes its connection, so that a client's next
-// sessionless request opens a new one, which its Service sends to a pod that stays,
-// instead of riding a kept-alive connection to this one until it stops and racing its
-// close (a request written just as the bridge closes an idle connection fails, and a
-// POST is not retried). Sessions keep their connections: they live on this pod and end
-// with it. Only a caller on the loopback interface may ask: anyone else who can reach
-// the port could otherwise make every client dial for every request.
-func (b *Bridge) serveDrain(w http.ResponseWriter, r *http.Request) {
-	if !fromLoopback(r) {
-		http.Error(w, "drain is asked for from inside the pod", http.StatusForbidden)
-		return
-	}
-	if !b.draining.Swap(true) {
-		b.log.Info("Draining: answers outside sessions close their connections")
-	}
-	_, _ = io.WriteString(w, "draining\n")
-}
-
-// closingWriter answers with "Connection: close", which makes net/http close the
-// connection after the answer (see serveDrain). It is set as the header goes out: go-sdk
-// sets "Connection: keep-alive" on the event streams it answers with.
-type closingWriter struct{ http.ResponseWriter }
-
-func (w closingWriter) WriteHeader(code int) {
-	w.Header().Set("Connection", "close")
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w closingWriter) Write(p []byte) (int, error) {
-	w.Header().Set("Connection", "close") // no effect once the header is out
-	return w.ResponseWriter.Write(p)
-}
-
-// Unwrap gives http.ResponseController (flushes, deadlines) the connection's writer.
-func (w closingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// fromLoopback reports whether r came from the loopback interface.
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	addr, err := netip.ParseAddr(host)
-	return err == nil && addr.IsLoopback()
 }
 
 // serveMCP routes a Streamable HTTP request to its session. The checks here are the ones
@@ -124,9 +74,6 @@ func fromLoopback(r *http.Request) bool {
 func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request, bodyTimeout time.Duration) {
 	if !mcphttp.HostAllowed(w, r) {
 		return
-	}
-	if b.draining.Load() && r.Header.Get(mcphttp.SessionIDHeader) == "" {
-		w = closingWriter{w}
 	}
 	switch r.Method {
 	case http.MethodPost:

@@ -486,14 +486,9 @@ func (p *PodRuntime) deployment(obj *mcpv1alpha1.MCPServer, name string, labels,
 			}}},
 			// The bridge serves on while the pod leaves the Service's endpoints (a
 			// rollout, an operator upgrade that brings a new bridge): SIGTERM, which ends
-			// its sessions, comes after the wait, and no new session is sent to a pod
-			// going away. Meanwhile the bridge drains: its answers outside sessions
-			// close their connections, so no sessionless request rides a kept-alive
-			// connection into the bridge's close.
-			PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{
-				binary, "drain", "--for", fmt.Sprintf("%ds", bridgeShutdownDelaySeconds),
-				fmt.Sprintf("http://127.0.0.1:%d/drain", bridgePort),
-			}}},
+			// its sessions, comes after the sleep, and no new session is sent to a pod
+			// going away.
+			PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: bridgeShutdownDelaySeconds}},
 		},
 		LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 			Path: "/healthz", Port: intstr.FromInt32(bridgePort),

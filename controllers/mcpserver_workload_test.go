@@ -72,11 +72,6 @@ func TestStdioServerRunsAsDeploymentBehindTheBridge(t *testing.T) {
 	g.Expect(server.Lifecycle.PostStart.Exec.Command).To(Equal([]string{
 		"/switchboard-bridge/switchboard", "await", "--timeout", "30s", "http://127.0.0.1:8080/healthz",
 	}))
-	// Leaving, it drains (answers outside sessions close their connections) while its
-	// Service lets it go, and SIGTERM comes after.
-	g.Expect(server.Lifecycle.PreStop.Exec.Command).To(Equal([]string{
-		"/switchboard-bridge/switchboard", "drain", "--for", "5s", "http://127.0.0.1:8080/drain",
-	}))
 	g.Expect(server.ReadinessProbe).To(BeNil())
 	g.Expect(server.StartupProbe).To(BeNil())
 	g.Expect(server.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))

@@ -4,7 +4,6 @@
 //	bridge    serve a stdio MCP server over Streamable HTTP, one process per session
 //	install   copy this binary to a path (the init container of stdio server pods)
 //	await     wait until a URL answers 200 OK (the postStart hook of stdio server pods)
-//	drain     ask a bridge to drain, then wait (the preStop hook of stdio server pods)
 //	dev       run a local control plane, the manager and demo MCP servers (make dev)
 //	demo-server  serve one of the demo MCP servers dev uses
 //	import    print an MCPServer manifest for an MCP registry server.json
@@ -24,7 +23,6 @@ var subcommands = map[string]func(args []string) int{
 	"bridge":      runBridge,
 	"install":     runInstall,
 	"await":       runAwait,
-	"drain":       runDrain,
 	"dev":         runDev,
 	"demo-server": runDemoServer,
 	"import":      runImport,
@@ -54,7 +52,6 @@ Subcommands:
   bridge    serve a stdio MCP server over Streamable HTTP, one process per session
   install   copy this binary to a path (the init container of stdio server pods)
   await     wait until a URL answers 200 OK (the postStart hook of stdio server pods)
-  drain     ask a bridge to drain, then wait (the preStop hook of stdio server pods)
   dev       run a local control plane, the manager and demo MCP servers (make dev)
   demo-server  serve one of the demo MCP servers dev uses (stdio, or HTTP with --http)
   import    print an MCPServer manifest for an MCP registry server.json (a file or a registry entry)

@@ -271,6 +271,15 @@ func closeAll(sessions []*session) {
 	}
 }
 
+// beingReplaced reports whether s is its server's current session while a session of a
+// newer config connects to replace it.
+func (p *Pool) beingReplaced(s *session) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.servers[s.key]
+	return e != nil && e.current == s && e.pending != nil
+}
+
 // promote makes a settled replacement session the current one and stops the old one.
 func (p *Pool) promote(s *session) {
 	p.mu.Lock()

@@ -356,6 +356,16 @@ func (s *session) sleep(d time.Duration) bool {
 // connect); otherwise it goes Down only at the failure threshold.
 func (s *session) fail(e *Error, down bool) {
 	e = s.red.scrubError(e)
+	if s.pool.beingReplaced(s) {
+		// A session of a newer config connects meanwhile (a stdio server's new pod, a
+		// changed spec), and its first connect settles what the server is: this one
+		// failing now is no news. A stdio server's pod that rolls ends this session's
+		// MCP session (its requests reach the new pod, which never heard of it), and
+		// reporting that would make the server unready for as long as the new session
+		// takes to connect, refusing every call meanwhile.
+		s.logger().Info("Session failed while a newer config's session connects", "reason", e.Reason, "message", e.Message)
+		return
+	}
 	var becameDown bool
 	s.update(func(snap *Snapshot) {
 		snap.ConsecutiveFailures++

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 )
@@ -604,5 +606,35 @@ func TestServingRevision(t *testing.T) {
 				t.Errorf("serving revision %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A replica that does not own a stdio server reads the serving version from the cache as
+// the owner's Ensure reports it, so that its standby config equals the owner's and
+// taking the server over does not replace the session the gateway's calls are on.
+func TestServingInstanceIsTheOwnersInstance(t *testing.T) {
+	deploy := testDeployment()
+	rs := testReplicaSet("mcp-srv-3", "3")
+	rs.Status.AvailableReplicas = 1
+	for _, o := range []metav1.Object{deploy, &rs} {
+		o.SetLabels(map[string]string{serverLabel: "mcp-srv"})
+	}
+	obj := &mcpv1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "srv"}}
+
+	unavailable := &PodRuntime{Client: fake.NewClientBuilder().WithObjects(deploy.DeepCopy(), rs.DeepCopy()).Build()}
+	if got, err := unavailable.ServingInstance(context.Background(), obj); err != nil || got != "" {
+		t.Fatalf("a Deployment with no available replica: instance %q, %v; want none", got, err)
+	}
+
+	deploy.Status = appsv1.DeploymentStatus{AvailableReplicas: 1, Conditions: []appsv1.DeploymentCondition{
+		{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue},
+	}}
+	available := &PodRuntime{Client: fake.NewClientBuilder().WithObjects(deploy, &rs).Build()}
+	if got, err := available.ServingInstance(context.Background(), obj); err != nil || got != "3" {
+		t.Fatalf("instance %q, %v; want the serving ReplicaSet's revision 3", got, err)
+	}
+	none := &PodRuntime{Client: fake.NewClientBuilder().Build()}
+	if got, err := none.ServingInstance(context.Background(), obj); err != nil || got != "" {
+		t.Fatalf("no Deployment: instance %q, %v; want none", got, err)
 	}
 }

@@ -49,6 +49,13 @@ func (r *MCPServerReconciler) gatewayConfig(ctx context.Context, obj *mcpv1alpha
 		}
 		cfg := r.connectionConfig(obj, obj.Status.Endpoint, connector.ProtocolStreamableHTTP)
 		cfg.Egress = bridgeEgress.ForServer(obj.Namespace, obj.Labels)
+		// The owner's config carries the serving version of the workload; so must this
+		// one, or taking the server over would replace the session (see ServingInstance).
+		if pods, ok := r.Stdio.(*PodRuntime); ok {
+			if cfg.Instance, err = pods.ServingInstance(ctx, obj); err != nil {
+				return connector.Config{}, false, err
+			}
+		}
 		return cfg, true, nil
 	}
 	var obs observation

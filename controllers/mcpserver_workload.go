@@ -285,6 +285,26 @@ func (p *PodRuntime) Ensure(ctx context.Context, obj *mcpv1alpha1.MCPServer, rul
 	return status, nil
 }
 
+// ServingInstance is the version of the server's workload that serves, as Ensure
+// reports it (WorkloadStatus.Instance), read from the cache by a replica that does not
+// own the server. Its gateway's sessions must carry the owner's Instance: a config that
+// differs only there would, on taking the server over, start a new session and end the
+// calls in flight on the one it replaces.
+func (p *PodRuntime) ServingInstance(ctx context.Context, obj *mcpv1alpha1.MCPServer) (string, error) {
+	deploy := &appsv1.Deployment{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: workloadName(obj.Name)}, deploy); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	if available, _ := deploymentAvailable(deploy); !available {
+		return "", nil
+	}
+	var replicaSets appsv1.ReplicaSetList
+	if err := p.Client.List(ctx, &replicaSets, client.InNamespace(deploy.Namespace), client.MatchingLabels{serverLabel: deploy.Name}); err != nil {
+		return "", fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", deploy.Name, err)
+	}
+	return servingRevision(deploy, replicaSets.Items), nil
+}
+
 // Remove deletes the server's Deployment, Service and NetworkPolicy. It looks in the
 // cache first, so a server that runs no workload costs no API request, and it deletes
 // only objects the server controls. (Owner references would garbage-collect them once

@@ -55,7 +55,7 @@ func TestASessionFailingWhileItsReplacementConnectsIsNoNews(t *testing.T) {
 	gone.Store(true) // the old version goes away: its session ends and cannot start again
 	testutil.Consistently(t, time.Second, "Ready while the new version connects", func() error {
 		if s, _ := p.Snapshot(key); s.State != StateReady {
-			return fmt.Errorf("state %s, last error %v", s.State, s.LastError)
+			return fmt.Errorf("state %s, last error %w", s.State, s.LastError)
 		}
 		return nil
 	})

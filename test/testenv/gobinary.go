@@ -43,7 +43,7 @@ func BuildGoBinary(t testing.TB, pkg string) string {
 		}
 		// A directory per package: two packages may share their last element.
 		pkgDir := filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(pkg, "./"), "/", "_"))
-		if err := os.MkdirAll(pkgDir, 0o755); err != nil {
+		if err := os.MkdirAll(pkgDir, 0o750); err != nil {
 			bin.err = err
 			return
 		}
@@ -79,7 +79,7 @@ func binDir() (string, error) {
 	binDirOnce.Do(func() {
 		removeOrphanedBinDirs()
 		binDirPath = filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", binDirPrefix, os.Getpid()))
-		errBinDir = os.MkdirAll(binDirPath, 0o755)
+		errBinDir = os.MkdirAll(binDirPath, 0o750)
 	})
 	return binDirPath, errBinDir
 }

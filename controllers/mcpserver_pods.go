@@ -143,15 +143,24 @@ func (p *PodRuntime) explainRollout(ctx context.Context, key connector.Key, d *a
 
 // workloadOf lists the ReplicaSets and pods of the Deployment d from the cache.
 func (p *PodRuntime) workloadOf(ctx context.Context, d *appsv1.Deployment) ([]appsv1.ReplicaSet, []corev1.Pod, error) {
-	var replicaSets appsv1.ReplicaSetList
-	if err := p.Client.List(ctx, &replicaSets, client.InNamespace(d.Namespace), client.MatchingLabels{serverLabel: d.Name}); err != nil {
-		return nil, nil, fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", d.Name, err)
+	replicaSets, err := p.replicaSetsOf(ctx, d)
+	if err != nil {
+		return nil, nil, err
 	}
 	var pods corev1.PodList
 	if err := p.Client.List(ctx, &pods, client.InNamespace(d.Namespace), client.MatchingLabels{serverLabel: d.Name}); err != nil {
 		return nil, nil, fmt.Errorf("listing the pods of Deployment %s: %w", d.Name, err)
 	}
-	return replicaSets.Items, pods.Items, nil
+	return replicaSets, pods.Items, nil
+}
+
+// replicaSetsOf lists the ReplicaSets of the server Deployment d from the cache.
+func (p *PodRuntime) replicaSetsOf(ctx context.Context, d *appsv1.Deployment) ([]appsv1.ReplicaSet, error) {
+	var replicaSets appsv1.ReplicaSetList
+	if err := p.Client.List(ctx, &replicaSets, client.InNamespace(d.Namespace), client.MatchingLabels{serverLabel: d.Name}); err != nil {
+		return nil, fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", d.Name, err)
+	}
+	return replicaSets.Items, nil
 }
 
 // withLogTail adds to the finding f the log tail of the container it names, and bounds

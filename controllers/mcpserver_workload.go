@@ -298,11 +298,11 @@ func (p *PodRuntime) ServingInstance(ctx context.Context, obj *mcpv1alpha1.MCPSe
 	if available, _ := deploymentAvailable(deploy); !available {
 		return "", nil
 	}
-	var replicaSets appsv1.ReplicaSetList
-	if err := p.Client.List(ctx, &replicaSets, client.InNamespace(deploy.Namespace), client.MatchingLabels{serverLabel: deploy.Name}); err != nil {
-		return "", fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", deploy.Name, err)
+	replicaSets, err := p.replicaSetsOf(ctx, deploy)
+	if err != nil {
+		return "", err
 	}
-	return servingRevision(deploy, replicaSets.Items), nil
+	return servingRevision(deploy, replicaSets), nil
 }
 
 // Remove deletes the server's Deployment, Service and NetworkPolicy. It looks in the

@@ -79,11 +79,7 @@ func applyStdioServer(b *testing.B, namespace, name string, img image) time.Dura
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	watcher, err := watchClient(b).Watch(ctx, &mcpv1alpha1.MCPServerList{},
-		client.InNamespace(namespace), client.MatchingFields{"metadata.name": name})
-	if err != nil {
-		b.Fatal(err)
-	}
+	watcher := watchNamed(ctx, b, &mcpv1alpha1.MCPServerList{}, namespace, name)
 	defer watcher.Stop()
 	start := time.Now()
 	kubectlApply(b, fmt.Sprintf(`apiVersion: mcp.switchboard.dev/v1alpha1
@@ -110,7 +106,18 @@ spec:
 	return took
 }
 
-// watchClient is a client of the node's API server that can watch MCPServers.
+// watchNamed watches the object of list's kind called name in namespace, from before it
+// is applied.
+func watchNamed(ctx context.Context, b *testing.B, list client.ObjectList, namespace, name string) watch.Interface {
+	b.Helper()
+	watcher, err := watchClient(b).Watch(ctx, list, client.InNamespace(namespace), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return watcher
+}
+
+// watchClient is a client of the node's API server that can watch MCPServers and pods.
 func watchClient(b *testing.B) client.WithWatch {
 	b.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
@@ -141,11 +148,7 @@ func floorPod(b *testing.B, namespace, name string, img image) time.Duration {
 	command := httpCommand(img)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	watcher, err := watchClient(b).Watch(ctx, &corev1.PodList{},
-		client.InNamespace(namespace), client.MatchingFields{"metadata.name": name})
-	if err != nil {
-		b.Fatal(err)
-	}
+	watcher := watchNamed(ctx, b, &corev1.PodList{}, namespace, name)
 	defer watcher.Stop()
 	start := time.Now()
 	kubectlApply(b, fmt.Sprintf(`apiVersion: v1

@@ -380,6 +380,10 @@ func TestStdioPodDeletedComesBack(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: first.Name},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: "node-1"},
 	})).To(Succeed())
+	// The first pod is seen waiting before it runs, as a kubelet's pod is: otherwise a
+	// busy controller may first look once it already runs, and nothing was unavailable.
+	kubeletReports(t, first, serverWaiting("ContainerCreating", ""))
+	workloadIs(t, obj, mcpv1alpha1.ReasonWorkloadUnavailable, "Pod "+first.Name+": container server is waiting: ContainerCreating")
 	kubeletReports(t, first, serverReady)
 	availableAgain(t, obj)
 	testutil.Eventually(t, eventually, "one Event WorkloadAvailable", func() error {

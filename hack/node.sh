@@ -9,6 +9,8 @@
 #                        image's line is followed by a tab and the command that starts it
 #   hack/node.sh down    stops everything `up` started and removes its processes, mounts,
 #                        network interfaces, firewall rules and state
+#   hack/node.sh build   builds what `up` would build and starts nothing (.ci/run builds
+#                        the node this way in the background while the other tests run)
 #
 # Every part is upstream software built from the Go module proxy or taken from Debian:
 #   control plane  etcd, kube-apiserver, kube-controller-manager, kube-scheduler
@@ -588,6 +590,15 @@ spec:
 EOF
 }
 
+# build builds whatever of the node is missing: binaries and images.
+build() {
+  local started
+  started=$(date +%s)
+  ensure_binaries
+  ensure_images
+  log "binaries and images ready in $(( $(date +%s) - started ))s"
+}
+
 up() {
   [ "$(id -u)" = 0 ] || die "the node needs root (kubelet, containerd, network setup)"
   if [ -e "${STATE}" ]; then
@@ -600,11 +611,9 @@ up() {
     log "${STATE} was left by a node that is no longer running; clearing it"
     down
   fi
+  build
+  log "starting the node"
   local started
-  started=$(date +%s)
-  ensure_binaries
-  ensure_images
-  log "binaries and images ready in $(( $(date +%s) - started ))s; starting the node"
   started=$(date +%s)
   mkdir -p "${STATE}/logs" "${STATE}/run"
   trap 'log "interrupted; stopping the node"; down; exit 130' INT TERM
@@ -730,5 +739,6 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   images) images ;;
-  *) printf 'usage: %s up|images|down\n' "$0" >&2; exit 2 ;;
+  build) build ;;
+  *) printf 'usage: %s up|images|down|build\n' "$0" >&2; exit 2 ;;
 esac

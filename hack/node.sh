@@ -9,8 +9,7 @@
 #                        image's line is followed by a tab and the command that starts it
 #   hack/node.sh down    stops everything `up` started and removes its processes, mounts,
 #                        network interfaces, firewall rules and state
-#   hack/node.sh build   builds what `up` would build and starts nothing (.ci/run builds
-#                        the node this way in the background while the other tests run)
+#   hack/node.sh build   builds what `up` would build and starts nothing
 #
 # Every part is upstream software built from the Go module proxy or taken from Debian:
 #   control plane  etcd, kube-apiserver, kube-controller-manager, kube-scheduler

@@ -3,11 +3,13 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -85,15 +87,45 @@ func StartServerEverything(t testing.TB, mode string) string {
 	}
 }
 
-// FreePort returns a TCP port nothing listens on at 127.0.0.1.
+// FreePort returns a TCP port nothing listens on at 127.0.0.1, for a process to listen
+// on. It comes from below the kernel's ephemeral range, where the local ports of
+// outgoing connections come from: a port the kernel hands out as free (listening on
+// port 0) is in that range, and any process's next connection may take it before the
+// process that was meant to listen there does ("address already in use", seen with
+// builds fetching modules beside the tests).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lowest, below := 10000, ephemeralPortsFrom()
+	for range 200 {
+		port := lowest + rand.IntN(below-lowest)
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // taken
+		}
+		_ = l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port between %d and %d after 200 tries", lowest, below)
+	return 0
+}
+
+// ephemeralPortsFrom returns the first port of the kernel's ephemeral range, 32768 where
+// the kernel does not say (the default of Linux; macOS starts at 49152).
+func ephemeralPortsFrom() int {
+	const fallback = 32768
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return fallback
+	}
+	fields := strings.Fields(string(raw))
+	if len(fields) == 0 {
+		return fallback
+	}
+	first, err := strconv.Atoi(fields[0])
+	if err != nil || first < 12000 {
+		return fallback
+	}
+	return first
 }
 
 // LockedBuffer collects a child process's output for failure messages; the process

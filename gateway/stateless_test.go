@@ -3,9 +3,11 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -428,5 +430,56 @@ func TestTheDirectAnswerForwardsTheClientsMeta(t *testing.T) {
 		"experimental": capsMeta["experimental"]}
 	if fmt.Sprint(gotOwn) != fmt.Sprint(want) {
 		t.Errorf("the server saw the client's own _meta members as %v, want %v", gotOwn, want)
+	}
+}
+
+// A sessionless client that gives up on a call ends it at the server too: the gateway's
+// request to the server ends, and the tool's handler sees its context end long before it
+// would have answered by itself.
+func TestAnAbandonedSessionlessCallEndsAtTheServer(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
+	started, ended := make(chan struct{}, 1), make(chan struct{}, 1)
+	mcp.AddTool(server, &mcp.Tool{Name: "wait", Description: "Answers after a minute."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			started <- struct{}{}
+			select {
+			case <-ctx.Done():
+				ended <- struct{}{}
+				return nil, nil, ctx.Err()
+			case <-time.After(time.Minute):
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+			}
+		})
+	upstream := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}))
+	t.Cleanup(func() {
+		upstream.CloseClientConnections()
+		upstream.Close()
+	})
+	h := newHarness(t, harnessOptions{upstreamURL: upstream.URL, timeout: time.Minute})
+	cs := h.connectSessionless()
+
+	ctx, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait"})
+		answered <- err
+	}()
+	select {
+	case <-started:
+	case err := <-answered:
+		t.Fatalf("the call ended before the tool ran: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tool did not start within 10s")
+	}
+	giveUp()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tool still runs 5s after its client gave up on the call")
+	}
+	if err := <-answered; !errors.Is(err, context.Canceled) {
+		t.Errorf("the abandoned call returned %v, want context.Canceled", err)
 	}
 }

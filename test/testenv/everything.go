@@ -97,7 +97,7 @@ func FreePort(t testing.TB) int {
 	t.Helper()
 	lowest, below := 10000, ephemeralPortsFrom()
 	for range 200 {
-		port := lowest + rand.IntN(below-lowest)
+		port := lowest + rand.IntN(below-lowest) //nolint:gosec // a port to listen on, no secret
 		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue // taken

@@ -320,6 +320,13 @@ Manager log:    %s
 		step(out, "Stopping (%v)", context.Cause(ctx))
 	case managerErr := <-managerDone:
 		managerDone <- managerErr // for the deferred wait
+		if ctx.Err() != nil && managerErr == nil {
+			// The run was stopped, and the manager with it (its context is the run's):
+			// select saw both, and chose this case.
+			fmt.Fprintln(out)
+			step(out, "Stopping (%v)", context.Cause(ctx))
+			return nil
+		}
 		if managerErr == nil {
 			managerErr = errors.New("stopped on its own")
 		}

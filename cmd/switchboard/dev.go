@@ -316,22 +316,19 @@ Manager log:    %s
 
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(out)
-		step(out, "Stopping (%v)", context.Cause(ctx))
 	case managerErr := <-managerDone:
 		managerDone <- managerErr // for the deferred wait
-		if ctx.Err() != nil && managerErr == nil {
-			// The run was stopped, and the manager with it (its context is the run's):
-			// select saw both, and chose this case.
-			fmt.Fprintln(out)
-			step(out, "Stopping (%v)", context.Cause(ctx))
-			return nil
+		// A manager that returned nil because the run was stopped (its context is the
+		// run's, and select may see both at once) stopped with the run.
+		if managerErr != nil || ctx.Err() == nil {
+			if managerErr == nil {
+				managerErr = errors.New("stopped on its own")
+			}
+			return fmt.Errorf("the manager stopped: %w (see %s)", managerErr, logFile.Name())
 		}
-		if managerErr == nil {
-			managerErr = errors.New("stopped on its own")
-		}
-		return fmt.Errorf("the manager stopped: %w (see %s)", managerErr, logFile.Name())
 	}
+	fmt.Fprintln(out)
+	step(out, "Stopping (%v)", context.Cause(ctx))
 	return nil
 }
 

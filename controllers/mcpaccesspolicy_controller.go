@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,11 +47,12 @@ func (r *MCPAccessPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	before := p.DeepCopy()
 	computeAccessPolicyStatus(p, obs)
 	if !equality.Semantic.DeepEqual(before.Status, p.Status) {
-		if err := r.Client.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
-			if apierrors.IsNotFound(err) {
-				return ctrl.Result{}, nil
-			}
+		stale, err := patchStatus(ctx, r.Client, p, before)
+		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
+		}
+		if stale {
+			return ctrl.Result{RequeueAfter: staleStatusRetry}, nil
 		}
 	}
 	if obs.compileErr != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -68,8 +67,12 @@ func (r *MCPEgressPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if equality.Semantic.DeepEqual(before.Status, policy.Status) {
 		return ctrl.Result{}, nil
 	}
-	if err := r.Client.Status().Patch(ctx, policy, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+	stale, err := patchStatus(ctx, r.Client, policy, before)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
+	}
+	if stale {
+		return ctrl.Result{RequeueAfter: staleStatusRetry}, nil
 	}
 	return ctrl.Result{}, nil
 }

@@ -145,8 +145,13 @@ func (r *MCPIdentityProviderReconciler) Reconcile(ctx context.Context, req ctrl.
 
 	if r.elected() {
 		if !equality.Semantic.DeepEqual(before.Status, obj.Status) {
-			if perr := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); perr != nil && !apierrors.IsNotFound(perr) {
+			stale, perr := patchStatus(ctx, r.Client, obj, before)
+			if perr != nil {
 				return ctrl.Result{}, fmt.Errorf("patching status: %w", perr)
+			}
+			if stale {
+				// The transition is recorded by the run that writes it.
+				return ctrl.Result{RequeueAfter: staleStatusRetry}, nil
 			}
 		}
 		r.recordProviderTransition(before, obj)

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -57,11 +56,12 @@ func (r *MCPToolsetReconciler) reconcile(ctx context.Context, req ctrl.Request) 
 	computeToolsetStatus(ts, obs)
 
 	if !equality.Semantic.DeepEqual(before.Status, ts.Status) {
-		if err := r.Client.Status().Patch(ctx, ts, client.MergeFrom(before)); err != nil {
-			if apierrors.IsNotFound(err) {
-				return ctrl.Result{}, nil
-			}
+		stale, err := patchStatus(ctx, r.Client, ts, before)
+		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
+		}
+		if stale {
+			return ctrl.Result{RequeueAfter: staleStatusRetry}, nil
 		}
 	}
 	if obs.invalidSelector != "" {

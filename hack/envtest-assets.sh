@@ -16,16 +16,20 @@
 # works. With --control-plane-only it makes sure of kube-apiserver and etcd alone, which
 # is all `make dev` runs; a first `make dev` is then a few minutes shorter. With --node it
 # also builds kube-scheduler, kubelet and kube-proxy, the rest of the real node that
-# hack/node.sh starts, into the same folder and from the same release.
+# hack/node.sh starts, into the same folder and from the same release. With --download it
+# only fetches into the Go module cache what building any of them needs, prints nothing
+# and builds nothing (.ci/run does that in the background while other steps compile).
 set -euo pipefail
 
 # The Kubernetes binaries wanted besides etcd.
 KUBE_BINARIES=(kube-apiserver kube-controller-manager)
+DOWNLOAD_ONLY=""
 case "${1:-}" in
   --control-plane-only) KUBE_BINARIES=(kube-apiserver) ;;
   --node) KUBE_BINARIES+=(kube-scheduler kubelet kube-proxy) ;;
+  --download) DOWNLOAD_ONLY=1 KUBE_BINARIES+=(kube-scheduler kubelet kube-proxy) ;;
   "") ;;
-  *) printf 'usage: %s [--control-plane-only|--node]\n' "$0" >&2; exit 2 ;;
+  *) printf 'usage: %s [--control-plane-only|--node|--download]\n' "$0" >&2; exit 2 ;;
 esac
 
 KUBERNETES_VERSION="${ENVTEST_KUBERNETES_VERSION:-1.37.2}"
@@ -57,27 +61,34 @@ if [ -x "${ASSETS_DIR}/kube-apiserver" ] &&
 fi
 
 if have_assets; then
-  printf '%s\n' "${ASSETS_DIR}"
+  [ -n "${DOWNLOAD_ONLY}" ] || printf '%s\n' "${ASSETS_DIR}"
   exit 0
 fi
 
 mkdir -p "${ASSETS_DIR}"
-# One build at a time: a run started while another builds (parallel test packages, a
-# second terminal) waits for it and then finds its binaries, instead of building them
-# again beside it on the same cores.
-exec 9>"${ASSETS_DIR}.lock"
-if ! flock -n 9; then
-  log "waiting for another run that is building the binaries"
-  flock 9
-fi
-if have_assets; then
-  printf '%s\n' "${ASSETS_DIR}"
-  exit 0
-fi
+if [ -n "${DOWNLOAD_ONLY}" ]; then
+  # No lock: the downloads go to a work folder of their own, and the Go module cache
+  # takes its own locks.
+  WORK_DIR="$(mktemp -d "${CACHE_ROOT}/envtest/download.XXXXXX")"
+  trap 'rm -rf "${WORK_DIR}"' EXIT
+else
+  # One build at a time: a run started while another builds (parallel test packages, a
+  # second terminal) waits for it and then finds its binaries, instead of building them
+  # again beside it on the same cores.
+  exec 9>"${ASSETS_DIR}.lock"
+  if ! flock -n 9; then
+    log "waiting for another run that is building the binaries"
+    flock 9
+  fi
+  if have_assets; then
+    printf '%s\n' "${ASSETS_DIR}"
+    exit 0
+  fi
 
-# A private work folder per run, so two concurrent runs never share half-built state.
-WORK_DIR="$(mktemp -d "${CACHE_ROOT}/envtest/build.XXXXXX")"
-trap 'rm -rf "${WORK_DIR}"' EXIT
+  # A private work folder per run, so two concurrent runs never share half-built state.
+  WORK_DIR="$(mktemp -d "${CACHE_ROOT}/envtest/build.XXXXXX")"
+  trap 'rm -rf "${WORK_DIR}"' EXIT
+fi
 
 download_assets() {
   local url="$1"
@@ -167,6 +178,7 @@ build_kubernetes() {
     kube_main "${bin}" > "${dir}/${bin}/main.go"
   done
   (cd "${dir}" && go mod tidy >&2)
+  [ -z "${DOWNLOAD_ONLY}" ] || return 0
   # The version a release build stamps in, which clients read: kubectl and Helm parse the
   # server's version, and the kubelet reports its own on the Node.
   local minor="${KUBERNETES_VERSION#1.}" version_flags="" pkg
@@ -206,15 +218,17 @@ func main() {
 GO
   log "resolving go.etcd.io/etcd/server/v3 ${ETCD_VERSION}"
   (cd "${dir}" && go mod tidy >&2)
+  [ -z "${DOWNLOAD_ONLY}" ] || return 0
   build_binary "${dir}" etcd
 }
 
-if [ -n "${ENVTEST_ASSETS_TARBALL_URL:-}" ]; then
+if [ -n "${ENVTEST_ASSETS_TARBALL_URL:-}" ] && [ -z "${DOWNLOAD_ONLY}" ]; then
   download_assets "${ENVTEST_ASSETS_TARBALL_URL}" || log "download failed; building instead"
 fi
 # Whatever is still missing (a tarball holds no kube-controller-manager) is built.
 [ -x "${ASSETS_DIR}/etcd" ] || build_etcd
 have_kube_binaries || build_kubernetes
+[ -z "${DOWNLOAD_ONLY}" ] || exit 0
 
 have_assets || { log "etcd or one of ${KUBE_BINARIES[*]} is missing from ${ASSETS_DIR}"; exit 1; }
 log "ready: ${ASSETS_DIR}"

@@ -10,6 +10,7 @@
 #   hack/node.sh down    stops everything `up` started and removes its processes, mounts,
 #                        network interfaces, firewall rules and state
 #   hack/node.sh build   builds what `up` would build and starts nothing
+#   hack/node.sh download  fetches the Go modules those builds need and builds nothing
 #
 # Every part is upstream software built from the Go module proxy or taken from Debian:
 #   control plane  etcd, kube-apiserver, kube-controller-manager, kube-scheduler
@@ -126,9 +127,23 @@ ensure_binaries() {
   build_kube_network_policies
 }
 
+# download fetches into the Go module cache what building the node's missing binaries
+# needs, and builds nothing: .ci/run runs it in the background while other steps compile.
+download() {
+  local fetch="${ROOT}/hack/go-download.sh"
+  "${ROOT}/hack/envtest-assets.sh" --download
+  [ -d "${CONTAINERD_DIR}" ] || CGO_ENABLED=0 "${fetch}" "github.com/containerd/containerd/v2@${CONTAINERD_VERSION}" \
+    ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr
+  [ -d "${RUNC_DIR}" ] || CGO_ENABLED=1 GOFLAGS=-tags=seccomp "${fetch}" "github.com/opencontainers/runc@${RUNC_VERSION}" .
+  [ -d "${COREDNS_DIR}" ] || CGO_ENABLED=0 "${fetch}" "github.com/coredns/coredns@${COREDNS_VERSION}" .
+  [ -d "${KUBE_NETWORK_POLICIES_DIR}" ] || CGO_ENABLED=0 "${fetch}" \
+    "sigs.k8s.io/kube-network-policies@${KUBE_NETWORK_POLICIES_VERSION}" ./cmd ./pkg/networkpolicy
+}
+
 # build_kube_network_policies builds kube-network-policies from the module proxy with the
 # patch applied, and keeps it only once the patched package's own tests pass (they need
-# root and run in network namespaces of their own).
+# root and run in network namespaces of their own). The tests build with the binary's
+# flags so that they reuse its compiled packages instead of compiling them all again.
 build_kube_network_policies() {
   local dir="${KUBE_NETWORK_POLICIES_DIR}" module="sigs.k8s.io/kube-network-policies" started
   [ -d "${dir}" ] && return 0
@@ -141,7 +156,7 @@ build_kube_network_policies() {
   patch -d "${dir}.src" -p1 -F0 -s <"${KUBE_NETWORK_POLICIES_PATCH}"
   (cd "${dir}.src" &&
     CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "${dir}.tmp/kube-network-policies" ./cmd &&
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go test -count=1 ./pkg/networkpolicy/ | tail -n 1) >&2
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go test -trimpath -count=1 ./pkg/networkpolicy/ | tail -n 1) >&2
   rm -rf "${dir}.src"
   mv "${dir}.tmp" "${dir}"
   log "built $(basename "${dir}") in $(( $(date +%s) - started ))s"
@@ -739,5 +754,6 @@ case "${1:-}" in
   down) down ;;
   images) images ;;
   build) build ;;
-  *) printf 'usage: %s up|images|down|build\n' "$0" >&2; exit 2 ;;
+  download) download ;;
+  *) printf 'usage: %s up|images|down|build|download\n' "$0" >&2; exit 2 ;;
 esac

@@ -11,8 +11,10 @@
 # Node 22; run it with --requirements 2026-07-28). With --thv it builds
 # ToolHive's thv from the Go module proxy (minutes the first time) and prints the binary,
 # the peer the gateway benchmark compares against (with SWITCHBOARD_NO_BUILD=1 it only
-# prints an installed one, and exits 3 when there is none). Idempotent: an installed
-# version is printed at once.
+# prints an installed one, and exits 3 when there is none). With --download it installs
+# every npm package above and fetches into the Go module cache what building thv needs,
+# prints nothing and builds nothing (.ci/run does that in the background while other steps
+# compile). Idempotent: an installed version is printed at once.
 #
 #   node "$(hack/test-servers.sh)" streamableHttp   # PORT=... selects the port
 #   node "$(hack/test-servers.sh --supergateway)" --stdio "CMD" --outputTransport streamableHttp
@@ -31,9 +33,9 @@ CONFORMANCE_VERSION="${CONFORMANCE_VERSION:-0.1.16}"
 CONFORMANCE_2026_VERSION="${CONFORMANCE_2026_VERSION:-0.2.0-alpha.12}"
 CONFORMANCE_NODE_VERSION="${CONFORMANCE_NODE_VERSION:-22}"
 THV_VERSION="${THV_VERSION:-v0.47.0}"
-# ToolHive from v0.47.0 needs Go 1.27: the module proxy serves that toolchain. Our own
-# module stays on the Go it names.
-THV_GOTOOLCHAIN="${THV_GOTOOLCHAIN:-go1.27.3}"
+# ToolHive's go.mod asks for Go 1.26.0, so it builds with the Go this project uses and
+# shares its build cache (a second toolchain would download and compile everything again).
+THV_GOTOOLCHAIN="${THV_GOTOOLCHAIN:-local}"
 CACHE_ROOT="${SWITCHBOARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchboard}"
 
 log() { printf 'test-servers: %s\n' "$*" >&2; }
@@ -138,8 +140,18 @@ case "${1:-}" in
   --thv)
     thv
     ;;
+  --download)
+    install server-everything @modelcontextprotocol/server-everything "${SERVER_EVERYTHING_VERSION}"
+    install supergateway supergateway "${SUPERGATEWAY_VERSION}"
+    install server-filesystem @modelcontextprotocol/server-filesystem "${SERVER_FILESYSTEM_VERSION}"
+    conformance "${CONFORMANCE_VERSION}" >/dev/null
+    conformance "${CONFORMANCE_2026_VERSION}" >/dev/null
+    [ -x "${CACHE_ROOT}/thv-${THV_VERSION}/thv" ] ||
+      GOTOOLCHAIN="${THV_GOTOOLCHAIN}" "$(dirname "$0")/go-download.sh" \
+        "github.com/stacklok/toolhive@${THV_VERSION}" ./cmd/thv
+    ;;
   *)
-    log "usage: $0 [--supergateway | --filesystem | --conformance | --conformance-2026 | --thv]"
+    log "usage: $0 [--supergateway | --filesystem | --conformance | --conformance-2026 | --thv | --download]"
     exit 2
     ;;
 esac

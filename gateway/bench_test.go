@@ -96,6 +96,38 @@ func BenchmarkToolsCall(b *testing.B) {
 	}
 }
 
+// BenchmarkGatewayOverBareProxy measures a tools/call through the gateway against the
+// same call through a bare reverse proxy to the same upstream (startBareProxy: the floor
+// of any relay that adds an HTTP hop), free of the drift between BenchmarkToolsCall's
+// separate targets: one client per endpoint calls in blocks of 50 by turns, so both
+// halves share the machine's every moment; the first two calls of a block are left out.
+// It reports each half's p50 and p99 and the ratio of the p50s (target: at most 1.2 for
+// a 2026-07-28 call). Read the median of several runs:
+//
+//	go test -run '^$' -bench GatewayOverBareProxy -benchtime 20000x -count 5 ./gateway/
+func BenchmarkGatewayOverBareProxy(b *testing.B) {
+	for _, era := range benchEras {
+		b.Run("era="+era.version, func(b *testing.B) {
+			upstream := era.start(b)
+			h := newHarness(b, harnessOptions{upstreamURL: upstream, gateway: benchGateway})
+			params := &mcp.CallToolParams{Name: "test_simple_text"}
+			const block, warm = 50, 2
+			bare, gw := alternateCalls(b, [2]string{startBareProxy(b, upstream), h.url()}, era.version, block, warm,
+				func(int) *mcp.CallToolParams { return params })
+			if len(gw) == 0 {
+				return // the framework's first round of one call
+			}
+			p50 := func(d []time.Duration) float64 { return float64(d[len(d)/2].Microseconds()) }
+			p99 := func(d []time.Duration) float64 { return float64(d[len(d)*99/100].Microseconds()) }
+			b.ReportMetric(p50(bare), "µs-p50-bare")
+			b.ReportMetric(p50(gw), "µs-p50-gateway")
+			b.ReportMetric(p99(bare), "µs-p99-bare")
+			b.ReportMetric(p99(gw), "µs-p99-gateway")
+			b.ReportMetric(p50(gw)/p50(bare), "p50-gateway/bare")
+		})
+	}
+}
+
 // BenchmarkTracingCost measures what tracing adds to a tools/call through the gateway,
 // free of the drift between runs that BenchmarkToolsCall's separate "gateway" and
 // "gateway-traced" targets suffer (the later target runs in a process that has done

@@ -117,13 +117,7 @@ func BenchmarkGatewayOverBareProxy(b *testing.B) {
 			if len(gw) == 0 {
 				return // the framework's first round of one call
 			}
-			p50 := func(d []time.Duration) float64 { return float64(d[len(d)/2].Microseconds()) }
-			p99 := func(d []time.Duration) float64 { return float64(d[len(d)*99/100].Microseconds()) }
-			b.ReportMetric(p50(bare), "µs-p50-bare")
-			b.ReportMetric(p50(gw), "µs-p50-gateway")
-			b.ReportMetric(p99(bare), "µs-p99-bare")
-			b.ReportMetric(p99(gw), "µs-p99-gateway")
-			b.ReportMetric(p50(gw)/p50(bare), "p50-gateway/bare")
+			reportHalves(b, bare, gw, "bare", "gateway", "p50-gateway/bare")
 		})
 	}
 }
@@ -170,13 +164,7 @@ func BenchmarkTracingCost(b *testing.B) {
 			if len(on) == 0 {
 				return // the framework's first round of one call
 			}
-			p50 := func(d []time.Duration) float64 { return float64(d[len(d)/2].Microseconds()) }
-			p99 := func(d []time.Duration) float64 { return float64(d[len(d)*99/100].Microseconds()) }
-			b.ReportMetric(p50(off), "µs-p50-off")
-			b.ReportMetric(p50(on), "µs-p50-on")
-			b.ReportMetric(p99(off), "µs-p99-off")
-			b.ReportMetric(p99(on), "µs-p99-on")
-			b.ReportMetric(p50(on)/p50(off), "p50-on/off")
+			reportHalves(b, off, on, "off", "on", "p50-on/off")
 		})
 	}
 }
@@ -231,6 +219,19 @@ func alternateCalls(b *testing.B, urls [2]string, version string, block, warm in
 	slices.Sort(halves[0])
 	slices.Sort(halves[1])
 	return halves[0], halves[1]
+}
+
+// reportHalves reports the p50 and p99 of each half alternateCalls measured (sorted),
+// as µs-p50-<name> and µs-p99-<name>, and the ratio of half one's p50 to half zero's
+// under ratio.
+func reportHalves(b *testing.B, zero, one []time.Duration, zeroName, oneName, ratio string) {
+	p50 := func(d []time.Duration) float64 { return float64(d[len(d)/2].Microseconds()) }
+	p99 := func(d []time.Duration) float64 { return float64(d[len(d)*99/100].Microseconds()) }
+	b.ReportMetric(p50(zero), "µs-p50-"+zeroName)
+	b.ReportMetric(p50(one), "µs-p50-"+oneName)
+	b.ReportMetric(p99(zero), "µs-p99-"+zeroName)
+	b.ReportMetric(p99(one), "µs-p99-"+oneName)
+	b.ReportMetric(p50(one)/p50(zero), ratio)
 }
 
 // startBareProxy serves a reverse proxy to target's origin that copies requests and

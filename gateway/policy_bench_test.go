@@ -52,13 +52,7 @@ func BenchmarkAccessPolicyCost(b *testing.B) {
 			if len(with) == 0 {
 				return // the framework's first round of one call
 			}
-			p50 := func(d []time.Duration) float64 { return float64(d[len(d)/2].Microseconds()) }
-			p99 := func(d []time.Duration) float64 { return float64(d[len(d)*99/100].Microseconds()) }
-			b.ReportMetric(p50(without), "µs-p50-no-policy")
-			b.ReportMetric(p50(with), "µs-p50-policies")
-			b.ReportMetric(p99(without), "µs-p99-no-policy")
-			b.ReportMetric(p99(with), "µs-p99-policies")
-			b.ReportMetric(p50(with)/p50(without), "p50-policies/none")
+			reportHalves(b, without, with, "no-policy", "policies", "p50-policies/none")
 		})
 	}
 }

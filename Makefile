@@ -66,6 +66,9 @@ envtest: ## Build or find kube-apiserver and etcd for the tests and print their 
 
 .PHONY: test
 test: ## Run all tests (unit and envtest integration) with the race detector, then the heap tests without it, then go-sdk's own tests against the patched copy.
+	@# The timeout is per test binary: hack/release's builds switchboard for two
+	@# architectures, which from a cold build cache took more than go test's default
+	@# ten minutes on a slow two-core machine.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
 	SWITCHBOARD_SUPERGATEWAY="$$(hack/test-servers.sh --supergateway)" \
@@ -75,7 +78,7 @@ test: ## Run all tests (unit and envtest integration) with the race detector, th
 	SWITCHBOARD_ZITADEL_OP="$$(hack/zitadel-op.sh)" \
 	SWITCHBOARD_JAEGER="$$(hack/jaeger.sh)" \
 	SWITCHBOARD_THV="$$(hack/test-servers.sh --thv)" \
-	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(TEST_PACKAGES)
+	$(GO) test -race -count=1 -timeout 30m $(GO_TEST_FLAGS) $(TEST_PACKAGES)
 	@# Heap-measuring tests run without the race detector, whose shadow memory and
 	@# slowdown would distort their figures (they carry a !race build tag).
 	$(GO) test -count=1 $(GO_TEST_FLAGS) -run 'TestHostileServersStayWithinTheDiscoveryMemoryBudget' ./connector/

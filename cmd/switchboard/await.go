@@ -52,14 +52,19 @@ func runAwait(args []string) int {
 	return 0
 }
 
-// await asks url until it answers 200 OK or ctx ends, and returns the last failure then.
+// await asks url until it answers 200 OK or ctx ends, and returns the last failure then:
+// the server's last answer, not the request that the end cut short, which says only that
+// time ran out.
 func await(ctx context.Context, url string) error {
 	client := &http.Client{Timeout: time.Second}
 	var last error
 	for {
-		last = ask(ctx, client, url)
-		if last == nil {
+		err := ask(ctx, client, url)
+		if err == nil {
 			return nil
+		}
+		if last == nil || ctx.Err() == nil {
+			last = err
 		}
 		select {
 		case <-ctx.Done():

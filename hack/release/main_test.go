@@ -30,8 +30,8 @@ const version = "1.2.3-rc.1"
 // and a linux/arm64 image, each the Dockerfile's (user 65532, /switchboard as the
 // entrypoint, a static binary of its architecture); the chart lints and carries the
 // version as version and appVersion; SHA256SUMS holds the SHA-256 of both files. It
-// builds switchboard twice, for amd64 and arm64: a minute or two on a small machine
-// with a cold build cache. Nothing is pushed.
+// builds switchboard twice, for amd64 and arm64: from a cold build cache, ten minutes
+// or more on a slow two-core machine (make test gives it 30). Nothing is pushed.
 func TestRelease(t *testing.T) {
 	out := t.TempDir()
 	ca := filepath.Join(t.TempDir(), "ca.crt")

@@ -66,7 +66,7 @@ envtest: ## Build or find kube-apiserver and etcd for the tests and print their 
 
 .PHONY: test
 test: ## Run all tests (unit and envtest integration) with the race detector, then the heap tests without it, then go-sdk's own tests against the patched copy.
-	@# The timeout is per test binary: hack/release's builds switchboard for two
+	@# The timeout is per test binary: hack/release's test builds switchboard for two
 	@# architectures, which from a cold build cache took more than go test's default
 	@# ten minutes on a slow two-core machine.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \

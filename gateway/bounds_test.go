@@ -57,7 +57,13 @@ func sendSessionless(ctx context.Context, url, token, method, name, params strin
 	if params != "" {
 		params += ","
 	}
-	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + params + sessionlessMeta + `}}`
+	return postSessionlessBody(ctx, url, token, method, name,
+		`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{`+params+sessionlessMeta+`}}`)
+}
+
+// postSessionlessBody posts body as one sessionless request of method (and name, in
+// Mcp-Name when set) as the caller of token, and returns the response, its body unread.
+func postSessionlessBody(ctx context.Context, url, token, method, name, body string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return nil, err

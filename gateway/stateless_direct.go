@@ -170,21 +170,21 @@ func annotateServerInfo(res mcp.Result, info *mcp.Implementation) {
 // JSON-RPC error go-sdk's server would make of it, with the HTTP status the protocol
 // gives that error.
 func writeAnswer(w http.ResponseWriter, id jsonrpc.ID, res mcp.Result, err error) {
-	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	answer := &jsonrpc.Response{ID: id}
+	status := http.StatusOK
 	if err == nil {
-		var result []byte
-		if result, err = json.Marshal(res); err == nil {
-			// Encoded once: go-sdk's encoding of the whole response would check and
-			// compact the result's JSON again.
-			mcphttp.WriteResult(w, id, result)
-			return
+		answer.Result, err = json.Marshal(res)
+	}
+	if err != nil {
+		wire, ok := errors.AsType[*jsonrpc.Error](err)
+		if !ok {
+			wire = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 		}
+		answer.Result, answer.Error = nil, wire
+		status = errorStatus(wire.Code)
 	}
-	wire, ok := errors.AsType[*jsonrpc.Error](err)
-	if !ok {
-		wire = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-	}
-	mcphttp.WriteResponse(w, errorStatus(wire.Code), &jsonrpc.Response{ID: id, Error: wire})
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	mcphttp.WriteResponse(w, status, answer)
 }
 
 // errorStatus is the HTTP status of a sessionless request answered with a JSON-RPC error

@@ -145,6 +145,15 @@ download() {
     "sigs.k8s.io/kube-network-policies@${KUBE_NETWORK_POLICIES_VERSION}" ./cmd ./pkg/networkpolicy
 }
 
+# module_source MODULE@VERSION DIR: a writable copy of the module's source in DIR (replacing
+# whatever is there), to patch or add a main package to before building it.
+module_source() {
+  rm -rf "$2"
+  (cd / && GOFLAGS=-mod=mod go mod download "$1")
+  cp -r "$(go env GOMODCACHE)/$1" "$2"
+  chmod -R u+w "$2"
+}
+
 # build_coredns builds CoreDNS from the module proxy as its own main does (coremain.Run),
 # linking only COREDNS_PLUGINS: a plugin registers itself when its package is linked, and
 # the server accepts the directives of registered plugins alone, so a Corefile naming
@@ -154,10 +163,8 @@ build_coredns() {
   [ -d "${dir}" ] && return 0
   started=$(date +%s)
   log "building ${module}@${COREDNS_VERSION} with ${COREDNS_PLUGINS[*]} (first build only)"
-  rm -rf "${dir}.tmp" "${dir}.src" && mkdir -p "${dir}.tmp"
-  (cd / && GOFLAGS=-mod=mod go mod download "${module}@${COREDNS_VERSION}")
-  cp -r "$(go env GOMODCACHE)/${module}@${COREDNS_VERSION}" "${dir}.src"
-  chmod -R u+w "${dir}.src"
+  rm -rf "${dir}.tmp" && mkdir -p "${dir}.tmp"
+  module_source "${module}@${COREDNS_VERSION}" "${dir}.src"
   mkdir -p "${dir}.src/cmd/node-coredns"
   {
     printf 'package main\n\nimport (\n\t"%s/coremain"\n' "${module}"
@@ -180,10 +187,8 @@ build_kube_network_policies() {
   [ -d "${dir}" ] && return 0
   started=$(date +%s)
   log "building ${module}@${KUBE_NETWORK_POLICIES_VERSION} with $(basename "${KUBE_NETWORK_POLICIES_PATCH}") (first build only)"
-  rm -rf "${dir}.tmp" "${dir}.src" && mkdir -p "${dir}.tmp"
-  (cd / && GOFLAGS=-mod=mod go mod download "${module}@${KUBE_NETWORK_POLICIES_VERSION}")
-  cp -r "$(go env GOMODCACHE)/${module}@${KUBE_NETWORK_POLICIES_VERSION}" "${dir}.src"
-  chmod -R u+w "${dir}.src"
+  rm -rf "${dir}.tmp" && mkdir -p "${dir}.tmp"
+  module_source "${module}@${KUBE_NETWORK_POLICIES_VERSION}" "${dir}.src"
   patch -d "${dir}.src" -p1 -F0 -s <"${KUBE_NETWORK_POLICIES_PATCH}"
   (cd "${dir}.src" &&
     CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "${dir}.tmp/kube-network-policies" ./cmd &&

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/connector"
 )
 
 // awaitPollInterval is how often await asks again: the bridge listens within
@@ -46,20 +48,22 @@ func runAwait(args []string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	if err := await(ctx, target.String()); err != nil {
-		fmt.Fprintf(os.Stderr, "switchboard await: %s did not answer 200 OK within %s: %v\n", target.Redacted(), *timeout, err)
+		// The kubelet puts what a failed postStart hook printed into an Event: the URL
+		// without userinfo or query, and errors that do not repeat it.
+		fmt.Fprintf(os.Stderr, "switchboard await: %s did not answer 200 OK within %s: %v\n", connector.DisplayURL(target.String()), *timeout, err)
 		return 1
 	}
 	return 0
 }
 
-// await asks url until it answers 200 OK or ctx ends, and returns the last failure then:
+// await asks target until it answers 200 OK or ctx ends, and returns the last failure then:
 // the server's last answer, not the request that the end cut short, which says only that
 // time ran out.
-func await(ctx context.Context, url string) error {
+func await(ctx context.Context, target string) error {
 	client := &http.Client{Timeout: time.Second}
 	var last error
 	for {
-		err := ask(ctx, client, url)
+		err := ask(ctx, client, target)
 		if err == nil {
 			return nil
 		}
@@ -74,14 +78,17 @@ func await(ctx context.Context, url string) error {
 	}
 }
 
-// ask makes one request to url and returns nil when it was answered 200 OK.
-func ask(ctx context.Context, client *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// ask makes one request to target and returns nil when it was answered 200 OK.
+func ask(ctx context.Context, client *http.Client, target string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			return ue.Err // without the URL, which the caller names
+		}
 		return err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))

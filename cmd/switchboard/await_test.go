@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,6 +67,18 @@ func TestAwaitGivesUpWithTheLastAnswer(t *testing.T) {
 	}
 	if code := runAwait([]string{"--timeout", "200ms", srv.URL}); code != 1 {
 		t.Fatalf("exit code %d, want 1", code)
+	}
+}
+
+// A request the end cuts short says so without the URL: the URL is named once, by
+// runAwait, without its query.
+func TestAwaitErrorsDoNotRepeatTheURL(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { cancel() }))
+	t.Cleanup(srv.Close)
+	err := await(ctx, srv.URL+"/healthz?token=s3cret")
+	if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), srv.URL) {
+		t.Errorf("await = %v; want the failure without the URL", err)
 	}
 }
 

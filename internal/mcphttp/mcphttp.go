@@ -180,25 +180,6 @@ func WriteResponse(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
 	_, _ = w.Write(data)
 }
 
-// WriteResult answers a POST with the JSON-RPC response to the request id names whose
-// result is result, as WriteResponse writes it (200, application/json, go-sdk's member
-// order). result must be what encoding/json's Marshal returned for it: valid and compact
-// JSON, which is written as it is, not decoded and encoded again as WriteResponse would.
-func WriteResult(w http.ResponseWriter, id jsonrpc.ID, result []byte) {
-	rawID, err := json.Marshal(id.Raw())
-	if err != nil || !id.IsValid() || len(result) == 0 {
-		WriteError(w, http.StatusInternalServerError, id, jsonrpc.CodeInternalError, "could not encode the answer")
-		return
-	}
-	const head, mid, tail = `{"jsonrpc":"2.0","id":`, `,"result":`, `}`
-	data := make([]byte, 0, len(head)+len(rawID)+len(mid)+len(result)+len(tail))
-	data = append(append(append(append(append(data, head...), rawID...), mid...), result...), tail...)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(data)
-}
-
 // Accepts reports whether Accept header values admit JSON and an event stream.
 func Accepts(values []string) (jsonOK, streamOK bool) {
 	for _, value := range values {

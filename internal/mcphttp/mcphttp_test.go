@@ -5,12 +5,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 func TestAccepts(t *testing.T) {
@@ -78,53 +75,4 @@ func TestReadBodyBoundsSizeAndTime(t *testing.T) {
 	if body, ok := ReadBody(w, r, 1024, time.Second); !ok || string(body) != `{"jsonrpc":"2.0"}` {
 		t.Errorf("a body within the limit: %q, %v", body, ok)
 	}
-}
-
-// WriteResult writes, byte for byte, what go-sdk's encoding of the same response is, for
-// both kinds of request id, and a client reads back the id and result it was given.
-func TestWriteResultIsGoSDKsEncoding(t *testing.T) {
-	t.Parallel()
-	result := []byte(`{"content":[{"type":"text","text":"a \"quoted\" <tag>"}],"isError":false}`)
-	for _, id := range []jsonrpc.ID{mustID(t, float64(7)), mustID(t, "call-\u00e9\"1")} {
-		rec := httptest.NewRecorder()
-		WriteResult(rec, id, result)
-		want, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: result})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := rec.Body.String(); got != string(want) {
-			t.Errorf("id %v: wrote %s, go-sdk encodes %s", id.Raw(), got, want)
-		}
-		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" ||
-			rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) {
-			t.Errorf("id %v: status %d, headers %v", id.Raw(), rec.Code, rec.Header())
-		}
-		msg, err := jsonrpc.DecodeMessage(rec.Body.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, ok := msg.(*jsonrpc.Response)
-		if !ok || resp.ID != id || string(resp.Result) != string(result) {
-			t.Errorf("id %v: read back %#v", id.Raw(), msg)
-		}
-	}
-}
-
-// An id that names no request gets an error, not a response to nobody.
-func TestWriteResultRefusesAnInvalidID(t *testing.T) {
-	t.Parallel()
-	rec := httptest.NewRecorder()
-	WriteResult(rec, jsonrpc.ID{}, []byte(`{}`))
-	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), `"error"`) {
-		t.Errorf("status %d, body %s: want 500 with a JSON-RPC error", rec.Code, rec.Body)
-	}
-}
-
-func mustID(t *testing.T, v any) jsonrpc.ID {
-	t.Helper()
-	id, err := jsonrpc.MakeID(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }

@@ -85,9 +85,25 @@ test: ## Run all tests (unit and envtest integration) with the race detector, th
 	$(GO) test -count=1 $(GO_TEST_FLAGS) -run 'TestAThousandSessionsOnAHungServerLeaveOtherServersAlone' ./gateway/
 	@$(MAKE) --no-print-directory test-go-sdk
 
+# go-sdk's own tests that race in v1.8.0 itself, unpatched (measured on the copy the module
+# proxy serves, `go test -race -count=N -run '^Name$$' ./mcp/`):
+#   TestStreamableStateful_DiscoverDoesNotLeakSession counts sessions while the handler of
+#     server/discover still closes its throwaway session after writing the answer
+#     (4 of 50 runs failed with -race, 16 of 300 without);
+#   TestResourceSubscriptions_InMemory publishes an update as soon as SubscribeHandler
+#     runs, before the server records the subscription (5 of 300 failed).
+# They run apart, and fail only when three runs in a row fail: a patch that breaks them
+# does so every time, a race of their own (at most one run in ten) three times in a row
+# about once in a thousand.
+GO_SDK_RACY_TESTS := ^(TestStreamableStateful_DiscoverDoesNotLeakSession|TestResourceSubscriptions_InMemory)$$
+
 .PHONY: test-go-sdk
 test-go-sdk: ## Run go-sdk's own tests against third_party/go-sdk (its patches applied), a module of its own.
-	cd third_party/go-sdk && $(GO) test -race -count=1 ./...
+	cd third_party/go-sdk && $(GO) test -race -count=1 -skip '$(GO_SDK_RACY_TESTS)' ./...
+	@cd third_party/go-sdk && for attempt in 1 2 3; do \
+		$(GO) test -race -count=1 -run '$(GO_SDK_RACY_TESTS)' ./mcp/ && exit 0; \
+		echo "go-sdk's racy tests failed (attempt $$attempt of 3)" >&2; \
+	done; exit 1
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary, real MCP servers, an OpenID provider.

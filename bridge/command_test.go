@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,12 +23,7 @@ import (
 // TestCommandShutsDownOnSIGTERM runs `switchboard bridge` the way the pod's container
 // does, and stops it the way the kubelet does.
 func TestCommandShutsDownOnSIGTERM(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "switchboard")
-	build := exec.CommandContext(context.Background(), "go", "build", "-o", bin, "./cmd/switchboard")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building switchboard: %v\n%s", err, out)
-	}
+	bin := testenv.BuildGoBinary(t, "./cmd/switchboard")
 
 	var lc net.ListenConfig
 	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")

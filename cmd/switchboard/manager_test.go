@@ -63,16 +63,11 @@ func writeKubeconfig(t *testing.T, env *testenv.Environment) string {
 	return path
 }
 
-// buildSwitchboard builds this binary into a temporary folder under the name
-// switchboard, which the stdio samples run as their bridge.
+// buildSwitchboard builds this binary under the name switchboard, which the stdio
+// samples run as their bridge.
 func buildSwitchboard(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "switchboard")
-	build := exec.CommandContext(context.Background(), "go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building switchboard: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.BuildGoBinary(t, "./cmd/switchboard")
 }
 
 // TestManagerServesProbesLogsJSONAndShutsDownOnSIGTERM runs the real binary against a real

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
 // goPanic matches the first line Go prints for a panic that ends a program.
@@ -38,9 +40,15 @@ func TestBinaryStartsWithAReadOnlyHomeAndTempFolder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Copied into dir, where the nobody user can reach it: the build's own folder is its
+	// owner's alone.
 	bin := filepath.Join(dir, "switchboard")
-	if out, err := exec.CommandContext(context.Background(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building switchboard: %v\n%s", err, out)
+	built, err := os.ReadFile(testenv.BuildGoBinary(t, "./cmd/switchboard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, built, 0o755); err != nil { //nolint:gosec // run as nobody, so world-executable
+		t.Fatal(err)
 	}
 
 	var env []string

@@ -44,12 +44,7 @@ func TestManagerWorksUnderTheNamespacedChart(t *testing.T) {
 	chart := render(t, valueSets["namespaced"]...)
 	applyAll(ctx, t, admin, chart.objects)
 
-	bin := filepath.Join(t.TempDir(), "switchboard")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/switchboard")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building switchboard: %v\n%s", err, out)
-	}
+	bin := testenv.BuildGoBinary(t, "./cmd/switchboard")
 
 	// The container's own arguments, with loopback ports instead of the pod's, and what
 	// a pod gets from its environment: the API server, the ServiceAccount's token and

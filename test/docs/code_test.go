@@ -113,12 +113,7 @@ func switchboardFlags(text string, block bool) (subcommand string, names []strin
 func binaryFlags(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "switchboard")
-	build := exec.CommandContext(context.Background(), "go", "build", "-o", bin, "./cmd/switchboard")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building switchboard: %v\n%s", err, out)
-	}
+	bin := testenv.BuildGoBinary(t, "./cmd/switchboard")
 	usage, _ := run(dir, bin, "help")
 	_, list, ok := strings.Cut(usage, "Subcommands:\n")
 	if !ok {

@@ -77,17 +77,10 @@ func kubectlStdin(stdin *strings.Reader, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// buildSwitchboard builds the binary into tmp/ at the repository root, as a user would.
+// buildSwitchboard builds the binary as `make build` and the release do.
 func buildSwitchboard(t *testing.T) string {
 	t.Helper()
-	root := testenv.RepoRoot()
-	bin := filepath.Join(root, "tmp", "switchboard")
-	cmd := exec.CommandContext(context.Background(), "go", "build", "-o", bin, "./cmd/switchboard")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/switchboard: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.BuildGoBinary(t, "./cmd/switchboard")
 }
 
 // startControlPlane starts etcd and kube-apiserver (no CRDs: the test applies them with

@@ -29,7 +29,10 @@ type goBinary struct {
 
 // BuildGoBinary builds the Go main package pkg (an import path, resolved with this
 // module's go.mod, or a path relative to the repository root such as "./cmd/switchboard")
-// once per test process and returns the binary's path.
+// once per test process and returns the binary's path. It builds as the release and the
+// node's image do, static and without build paths: the binary tested is the one shipped,
+// and every package compiled for one is in the build cache for the others (a plain build
+// would compile the whole dependency graph once more, minutes on a new machine).
 func BuildGoBinary(t testing.TB, pkg string) string {
 	t.Helper()
 	entry, _ := goBinaries.LoadOrStore(pkg, &goBinary{})
@@ -48,8 +51,9 @@ func BuildGoBinary(t testing.TB, pkg string) string {
 			return
 		}
 		out := filepath.Join(pkgDir, path.Base(pkg))
-		cmd := exec.CommandContext(context.Background(), "go", "build", "-o", out, pkg)
+		cmd := exec.CommandContext(context.Background(), "go", "build", "-trimpath", "-o", out, pkg)
 		cmd.Dir = RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if output, err := cmd.CombinedOutput(); err != nil {
 			bin.err = fmt.Errorf("go build %s: %w\n%s", pkg, err, output)
 			return

@@ -8,7 +8,11 @@ SHELL := /usr/bin/env bash -o pipefail
 
 GO ?= go
 CONTROLLER_GEN := $(GO) tool controller-gen
-GOLANGCI_LINT := $(GO) tool golangci-lint
+# golangci-lint type-checks against its dependencies' compiled export data, so it
+# compiles them in the build configuration it runs under: the static one without build
+# paths that the release, the node image, the binaries the tests run and the heap tests
+# share (see verify), not a further plain one.
+GOLANGCI_LINT := CGO_ENABLED=0 GOFLAGS=-trimpath $(GO) tool golangci-lint
 BIN_DIR := bin
 
 # Packages under test; GO_TEST_FLAGS adds flags such as -run or -v.
@@ -143,9 +147,11 @@ verify: generate manifests docs ## Fail when generated files are stale, go.mod i
 	@hack/go-sdk.sh --verify
 	@unformatted="$$(gofmt -s -l $$(git ls-files --cached --others --exclude-standard '*.go' ':!third_party'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt -s would change:"; echo "$$unformatted"; exit 1; fi
-	@# go vet compiles every dependency of what it checks. With -race it compiles them as
-	@# make test does, which then reuses them; the files behind `!race` (the heap tests)
-	@# are checked as the heap tests build them, static as the release is.
+	@# go vet and golangci-lint compile every dependency of what they check, each in the
+	@# configuration it runs under. The project is built in two besides arm64: with -race
+	@# (make test) and static without build paths (everything else). go vet runs under
+	@# the first, so make test reuses its compile, and checks the files behind `!race` (the
+	@# heap tests) under the second, as golangci-lint does everything.
 	$(GO) vet -race ./...
 	CGO_ENABLED=0 $(GO) vet -trimpath $(HEAP_TEST_PACKAGES)
 	$(GOLANGCI_LINT) run ./...

@@ -2,13 +2,13 @@ module github.com/switchboard-mcp/switchboard
 
 go 1.26.8
 
-// go-sdk v1.8.0 with four changes, one patch each in third_party/go-sdk-patches
+// go-sdk v1.8.0 with five changes, one patch each in third_party/go-sdk-patches
 // (hack/go-sdk.sh writes the copy, make verify checks it, make test runs go-sdk's own
-// tests on it): three cut what it allocates to decode JSON (Unmarshal without a 32 KiB
+// tests on it): four cut what it allocates to decode JSON (Unmarshal without a 32 KiB
 // Decoder buffer, a request's protocol version read without decoding all of _meta into a
-// map, request params decoded into a _meta map go-sdk makes), and one lets a client
-// accept SEP-1330 titled multi-select enums whose items say type string. See
-// third_party/README.md.
+// map, request params decoded into a _meta map go-sdk makes, a client's own request
+// name read alone for the Mcp-Name header), and one lets a client accept SEP-1330
+// titled multi-select enums whose items say type string. See third_party/README.md.
 replace github.com/modelcontextprotocol/go-sdk => ./third_party/go-sdk
 
 require (

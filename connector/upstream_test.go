@@ -153,6 +153,90 @@ func TestAnUnansweredCallIsAnsweredWithATimeout(t *testing.T) {
 	}
 }
 
+// A call whose writer waits for the answer (the gateway's sessionless tools/call) is sent
+// on the writer's goroutine, until the server's headers: a server that holds them (one
+// answering with JSON holds them until the tool is done) is bounded by its timeout as a
+// call sent apart is, and a writer that goes away is let go at once, not at the timeout.
+// Either way the call is answered, and the Upstream stays usable.
+func TestACallWhoseWriterWaitsIsBoundedAsOneSentApart(t *testing.T) {
+	started := make(chan struct{}, 1)
+	released := make(chan struct{}, 2) // one for each subtest's held call
+	releaseOne := func() { released <- struct{}{} }
+	s := newServer(0, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "hang"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+		case <-released:
+		}
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	addTool(s, "echo")
+	srv := serveStreamable(t, s, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	hang := func(id float64) *jsonrpc.Request {
+		return &jsonrpc.Request{ID: mustID(t, id), Method: "tools/call", Params: json.RawMessage(`{"name":"hang","arguments":{}}`)}
+	}
+	stillUsable := func(t *testing.T, u *Upstream) {
+		t.Helper()
+		echo := &jsonrpc.Request{ID: mustID(t, float64(99)), Method: "tools/call", Params: json.RawMessage(`{"name":"echo","arguments":{"text":"still here"}}`)}
+		if err := u.Write(WithWaitingWriter(t.Context()), echo); err != nil {
+			t.Fatal(err)
+		}
+		if resp := readResponse(t, u); resp.ID != echo.ID || resp.Error != nil || !strings.Contains(string(resp.Result), "still here") {
+			t.Errorf("a waiting writer's call after the held one: %+v", resp)
+		}
+	}
+
+	t.Run("the server's timeout", func(t *testing.T) {
+		p := testPool(t)
+		key := Key{Namespace: "ns", Name: "held"}
+		cfg := fastConfig(srv.URL)
+		cfg.Timeout = 300 * time.Millisecond
+		p.Ensure(key, cfg)
+		waitReady(t, p, key)
+		u := openUpstream(t, p, key)
+		t.Cleanup(releaseOne) // before the Upstream closes, which waits for the tool
+		call := hang(7)
+		if err := u.Write(WithWaitingWriter(t.Context()), call); err != nil {
+			t.Fatalf("a held call: Write = %v, want it answered like any other", err)
+		}
+		<-started
+		if resp := readResponse(t, u); resp.ID != call.ID || resp.Error == nil || !strings.Contains(resp.Error.Error(), ReasonTimeout) {
+			t.Fatalf("answer to the held call: %+v; want a Timeout error for id 7", resp)
+		}
+		stillUsable(t, u)
+	})
+
+	t.Run("the writer goes away", func(t *testing.T) {
+		p := testPool(t)
+		key := Key{Namespace: "ns", Name: "left"}
+		cfg := fastConfig(srv.URL)
+		cfg.Timeout = time.Hour
+		p.Ensure(key, cfg)
+		waitReady(t, p, key)
+		u := openUpstream(t, p, key)
+		t.Cleanup(releaseOne)
+		ctx, leave := context.WithCancel(t.Context())
+		call := hang(8)
+		written := make(chan error, 1)
+		go func() { written <- u.Write(WithWaitingWriter(ctx), call) }()
+		<-started
+		leave()
+		select {
+		case err := <-written:
+			if err != nil {
+				t.Fatalf("Write = %v, want the call answered like any other", err)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatal("the writer went away and Write still waits for the server's headers")
+		}
+		if resp := readResponse(t, u); resp.ID != call.ID || resp.Error == nil {
+			t.Fatalf("answer to the abandoned call: %+v; want an error for id 8", resp)
+		}
+		stillUsable(t, u)
+	})
+}
+
 // The server's acknowledgement of the Upstream's own subscriptions/listen stream is the
 // Upstream's business: its reader, and so the gateway's client, never sees it.
 func TestTheListenStreamsAcknowledgementIsNotPassedOn(t *testing.T) {

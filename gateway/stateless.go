@@ -292,7 +292,8 @@ func (g *Gateway) relayToolCall(ctx context.Context, sr *statelessRequest, req m
 	case sr.client.key.caller != "" && takesInput(req):
 		res, err = g.callBridged(ctx, target, up)
 	default:
-		res, err = sr.client.cs.CallTool(ctx, up)
+		// This goroutine only waits for the answer: the call goes out on it.
+		res, err = sr.client.cs.CallTool(connector.WithWaitingWriter(ctx), up)
 	}
 	outcome := outcomeOK
 	switch {

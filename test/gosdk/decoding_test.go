@@ -8,10 +8,13 @@ package gosdk_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -178,5 +181,89 @@ func TestGoSDKReadsMetaIntoASmallMap(t *testing.T) {
 	// about 1.5 KiB; a 64-member map alone is over 4 KiB.
 	if traced > plain+3<<10 {
 		t.Errorf("a traceparent in _meta costs a call %d bytes more: does go-sdk make a 64-member map for it again?", traced-plain)
+	}
+}
+
+// A client of the sessionless era names every tools/call, prompts/get and resources/read
+// in an Mcp-Name header, read from the params it has just encoded. As released, go-sdk
+// decoded the whole params to read that name, a tool call's arguments into a map of
+// every member: a relay paid for a second decoding of each call it sent. The patch
+// reads the name alone; the header must still say it.
+func TestGoSDKNamesACallWithoutDecodingItsArguments(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "gosdk-test", Version: "v0"}, nil)
+	server.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
+	})
+	server.AddResource(&mcp.Resource{Name: "readme", URI: "file:///readme"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "file:///readme", Text: "hi"}}}, nil
+	})
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
+	// tools/call is answered here, from the request's id alone, so that nothing the
+	// server does with the arguments counts against the client.
+	var mu sync.Mutex
+	var names []string
+	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name := r.Header.Get("Mcp-Name"); name != "" {
+			mu.Lock()
+			names = append(names, name)
+			mu.Unlock()
+		}
+		if r.Header.Get("Mcp-Method") != "tools/call" {
+			sdk.ServeHTTP(w, r)
+			return
+		}
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":` + result + `}`))
+	})
+	httpServer := httptest.NewServer(front)
+	defer httpServer.Close()
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "gosdk-test", Version: "v0"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: httpServer.URL, DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///readme"}); err != nil {
+		t.Fatal(err)
+	}
+	call := func(arguments json.RawMessage) func() {
+		return func() {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: arguments}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	call(json.RawMessage(`{}`))()
+	mu.Lock()
+	if want := []string{"greet", "file:///readme", "echo"}; !slices.Equal(names, want) {
+		t.Errorf("Mcp-Name headers %q, want %q", names, want)
+	}
+	mu.Unlock()
+
+	members := make([]string, 1000)
+	for i := range members {
+		members[i] = fmt.Sprintf(`"member%d":%d`, i, i)
+	}
+	wide := json.RawMessage("{" + strings.Join(members, ",") + "}")
+	empty := testing.AllocsPerRun(50, call(json.RawMessage(`{}`)))
+	full := testing.AllocsPerRun(50, call(wide))
+	t.Logf("allocations per call: %.0f with empty arguments, %.0f with 1,000 members", empty, full)
+	// Decoded, 1,000 members are a key and a value each, 2,000 allocations at least;
+	// encoded and sent as they are, a few buffers.
+	if full-empty > 200 {
+		t.Errorf("a call whose arguments have 1,000 members costs the client %.0f allocations more than one without: is third_party/go-sdk-patches/0005 applied?", full-empty)
 	}
 }

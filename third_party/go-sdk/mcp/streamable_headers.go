@@ -54,6 +54,29 @@ func extractName(method string, params json.RawMessage) (string, bool) {
 	return "", false
 }
 
+// outgoingName is extractName for a request the client encoded itself: it
+// decodes the name (or URI) member alone. extractName decodes the whole params
+// type, the arguments of a tool call into a map with every member, to read one
+// string for the Mcp-Name header. On the receiving side extractName stays, so a
+// request whose params do not decode is refused there as before.
+func outgoingName(method string, params json.RawMessage) (string, bool) {
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	switch method {
+	case "tools/call", "prompts/get":
+		if err := internaljson.Unmarshal(params, &p); err == nil {
+			return p.Name, true
+		}
+	case "resources/read":
+		if err := internaljson.Unmarshal(params, &p); err == nil {
+			return p.URI, true
+		}
+	}
+	return "", false
+}
+
 // headerSchemaProperty captures the fields needed for x-mcp-header processing.
 type headerSchemaProperty struct {
 	Type       string                          `json:"type"`
@@ -206,7 +229,7 @@ func setStandardHeaders(ctx context.Context, header http.Header, msg jsonrpc.Mes
 	switch msg := msg.(type) {
 	case *jsonrpc.Request:
 		header.Set(methodHeader, msg.Method)
-		if name, ok := extractName(msg.Method, msg.Params); ok {
+		if name, ok := outgoingName(msg.Method, msg.Params); ok {
 			header.Set(nameHeader, name)
 		}
 		if msg.Method == "tools/call" {

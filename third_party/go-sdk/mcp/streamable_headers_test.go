@@ -117,6 +117,11 @@ func TestExtractName(t *testing.T) {
 				t.Errorf("extractName(%q, ...) = (%q, %v), want (%q, %v)",
 					tt.method, gotName, gotOK, tt.wantName, tt.wantOK)
 			}
+			gotName, gotOK = outgoingName(tt.method, tt.params)
+			if gotName != tt.wantName || gotOK != tt.wantOK {
+				t.Errorf("outgoingName(%q, ...) = (%q, %v), want (%q, %v)",
+					tt.method, gotName, gotOK, tt.wantName, tt.wantOK)
+			}
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -481,6 +482,58 @@ func TestAnAbandonedSessionlessCallEndsAtTheServer(t *testing.T) {
 	}
 	if err := <-answered; !errors.Is(err, context.Canceled) {
 		t.Errorf("the abandoned call returned %v, want context.Canceled", err)
+	}
+}
+
+// Sessionless calls from several callers share the gateway's one client of a server, and
+// each goes out on its caller's handler: none waits for another's answer to be sent. The
+// server here answers with JSON, so it sends no headers until the tool is done, and the
+// tool answers only once two calls are inside it: calls sent one after the other would
+// never meet.
+func TestSessionlessCallsToOneServerAreSentSideBySide(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "meeting", Version: "1"}, nil)
+	var inside sync.WaitGroup
+	inside.Add(2)
+	mcp.AddTool(server, &mcp.Tool{Name: "meet", Description: "Answers once two calls are inside."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			inside.Done()
+			met := make(chan struct{})
+			go func() { inside.Wait(); close(met) }()
+			select {
+			case <-met:
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "met"}}}, nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		})
+	upstream := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	t.Cleanup(func() {
+		upstream.CloseClientConnections()
+		upstream.Close()
+	})
+	h := newHarness(t, harnessOptions{upstreamURL: upstream.URL, timeout: 20 * time.Second})
+
+	answers := make(chan error, 2)
+	for range 2 {
+		cs := h.connectSessionless()
+		go func() {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "meet"})
+			if err == nil && (res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "met") {
+				err = fmt.Errorf("answered %+v", res)
+			}
+			answers <- err
+		}()
+	}
+	for range 2 {
+		select {
+		case err := <-answers:
+			if err != nil {
+				t.Errorf("a call of two that must meet at the server: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("two calls that must meet at the server are still unanswered after a minute")
+		}
 	}
 }
 

@@ -363,15 +363,13 @@ func (u *Upstream) Write(wctx context.Context, msg jsonrpc.Message) error {
 	}
 	ctx, cancel := context.WithCancel(tracing.CarryOver(context.WithoutCancel(u.ctx), wctx))
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-		if waiting, _ := wctx.Value(waitingWriterKey{}).(bool); waiting {
+		waiting, _ := wctx.Value(waitingWriterKey{}).(bool)
+		if waiting {
 			// The writer ends the exchange if it goes away while the server holds the
 			// headers, as the cancellation it would send for a call sent apart does.
-			stop := context.AfterFunc(wctx, cancel)
-			u.call(ctx, cancel, req, true)
-			stop()
-			return nil
+			defer context.AfterFunc(wctx, cancel)()
 		}
-		u.call(ctx, cancel, req, false)
+		u.call(ctx, cancel, req, waiting)
 		return nil
 	}
 	timer := time.AfterFunc(u.timeout, cancel)

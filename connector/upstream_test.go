@@ -41,6 +41,19 @@ func openUpstream(t *testing.T, p *Pool, key Key) *Upstream {
 	return u
 }
 
+// openTimedUpstream opens an Upstream, as openUpstream does, to the server at url with
+// a pool of its own whose config gives the server timeout.
+func openTimedUpstream(t *testing.T, url, name string, timeout time.Duration) *Upstream {
+	t.Helper()
+	p := testPool(t)
+	key := Key{Namespace: "ns", Name: name}
+	cfg := fastConfig(url)
+	cfg.Timeout = timeout
+	p.Ensure(key, cfg)
+	waitReady(t, p, key)
+	return openUpstream(t, p, key)
+}
+
 func mustID(t *testing.T, v any) jsonrpc.ID {
 	id, err := jsonrpc.MakeID(v)
 	if err != nil {
@@ -126,14 +139,7 @@ func TestAnUnansweredCallIsAnsweredWithATimeout(t *testing.T) {
 	})
 	addTool(s, "echo")
 	srv := serveStreamable(t, s, nil)
-	p := testPool(t)
-	key := Key{Namespace: "ns", Name: "hung"}
-	cfg := fastConfig(srv.URL)
-	cfg.Timeout = 300 * time.Millisecond
-	p.Ensure(key, cfg)
-	waitReady(t, p, key)
-
-	u := openUpstream(t, p, key)
+	u := openTimedUpstream(t, srv.URL, "hung", 300*time.Millisecond)
 	// First of all cleanups: closing the session and the server both wait for the handler.
 	t.Cleanup(func() { close(release) })
 	call := &jsonrpc.Request{ID: mustID(t, float64(7)), Method: "tools/call", Params: json.RawMessage(`{"name":"hang","arguments":{}}`)}
@@ -188,13 +194,7 @@ func TestACallWhoseWriterWaitsIsBoundedAsOneSentApart(t *testing.T) {
 	}
 
 	t.Run("the server's timeout", func(t *testing.T) {
-		p := testPool(t)
-		key := Key{Namespace: "ns", Name: "held"}
-		cfg := fastConfig(srv.URL)
-		cfg.Timeout = 300 * time.Millisecond
-		p.Ensure(key, cfg)
-		waitReady(t, p, key)
-		u := openUpstream(t, p, key)
+		u := openTimedUpstream(t, srv.URL, "held", 300*time.Millisecond)
 		t.Cleanup(releaseOne) // before the Upstream closes, which waits for the tool
 		call := hang(7)
 		if err := u.Write(WithWaitingWriter(t.Context()), call); err != nil {
@@ -208,13 +208,7 @@ func TestACallWhoseWriterWaitsIsBoundedAsOneSentApart(t *testing.T) {
 	})
 
 	t.Run("the writer goes away", func(t *testing.T) {
-		p := testPool(t)
-		key := Key{Namespace: "ns", Name: "left"}
-		cfg := fastConfig(srv.URL)
-		cfg.Timeout = time.Hour
-		p.Ensure(key, cfg)
-		waitReady(t, p, key)
-		u := openUpstream(t, p, key)
+		u := openTimedUpstream(t, srv.URL, "left", time.Hour)
 		t.Cleanup(releaseOne)
 		ctx, leave := context.WithCancel(t.Context())
 		call := hang(8)

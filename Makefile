@@ -7,12 +7,15 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 GO ?= go
-CONTROLLER_GEN := $(GO) tool controller-gen
+# The tools build as the release does, static and without build paths, so that they reuse
+# the Kubernetes libraries its build compiles (a plain build would compile them once more).
+GO_TOOL := CGO_ENABLED=0 GOFLAGS=-trimpath $(GO) tool
+CONTROLLER_GEN := $(GO_TOOL) controller-gen
 # golangci-lint type-checks against its dependencies' compiled export data, so it
 # compiles them in the build configuration it runs under: the static one without build
 # paths that the release, the node image, the binaries the tests run and the heap tests
 # share (see verify), not a further plain one.
-GOLANGCI_LINT := CGO_ENABLED=0 GOFLAGS=-trimpath $(GO) tool golangci-lint
+GOLANGCI_LINT := $(GO_TOOL) golangci-lint
 BIN_DIR := bin
 
 # Packages under test; GO_TEST_FLAGS adds flags such as -run or -v.
@@ -51,7 +54,7 @@ manifests: ## Generate the CRDs (config/crd/bases) and the manager ClusterRole (
 
 .PHONY: docs
 docs: ## Generate the API reference (docs/api.md) from the Go types in api/.
-	$(GO) tool crd-ref-docs --log-level=WARN --source-path=./api --config=hack/api-docs/config.yaml \
+	$(GO_TOOL) crd-ref-docs --log-level=WARN --source-path=./api --config=hack/api-docs/config.yaml \
 		--templates-dir=hack/api-docs/templates --renderer=markdown --output-mode=single --output-path=docs/api.md
 
 .PHONY: fmt
@@ -115,22 +118,26 @@ test-go-sdk: ## Run go-sdk's own tests against third_party/go-sdk (its patches a
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end test: control plane, kubectl, the manager binary, real MCP servers, an OpenID provider.
+	@# Static and without build paths, as the binaries it runs are built, so that it
+	@# compiles nothing they did not (a plain build would compile the graph once more).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 	SWITCHBOARD_SERVER_EVERYTHING="$$(hack/test-servers.sh)" \
 	SWITCHBOARD_CONFORMANCE="$$(hack/test-servers.sh --conformance)" \
 	SWITCHBOARD_CONFORMANCE_2026="$$(hack/test-servers.sh --conformance-2026)" \
 	SWITCHBOARD_ZITADEL_OP="$$(hack/zitadel-op.sh)" \
-	$(GO) test -tags e2e -count=1 -v $(GO_TEST_FLAGS) ./test/e2e/
+	CGO_ENABLED=0 $(GO) test -trimpath -tags e2e -count=1 -v $(GO_TEST_FLAGS) ./test/e2e/
 
 .PHONY: test-node
 test-node: ## Run the node tests: a real single-node cluster (hack/node.sh, needs root) running Switchboard installed with Helm and kustomize, stdio servers as pods.
+	@# The tests build static and without build paths, as test-e2e does.
 	@kubeconfig="$$(hack/node.sh up)" || exit 1; \
 	trap 'hack/node.sh down' EXIT; \
 	SWITCHBOARD_NODE_KUBECONFIG="$$kubeconfig" SWITCHBOARD_NODE_IMAGES="$$(hack/node.sh images)" \
-	$(GO) test -tags node -count=1 -v -timeout 45m $(GO_TEST_FLAGS) ./test/node/
+	CGO_ENABLED=0 $(GO) test -trimpath -tags node -count=1 -v -timeout 45m $(GO_TEST_FLAGS) ./test/node/
 
 .PHONY: bench-node
 bench-node: ## Measure on the node (hack/node.sh, needs root): apply of a stdio MCPServer to Ready against the bare pod's floor, the manager's memory at 100 servers.
+	@# The tests build static and without build paths, as test-e2e does.
 	@kubeconfig="$$(hack/node.sh up)" || exit 1; \
 	trap 'hack/node.sh down' EXIT; \
 	SWITCHBOARD_NODE_KUBECONFIG="$$kubeconfig" SWITCHBOARD_NODE_IMAGES="$$(hack/node.sh images)" \

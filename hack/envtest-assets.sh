@@ -177,7 +177,10 @@ build_kubernetes() {
     mkdir -p "${dir}/${bin}"
     kube_main "${bin}" > "${dir}/${bin}/main.go"
   done
-  (cd "${dir}" && go mod tidy >&2)
+  # At the project's versions of the modules both use (client-go, gRPC, OpenTelemetry,
+  # golang.org/x/...), so that the build reuses the packages the project's own static
+  # build compiled instead of compiling them again.
+  "$(dirname "$0")/go-share-versions.sh" "${dir}" >&2
   [ -z "${DOWNLOAD_ONLY}" ] || return 0
   # The version a release build stamps in, which clients read: kubectl and Helm parse the
   # server's version, and the kubelet reports its own on the Node.
@@ -217,7 +220,7 @@ func main() {
 }
 GO
   log "resolving go.etcd.io/etcd/server/v3 ${ETCD_VERSION}"
-  (cd "${dir}" && go mod tidy >&2)
+  "$(dirname "$0")/go-share-versions.sh" "${dir}" >&2
   [ -z "${DOWNLOAD_ONLY}" ] || return 0
   build_binary "${dir}" etcd
 }

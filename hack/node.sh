@@ -64,6 +64,7 @@ BRIDGE=sbnode0
 SANDBOX_IMAGE=registry.k8s.io/pause:3.10.2 # containerd v2.4's default; ours is built here
 
 CONTAINERD_DIR="${NODE_CACHE}/containerd-${CONTAINERD_VERSION}"
+CONTAINERD_COMMANDS=(github.com/containerd/containerd/v2/cmd/{containerd,containerd-shim-runc-v2,ctr})
 # The plugins the node's Corefile (apply_cluster_objects) uses, and the only ones the
 # node's CoreDNS is built with: CoreDNS's own main links all of its plugins and the cloud
 # SDKs some of them need, 1,409 packages against these 799 (a quarter less build time).
@@ -121,14 +122,29 @@ ensure_packages() {
 ensure_binaries() {
   ensure_packages
   KUBE_DIR="$("${ROOT}/hack/envtest-assets.sh" --node)"
-  go_install_into "${CONTAINERD_DIR}" \
-    "github.com/containerd/containerd/v2/cmd/containerd@${CONTAINERD_VERSION}" \
-    "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@${CONTAINERD_VERSION}" \
-    "github.com/containerd/containerd/v2/cmd/ctr@${CONTAINERD_VERSION}"
+  build_containerd
   # runc's nsexec is C, and the RuntimeDefault seccomp profile needs libseccomp.
   CGO_ENABLED=1 GO_TAGS=seccomp go_install_into "${RUNC_DIR}" "github.com/opencontainers/runc@${RUNC_VERSION}"
   build_coredns
   build_kube_network_policies
+}
+
+# build_containerd builds containerd, its runc shim and ctr in a module of their own at the
+# project's versions of the modules they share with it (gRPC, OpenTelemetry, protobuf,
+# golang.org/x/...), static, so that they reuse the packages the project's build compiled.
+build_containerd() {
+  local dir="${CONTAINERD_DIR}" started
+  [ -d "${dir}" ] && return 0
+  started=$(date +%s)
+  log "building github.com/containerd/containerd/v2@${CONTAINERD_VERSION} (first build only)"
+  rm -rf "${dir}.tmp" "${dir}.mod" && mkdir -p "${dir}.tmp"
+  "${ROOT}/hack/go-share-versions.sh" --tools "${dir}.mod" \
+    "github.com/containerd/containerd/v2@${CONTAINERD_VERSION}" "${CONTAINERD_COMMANDS[@]}" >&2
+  (cd "${dir}.mod" &&
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "${dir}.tmp/" "${CONTAINERD_COMMANDS[@]}") >&2
+  rm -rf "${dir}.mod"
+  mv "${dir}.tmp" "${dir}"
+  log "built $(basename "${dir}") in $(( $(date +%s) - started ))s"
 }
 
 # download fetches into the Go module cache what building the node's missing binaries
@@ -136,11 +152,17 @@ ensure_binaries() {
 download() {
   local fetch="${ROOT}/hack/go-download.sh"
   "${ROOT}/hack/envtest-assets.sh" --download
-  [ -d "${CONTAINERD_DIR}" ] || CGO_ENABLED=0 "${fetch}" "github.com/containerd/containerd/v2@${CONTAINERD_VERSION}" \
-    ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr
+  # Resolving a module at the project's versions downloads what building it needs.
+  local work
+  work="$(mktemp -d)"
+  # shellcheck disable=SC2064 # expanded now: work is local to this function
+  trap "rm -rf '${work}'" EXIT
+  [ -d "${CONTAINERD_DIR}" ] || "${ROOT}/hack/go-share-versions.sh" --tools "${work}/containerd" \
+    "github.com/containerd/containerd/v2@${CONTAINERD_VERSION}" "${CONTAINERD_COMMANDS[@]}"
   [ -d "${RUNC_DIR}" ] || CGO_ENABLED=1 GOFLAGS=-tags=seccomp "${fetch}" "github.com/opencontainers/runc@${RUNC_VERSION}" .
-  [ -d "${COREDNS_DIR}" ] || CGO_ENABLED=0 "${fetch}" "github.com/coredns/coredns@${COREDNS_VERSION}" \
-    ./coremain "${COREDNS_PLUGINS[@]/#/./plugin/}"
+  [ -d "${COREDNS_DIR}" ] || coredns_module "${work}/coredns"
+  # Not at the project's versions: its sigs.k8s.io/network-policy-api does not build
+  # against the project's client-go.
   [ -d "${KUBE_NETWORK_POLICIES_DIR}" ] || CGO_ENABLED=0 "${fetch}" \
     "sigs.k8s.io/kube-network-policies@${KUBE_NETWORK_POLICIES_VERSION}" ./cmd ./pkg/networkpolicy
 }
@@ -154,26 +176,36 @@ module_source() {
   chmod -R u+w "$2"
 }
 
-# build_coredns builds CoreDNS from the module proxy as its own main does (coremain.Run),
-# linking only COREDNS_PLUGINS: a plugin registers itself when its package is linked, and
-# the server accepts the directives of registered plugins alone, so a Corefile naming
-# another one fails at start, saying which.
-build_coredns() {
-  local dir="${COREDNS_DIR}" module="github.com/coredns/coredns" started plugin
-  [ -d "${dir}" ] && return 0
-  started=$(date +%s)
-  log "building ${module}@${COREDNS_VERSION} with ${COREDNS_PLUGINS[*]} (first build only)"
-  rm -rf "${dir}.tmp" && mkdir -p "${dir}.tmp"
-  module_source "${module}@${COREDNS_VERSION}" "${dir}.src"
-  mkdir -p "${dir}.src/cmd/node-coredns"
+# coredns_module DIR writes into DIR a module whose main package runs CoreDNS as its own main
+# does (coremain.Run), linking only COREDNS_PLUGINS: a plugin registers itself when its
+# package is linked, and the server accepts the directives of registered plugins alone, so
+# a Corefile naming another one fails at start, saying which. The module is at the
+# project's versions of the modules both use (client-go among them), so that the build
+# reuses what the project's build compiled.
+coredns_module() {
+  local dir="$1" module="github.com/coredns/coredns" plugin
+  mkdir -p "${dir}"
+  printf 'module switchboard.local/node-coredns\n\ngo %s\n\nrequire %s %s\n' \
+    "$(go env GOVERSION | sed 's/^go//')" "${module}" "${COREDNS_VERSION}" >"${dir}/go.mod"
   {
     printf 'package main\n\nimport (\n\t"%s/coremain"\n' "${module}"
     for plugin in "${COREDNS_PLUGINS[@]}"; do printf '\t_ "%s/plugin/%s"\n' "${module}" "${plugin}"; done
     printf ')\n\nfunc main() { coremain.Run() }\n'
-  } >"${dir}.src/cmd/node-coredns/main.go"
-  (cd "${dir}.src" &&
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "${dir}.tmp/coredns" ./cmd/node-coredns) >&2
-  rm -rf "${dir}.src"
+  } >"${dir}/main.go"
+  "${ROOT}/hack/go-share-versions.sh" "${dir}"
+}
+
+# build_coredns builds the module coredns_module writes.
+build_coredns() {
+  local dir="${COREDNS_DIR}" started
+  [ -d "${dir}" ] && return 0
+  started=$(date +%s)
+  log "building github.com/coredns/coredns@${COREDNS_VERSION} with ${COREDNS_PLUGINS[*]} (first build only)"
+  rm -rf "${dir}.tmp" "${dir}.mod" && mkdir -p "${dir}.tmp"
+  coredns_module "${dir}.mod" >&2
+  (cd "${dir}.mod" &&
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "${dir}.tmp/coredns" .) >&2
+  rm -rf "${dir}.mod"
   mv "${dir}.tmp" "${dir}"
   log "built $(basename "${dir}") in $(( $(date +%s) - started ))s"
 }
@@ -206,7 +238,8 @@ ensure_images() {
   bin="${NODE_CACHE}/switchboard"
   (cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "${bin}.tmp" ./cmd/switchboard)
   mv -f "${bin}.tmp" "${bin}"
-  (cd "${ROOT}" && go run ./hack/node-images \
+  # Static, as everything else it builds: it reuses their compiled packages.
+  (cd "${ROOT}" && CGO_ENABLED=0 go run -trimpath ./hack/node-images \
     -out "${IMAGES_DIR}" \
     -switchboard "${bin}" \
     -coredns "${COREDNS_DIR}/coredns" \

@@ -36,6 +36,7 @@ THV_VERSION="${THV_VERSION:-v0.47.0}"
 # ToolHive's go.mod asks for Go 1.26.0, so it builds with the Go this project uses and
 # shares its build cache (a second toolchain would download and compile everything again).
 THV_GOTOOLCHAIN="${THV_GOTOOLCHAIN:-local}"
+THV_PACKAGE=github.com/stacklok/toolhive/cmd/thv
 CACHE_ROOT="${SWITCHBOARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchboard}"
 
 log() { printf 'test-servers: %s\n' "$*" >&2; }
@@ -106,12 +107,16 @@ thv() {
     work="$(mktemp -d "${CACHE_ROOT}/thv-build.XXXXXX")"
     # shellcheck disable=SC2064 # expanded now: work is local to this function
     trap "rm -rf '${work}'" EXIT
-    # Built outside any module so our go.mod neither constrains nor records it; installed
-    # into the work folder and moved, so an interrupted build leaves no binary behind.
-    (cd "${work}" && GOFLAGS=-mod=mod GOBIN="${work}/bin" GOTOOLCHAIN="${THV_GOTOOLCHAIN}" \
-      go install "github.com/stacklok/toolhive/cmd/thv@${THV_VERSION}") >&2
+    # Built in a module of its own, so our go.mod neither constrains nor records it, at our
+    # versions of the modules both use and static, so that it reuses what the project's
+    # build compiled (hack/go-share-versions.sh); written into the work folder and moved,
+    # so an interrupted build leaves no binary behind.
+    GOTOOLCHAIN="${THV_GOTOOLCHAIN}" "$(dirname "$0")/go-share-versions.sh" --tools "${work}/thv" \
+      "github.com/stacklok/toolhive@${THV_VERSION}" "${THV_PACKAGE}" >&2
+    (cd "${work}/thv" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN="${THV_GOTOOLCHAIN}" \
+      go build -trimpath -ldflags='-s -w' -o "${work}/thv.bin" "${THV_PACKAGE}") >&2
     mkdir -p "${dir}"
-    mv "${work}/bin/thv" "${dir}/thv"
+    mv "${work}/thv.bin" "${dir}/thv"
   fi
   echo "${dir}/thv"
 }
@@ -146,9 +151,13 @@ case "${1:-}" in
     install server-filesystem @modelcontextprotocol/server-filesystem "${SERVER_FILESYSTEM_VERSION}"
     conformance "${CONFORMANCE_VERSION}" >/dev/null
     conformance "${CONFORMANCE_2026_VERSION}" >/dev/null
-    [ -x "${CACHE_ROOT}/thv-${THV_VERSION}/thv" ] ||
-      GOTOOLCHAIN="${THV_GOTOOLCHAIN}" "$(dirname "$0")/go-download.sh" \
-        "github.com/stacklok/toolhive@${THV_VERSION}" ./cmd/thv
+    # Resolving thv's module at our versions downloads what its build needs.
+    if [ ! -x "${CACHE_ROOT}/thv-${THV_VERSION}/thv" ]; then
+      work="$(mktemp -d)"
+      trap 'rm -rf "${work}"' EXIT
+      GOTOOLCHAIN="${THV_GOTOOLCHAIN}" "$(dirname "$0")/go-share-versions.sh" --tools "${work}/thv" \
+        "github.com/stacklok/toolhive@${THV_VERSION}" "${THV_PACKAGE}"
+    fi
     ;;
   *)
     log "usage: $0 [--supergateway | --filesystem | --conformance | --conformance-2026 | --thv | --download]"

@@ -20,6 +20,7 @@
 set -euo pipefail
 
 ZITADEL_OIDC_VERSION="${ZITADEL_OIDC_VERSION:-v3.52.0}"
+HACK_DIR="$(cd "$(dirname "$0")" && pwd)"
 CACHE_ROOT="${SWITCHBOARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchboard}"
 # The suffix counts changes of the main below, so that a cached older build is not used.
 dir="${CACHE_ROOT}/zitadel-op-${ZITADEL_OIDC_VERSION}-2"
@@ -95,8 +96,10 @@ GO
     export GOFLAGS=-mod=mod GOWORK=off
     go mod init switchboard.test/zitadel-op >/dev/null 2>&1
     go get "github.com/zitadel/oidc/v3@${ZITADEL_OIDC_VERSION}" >/dev/null
-    go mod tidy >/dev/null
-    go build -o zitadel-op .
+    # At the project's versions of the modules both use, static: it reuses what the
+    # project's build compiled (hack/go-share-versions.sh).
+    "${HACK_DIR}/go-share-versions.sh" . >/dev/null
+    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o zitadel-op .
   ) >&2
   mkdir -p "${dir}"
   mv "${work}/zitadel-op" "${dir}/zitadel-op"

@@ -247,7 +247,10 @@ func packageChart(ctx context.Context, modRoot string, o options) (string, error
 	cmd := exec.CommandContext(ctx, "go", "tool", "helm", "package", chartPath,
 		"--version", o.version, "--app-version", o.version, "--destination", out)
 	cmd.Dir = modRoot
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	// helm built as the binaries are, static and without build paths, so that it reuses
+	// their compiled Kubernetes libraries instead of compiling them plain.
+	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0",
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

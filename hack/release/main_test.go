@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"sigs.k8s.io/yaml"
+
+	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
 // version is the release the test writes.
@@ -196,7 +198,7 @@ func checkPlatformImage(t *testing.T, img v1.Image, platform v1.Platform) {
 // checkChart lints the packaged chart with the Helm go.mod pins and reads its version
 // and appVersion.
 func checkChart(t *testing.T, file string) {
-	lint := exec.CommandContext(t.Context(), "go", "tool", "helm", "lint", "--strict", file)
+	lint := exec.CommandContext(t.Context(), testenv.BuildGoBinary(t, testenv.HelmCommand), "lint", "--strict", file)
 	if out, err := lint.CombinedOutput(); err != nil {
 		t.Errorf("helm lint --strict %s: %v\n%s", filepath.Base(file), err, out)
 	}

@@ -36,43 +36,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	bin, cleanup, err := buildHelm()
+	bin, err := testenv.GoBinary(testenv.HelmCommand)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	helmBin = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
-
-// buildHelm returns the path of the helm binary go.mod's tool directive pins: the one
-// `go tool` has cached, or else one built into a temporary folder.
-func buildHelm() (string, func(), error) {
-	root := testenv.RepoRoot()
-	cmd := exec.CommandContext(context.Background(), "go", "tool", "-n", "helm")
-	cmd.Dir = root
-	if out, err := cmd.Output(); err == nil {
-		if path := strings.TrimSpace(string(out)); path != "" {
-			if _, err := os.Stat(path); err == nil {
-				return path, func() {}, nil
-			}
-		}
-	}
-	dir, err := os.MkdirTemp("", "switchboard-chart-test")
-	if err != nil {
-		return "", nil, err
-	}
-	cleanup := func() { _ = os.RemoveAll(dir) }
-	bin := filepath.Join(dir, "helm")
-	build := exec.CommandContext(context.Background(), "go", "build", "-o", bin, "helm.sh/helm/v3/cmd/helm")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		cleanup()
-		return "", nil, fmt.Errorf("building helm: %w\n%s", err, out)
-	}
-	return bin, cleanup, nil
+	os.Exit(m.Run())
 }
 
 // helm runs the helm binary with args and returns its stdout, or an error carrying its

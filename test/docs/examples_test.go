@@ -130,7 +130,7 @@ func renderChart(t *testing.T, values string) error {
 	if err := os.WriteFile(file, []byte(values), 0o600); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(context.Background(), "go", "tool", "helm", "template", "sb",
+	cmd := exec.CommandContext(context.Background(), testenv.BuildGoBinary(t, testenv.HelmCommand), "template", "sb",
 		filepath.Join(root, "charts", "switchboard"), "-n", "switchboard-system", "-f", file)
 	cmd.Dir = root
 	var stderr bytes.Buffer

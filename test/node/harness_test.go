@@ -149,7 +149,11 @@ func helmErr(args ...string) (string, error) {
 	defer os.RemoveAll(home)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "helm", "--kubeconfig", kubeconfigPath}, args...)...)
+	helm, err := testenv.GoBinary(testenv.HelmCommand)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, helm, append([]string{"--kubeconfig", kubeconfigPath}, args...)...)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(),
 		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),

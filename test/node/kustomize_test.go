@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/internal/testutil"
+	"github.com/switchboard-mcp/switchboard/test/testenv"
 )
 
 // kustomizeInstall is what `kubectl apply -k config/default` creates.
@@ -37,10 +38,7 @@ func TestKustomize(t *testing.T) {
 	step(t, "kubectl apply -k with the image set as getting-started says", func(t *testing.T) {
 		// The kustomize go.mod's tool directive pins, built here: `go tool` runs only
 		// inside the module, and the copy of config/ is outside it.
-		kustomize := filepath.Join(t.TempDir(), "kustomize")
-		if _, err := run(nil, "go", "build", "-o", kustomize, "sigs.k8s.io/kustomize/kustomize/v5"); err != nil {
-			t.Fatalf("building kustomize: %v", err)
-		}
+		kustomize := testenv.BuildGoBinary(t, testenv.KustomizeCommand)
 		edit := exec.CommandContext(t.Context(), kustomize, "edit", "set", "image", "switchboard="+sb.Ref)
 		edit.Dir = filepath.Join(config, "default")
 		if out, err := edit.CombinedOutput(); err != nil {

@@ -27,14 +27,31 @@ type goBinary struct {
 	err  error
 }
 
-// BuildGoBinary builds the Go main package pkg (an import path, resolved with this
-// module's go.mod, or a path relative to the repository root such as "./cmd/switchboard")
-// once per test process and returns the binary's path. It builds as the release and the
-// node's image do, static and without build paths: the binary tested is the one shipped,
-// and every package compiled for one is in the build cache for the others (a plain build
-// would compile the whole dependency graph once more, minutes on a new machine).
+// Commands go.mod pins as tools, which tests run as binaries built by GoBinary: `go tool`
+// would build them plain, compiling their Kubernetes libraries once more.
+const (
+	HelmCommand      = "helm.sh/helm/v3/cmd/helm"
+	KustomizeCommand = "sigs.k8s.io/kustomize/kustomize/v5"
+)
+
+// BuildGoBinary builds the Go main package pkg with GoBinary and returns the binary's path;
+// a failed build fails the test.
 func BuildGoBinary(t testing.TB, pkg string) string {
 	t.Helper()
+	bin, err := GoBinary(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// GoBinary builds the Go main package pkg (an import path, resolved with this module's
+// go.mod, or a path relative to the repository root such as "./cmd/switchboard") once per
+// test process and returns the binary's path. It builds as the release and the node's
+// image do, static and without build paths: the binary tested is the one shipped, and
+// every package compiled for one is in the build cache for the others (a plain build
+// would compile the whole dependency graph once more, minutes on a new machine).
+func GoBinary(pkg string) (string, error) {
 	entry, _ := goBinaries.LoadOrStore(pkg, &goBinary{})
 	bin := entry.(*goBinary)
 	bin.once.Do(func() {
@@ -50,7 +67,7 @@ func BuildGoBinary(t testing.TB, pkg string) string {
 			bin.err = err
 			return
 		}
-		out := filepath.Join(pkgDir, path.Base(pkg))
+		out := filepath.Join(pkgDir, commandName(pkg))
 		cmd := exec.CommandContext(context.Background(), "go", "build", "-trimpath", "-o", out, pkg)
 		cmd.Dir = RepoRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -60,10 +77,17 @@ func BuildGoBinary(t testing.TB, pkg string) string {
 		}
 		bin.path = out
 	})
-	if bin.err != nil {
-		t.Fatal(bin.err)
+	return bin.path, bin.err
+}
+
+// commandName is the name `go install` gives pkg's binary: its last element, or the one
+// before a major version suffix (sigs.k8s.io/kustomize/kustomize/v5 is kustomize).
+func commandName(pkg string) string {
+	dir, name := path.Split(strings.TrimSuffix(pkg, "/"))
+	if len(name) > 1 && name[0] == 'v' && strings.Trim(name[1:], "0123456789") == "" && dir != "" {
+		return path.Base(dir)
 	}
-	return bin.path
+	return name
 }
 
 // binDirPrefix names the directories of built binaries, one per test process, by its pid.

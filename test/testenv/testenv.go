@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
+
+	"golang.org/x/mod/modfile"
 
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -22,14 +25,33 @@ import (
 	mcpv1alpha1 "github.com/switchboard-mcp/switchboard/api/v1alpha1"
 )
 
-// RepoRoot returns the root of the source tree this package was compiled from.
-func RepoRoot() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("testenv: cannot locate source file")
+// modulePath is the module RepoRoot looks for.
+const modulePath = "github.com/switchboard-mcp/switchboard"
+
+// RepoRoot returns the root of the source tree the tests run in.
+func RepoRoot() string { return repoRoot() }
+
+// repoRoot finds the root from the working folder, which `go test` sets to the package's
+// source folder: the test binaries built without build paths (make test-e2e, test-node)
+// record this file as a module path, not a file. The file's path is the fallback for a
+// binary run elsewhere.
+var repoRoot = sync.OnceValue(func() string {
+	if dir, err := os.Getwd(); err == nil {
+		for ; ; dir = filepath.Dir(dir) {
+			data, err := os.ReadFile(filepath.Join(dir, "go.mod")) //nolint:gosec // the go.mod files above the working folder, read to find the module
+			if err == nil && modfile.ModulePath(data) == modulePath {
+				return dir
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "..", "..")
+	}
+	panic("testenv: cannot find the source tree of " + modulePath + ": run the tests inside it")
+})
 
 // AssetsDir returns the folder holding kube-apiserver and etcd: KUBEBUILDER_ASSETS when
 // set, otherwise the folder hack/envtest-assets.sh prints (building the binaries there on

@@ -48,9 +48,10 @@ func BuildGoBinary(t testing.TB, pkg string) string {
 // GoBinary builds the Go main package pkg (an import path, resolved with this module's
 // go.mod, or a path relative to the repository root such as "./cmd/switchboard") once per
 // test process and returns the binary's path. It builds as the release and the node's
-// image do, static and without build paths: the binary tested is the one shipped, and
-// every package compiled for one is in the build cache for the others (a plain build
-// would compile the whole dependency graph once more, minutes on a new machine).
+// image do, static, without build paths or debug information: the binary tested is the
+// one shipped, and every package compiled for one is in the build cache for the others (a
+// plain build would compile the whole dependency graph once more, minutes on a new
+// machine).
 func GoBinary(pkg string) (string, error) {
 	entry, _ := goBinaries.LoadOrStore(pkg, &goBinary{})
 	bin := entry.(*goBinary)
@@ -68,7 +69,7 @@ func GoBinary(pkg string) (string, error) {
 			return
 		}
 		out := filepath.Join(pkgDir, commandName(pkg))
-		cmd := exec.CommandContext(context.Background(), "go", "build", "-trimpath", "-o", out, pkg)
+		cmd := exec.CommandContext(context.Background(), "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 		cmd.Dir = RepoRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if output, err := cmd.CombinedOutput(); err != nil {

@@ -129,22 +129,34 @@ ensure_binaries() {
   build_kube_network_policies
 }
 
-# build_containerd builds containerd, its runc shim and ctr in a module of their own at the
-# project's versions of the modules they share with it (gRPC, OpenTelemetry, protobuf,
-# golang.org/x/...), static, so that they reuse the packages the project's build compiled.
-build_containerd() {
-  local dir="${CONTAINERD_DIR}" started
+# build_module_into DIR WHAT WRITE_MODULE OUTPUT PACKAGE...: runs WRITE_MODULE FOLDER to
+# write a module into a temporary folder, builds PACKAGE... there, static and without build
+# paths, into DIR.tmp/OUTPUT (the folder itself when OUTPUT is empty), and lands it in DIR.
+build_module_into() {
+  local dir="$1" what="$2" write_module="$3" started
+  shift 3
   [ -d "${dir}" ] && return 0
   started=$(date +%s)
-  log "building github.com/containerd/containerd/v2@${CONTAINERD_VERSION} (first build only)"
+  log "building ${what} (first build only)"
   rm -rf "${dir}.tmp" "${dir}.mod" && mkdir -p "${dir}.tmp"
-  "${ROOT}/hack/go-share-versions.sh" --tools "${dir}.mod" \
-    "github.com/containerd/containerd/v2@${CONTAINERD_VERSION}" "${CONTAINERD_COMMANDS[@]}" >&2
-  (cd "${dir}.mod" &&
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "${dir}.tmp/" "${CONTAINERD_COMMANDS[@]}") >&2
+  "${write_module}" "${dir}.mod" >&2
+  (cd "${dir}.mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "${dir}.tmp/$1" "${@:2}") >&2
   rm -rf "${dir}.mod"
   mv "${dir}.tmp" "${dir}"
   log "built $(basename "${dir}") in $(( $(date +%s) - started ))s"
+}
+
+# containerd_module DIR writes into DIR a module that names containerd, its runc shim and
+# ctr as tools, at the project's versions of the modules they share with it (gRPC,
+# OpenTelemetry, protobuf, golang.org/x/...), so that they reuse what its build compiled.
+containerd_module() {
+  "${ROOT}/hack/go-share-versions.sh" --tools "$1" \
+    "github.com/containerd/containerd/v2@${CONTAINERD_VERSION}" "${CONTAINERD_COMMANDS[@]}"
+}
+
+build_containerd() {
+  build_module_into "${CONTAINERD_DIR}" "github.com/containerd/containerd/v2@${CONTAINERD_VERSION}" \
+    containerd_module "" "${CONTAINERD_COMMANDS[@]}"
 }
 
 # download fetches into the Go module cache what building the node's missing binaries
@@ -157,8 +169,7 @@ download() {
   work="$(mktemp -d)"
   # shellcheck disable=SC2064 # expanded now: work is local to this function
   trap "rm -rf '${work}'" EXIT
-  [ -d "${CONTAINERD_DIR}" ] || "${ROOT}/hack/go-share-versions.sh" --tools "${work}/containerd" \
-    "github.com/containerd/containerd/v2@${CONTAINERD_VERSION}" "${CONTAINERD_COMMANDS[@]}"
+  [ -d "${CONTAINERD_DIR}" ] || containerd_module "${work}/containerd"
   [ -d "${RUNC_DIR}" ] || CGO_ENABLED=1 GOFLAGS=-tags=seccomp "${fetch}" "github.com/opencontainers/runc@${RUNC_VERSION}" .
   [ -d "${COREDNS_DIR}" ] || coredns_module "${work}/coredns"
   # Not at the project's versions: its sigs.k8s.io/network-policy-api does not build
@@ -195,19 +206,9 @@ coredns_module() {
   "${ROOT}/hack/go-share-versions.sh" "${dir}"
 }
 
-# build_coredns builds the module coredns_module writes.
 build_coredns() {
-  local dir="${COREDNS_DIR}" started
-  [ -d "${dir}" ] && return 0
-  started=$(date +%s)
-  log "building github.com/coredns/coredns@${COREDNS_VERSION} with ${COREDNS_PLUGINS[*]} (first build only)"
-  rm -rf "${dir}.tmp" "${dir}.mod" && mkdir -p "${dir}.tmp"
-  coredns_module "${dir}.mod" >&2
-  (cd "${dir}.mod" &&
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "${dir}.tmp/coredns" .) >&2
-  rm -rf "${dir}.mod"
-  mv "${dir}.tmp" "${dir}"
-  log "built $(basename "${dir}") in $(( $(date +%s) - started ))s"
+  build_module_into "${COREDNS_DIR}" \
+    "github.com/coredns/coredns@${COREDNS_VERSION} with ${COREDNS_PLUGINS[*]}" coredns_module coredns .
 }
 
 # build_kube_network_policies builds kube-network-policies from the module proxy with the

@@ -14,8 +14,9 @@
 # project's client-go, gRPC or OpenTelemetry, nor one another's: each compiled them again.
 # At the project's versions (never lower than their own: the module graph picks the higher
 # of the two) they share them, which on a new two-core machine is minutes of compile work
-# less. What is built this way runs under the tests that use it. A module that does not
-# build at the project's versions keeps its own (kube-network-policies, hack/node.sh).
+# less. What is built this way runs under the tests that use it. Where one of a module's own
+# dependencies does not build at them, its script first moves that one to a release that
+# does (kube-network-policies' network-policy-api, hack/node.sh).
 set -euo pipefail
 
 usage() {

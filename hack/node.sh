@@ -50,6 +50,7 @@ NODE_CACHE="${CACHE_ROOT}/node"
 CONTAINERD_VERSION=v2.4.2
 COREDNS_VERSION=v1.15.0
 KUBE_NETWORK_POLICIES_VERSION=v0.8.0
+NETWORK_POLICY_API_VERSION=v0.3.1 # kube-network-policies' own does not build with our client-go
 RUNC_VERSION=v1.5.3
 
 NODE_NAME=switchboard-node
@@ -71,7 +72,7 @@ CONTAINERD_COMMANDS=(github.com/containerd/containerd/v2/cmd/{containerd,contain
 COREDNS_PLUGINS=(errors health ready kubernetes cache loop loadbalance)
 COREDNS_DIR="${NODE_CACHE}/coredns-${COREDNS_VERSION}-$(printf '%s\n' "${COREDNS_PLUGINS[@]}" | sha256sum | cut -c1-12)"
 KUBE_NETWORK_POLICIES_PATCH="${ROOT}/hack/node/kube-network-policies-nfqueue-compat.patch"
-KUBE_NETWORK_POLICIES_DIR="${NODE_CACHE}/kube-network-policies-${KUBE_NETWORK_POLICIES_VERSION}-$(sha256sum "${KUBE_NETWORK_POLICIES_PATCH}" | cut -c1-12)"
+KUBE_NETWORK_POLICIES_DIR="${NODE_CACHE}/kube-network-policies-${KUBE_NETWORK_POLICIES_VERSION}-${NETWORK_POLICY_API_VERSION}-$(sha256sum "${KUBE_NETWORK_POLICIES_PATCH}" | cut -c1-12)"
 RUNC_DIR="${NODE_CACHE}/runc-${RUNC_VERSION}"
 IMAGES_DIR="${NODE_CACHE}/images"
 CONTAINERD_SOCK="${STATE}/containerd/containerd.sock"
@@ -172,10 +173,7 @@ download() {
   [ -d "${CONTAINERD_DIR}" ] || containerd_module "${work}/containerd"
   [ -d "${RUNC_DIR}" ] || CGO_ENABLED=1 GOFLAGS=-tags=seccomp "${fetch}" "github.com/opencontainers/runc@${RUNC_VERSION}" .
   [ -d "${COREDNS_DIR}" ] || coredns_module "${work}/coredns"
-  # Not at the project's versions: its sigs.k8s.io/network-policy-api does not build
-  # against the project's client-go.
-  [ -d "${KUBE_NETWORK_POLICIES_DIR}" ] || CGO_ENABLED=0 "${fetch}" \
-    "sigs.k8s.io/kube-network-policies@${KUBE_NETWORK_POLICIES_VERSION}" ./cmd ./pkg/networkpolicy
+  [ -d "${KUBE_NETWORK_POLICIES_DIR}" ] || kube_network_policies_module "${work}/kube-network-policies"
 }
 
 # module_source MODULE@VERSION DIR: a writable copy of the module's source in DIR (replacing
@@ -211,18 +209,32 @@ build_coredns() {
     "github.com/coredns/coredns@${COREDNS_VERSION} with ${COREDNS_PLUGINS[*]}" coredns_module coredns .
 }
 
-# build_kube_network_policies builds kube-network-policies from the module proxy with the
-# patch applied, and keeps it only once the patched package's own tests pass (they need
-# root and run in network namespaces of their own). The tests build with the binary's
-# flags so that they reuse its compiled packages instead of compiling them all again.
+# kube_network_policies_module DIR writes into DIR kube-network-policies' source with the
+# patch applied, at the project's versions of the modules both use (client-go and the rest
+# of Kubernetes' libraries, which it would otherwise compile once more). Its own
+# sigs.k8s.io/network-policy-api, a client generated against client-go v0.32, does not
+# build with the project's client-go (its fake clientset needs client-go/testing's
+# TypeConverter, since removed), so it moves to NETWORK_POLICY_API_VERSION, generated
+# against client-go v0.36; the AdminNetworkPolicy API it reads is the same v1alpha1, and the
+# node leaves that API off (--admin-network-policy).
+kube_network_policies_module() {
+  module_source "sigs.k8s.io/kube-network-policies@${KUBE_NETWORK_POLICIES_VERSION}" "$1"
+  patch -d "$1" -p1 -F0 -s <"${KUBE_NETWORK_POLICIES_PATCH}"
+  (cd "$1" && go mod edit -require="sigs.k8s.io/network-policy-api@${NETWORK_POLICY_API_VERSION}")
+  "${ROOT}/hack/go-share-versions.sh" "$1"
+}
+
+# build_kube_network_policies builds kube-network-policies and keeps it only once the
+# patched package's own tests pass (they need root and run in network namespaces of their
+# own). The tests build with the binary's flags so that they reuse its compiled packages
+# instead of compiling them all again.
 build_kube_network_policies() {
-  local dir="${KUBE_NETWORK_POLICIES_DIR}" module="sigs.k8s.io/kube-network-policies" started
+  local dir="${KUBE_NETWORK_POLICIES_DIR}" started
   [ -d "${dir}" ] && return 0
   started=$(date +%s)
-  log "building ${module}@${KUBE_NETWORK_POLICIES_VERSION} with $(basename "${KUBE_NETWORK_POLICIES_PATCH}") (first build only)"
+  log "building sigs.k8s.io/kube-network-policies@${KUBE_NETWORK_POLICIES_VERSION} with $(basename "${KUBE_NETWORK_POLICIES_PATCH}") (first build only)"
   rm -rf "${dir}.tmp" && mkdir -p "${dir}.tmp"
-  module_source "${module}@${KUBE_NETWORK_POLICIES_VERSION}" "${dir}.src"
-  patch -d "${dir}.src" -p1 -F0 -s <"${KUBE_NETWORK_POLICIES_PATCH}"
+  kube_network_policies_module "${dir}.src" >&2
   (cd "${dir}.src" &&
     CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "${dir}.tmp/kube-network-policies" ./cmd &&
     CGO_ENABLED=0 GOFLAGS=-mod=mod go test -trimpath -count=1 ./pkg/networkpolicy/ | tail -n 1) >&2

@@ -48,7 +48,7 @@ func TestKustomize(t *testing.T) {
 		kubectl(t, "-n", systemNamespace, "rollout", "status", "deployment/"+kustomizeInstall.deployment, "--timeout=3m")
 	})
 	step(t, "two replicas pass their probes and one holds the Lease", func(t *testing.T) {
-		checkReplicas(t, kustomizeInstall, 2)
+		checkReplicas(t, kustomizeInstall)
 	})
 	step(t, "the stdio server is served again and agents call it", func(t *testing.T) {
 		waitServerReady(t, "stdio-restricted", "everything")

@@ -276,7 +276,7 @@ func (w *readyWatch) stop(t *testing.T, namespace, name string) []string {
 func testFailover(t *testing.T, in install, namespace, server string) {
 	endpoint := gatewayEndpoint(t, in, namespace, server)
 	token := agentToken(t)
-	leader, err := leaseHolder(t)
+	leader, err := leaseHolder()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func testFailover(t *testing.T, in install, namespace, server string) {
 	kubectl(t, "delete", "pod", leader, "-n", systemNamespace, "--wait=false")
 	const shardLease = 15 * time.Second // the chart's sharding.leaseDuration
 	testutil.Eventually(t, shardLease+5*time.Second, "another replica to hold the Lease", func() error {
-		holder, err := leaseHolder(t)
+		holder, err := leaseHolder()
 		if err != nil {
 			return err
 		}
@@ -309,7 +309,7 @@ func testFailover(t *testing.T, in install, namespace, server string) {
 	if flips := watch.stop(t, namespace, server); len(flips) > 0 {
 		t.Errorf("Ready flipped during the failover: %v", flips)
 	}
-	checkReplicas(t, in, 2)
+	checkReplicas(t, in)
 }
 
 // testUpgrade upgrades the release to a rebuilt image while clients call a tool through
@@ -365,7 +365,7 @@ subjects: [{kind: ServiceAccount, name: agent, namespace: agents}]
 			t.Errorf("after the upgrade pod %s runs %s, want %s", pod.Name, pod.Spec.Containers[0].Image, rebuilt.Ref)
 		}
 	}
-	checkReplicas(t, in, 2)
+	checkReplicas(t, in)
 }
 
 // connectSessionless connects a 2026-07-28 client to endpoint with the caller's token

@@ -40,12 +40,15 @@ if [ "${1:-}" = "--tools" ]; then
 fi
 [ $# -eq 1 ] && [ -f "$1/go.mod" ] || usage
 
-# The modules both build lists hold, at the project's version. Only those: requiring one the
-# other module does not use could make an import ambiguous (a package that moved into a
-# module of its own is then found in both).
+# The modules both build lists hold, raised to the project's version where that is newer.
+# Only those: requiring one the other module does not use could make an import ambiguous (a
+# package that moved into a module of its own is then found in both). Never lowered:
+# `go mod edit -require` sets the version outright, and a module built below a version it
+# asks for may not build or behave as released.
 (cd "$1" && go mod tidy)
-mapfile -t requires < <(join \
-  <(cd "$1" && go list -m -f '{{if not .Main}}{{.Path}}{{end}}' all | sort -u) \
+newer="$(join \
+  <(cd "$1" && go list -m -f '{{if not .Main}}{{if or (not .Replace) .Replace.Version}}{{.Path}} {{.Version}}{{end}}{{end}}' all | sort -u) \
   <(cd "${root}" && GOFLAGS=-mod=readonly go list -m -f '{{if and (not .Main) (not .Replace)}}{{.Path}} {{.Version}}{{end}}' all | sort -u) |
-  awk '{print "-require=" $1 "@" $2}')
+  (cd "${root}" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go run -trimpath ./hack/newerversions))"
+mapfile -t requires < <([ -z "${newer}" ] || sed 's/^/-require=/' <<<"${newer}")
 [ ${#requires[@]} -eq 0 ] || (cd "$1" && go mod edit "${requires[@]}" && go mod tidy)

@@ -9,6 +9,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -16,29 +17,32 @@ import (
 )
 
 func main() {
-	in := bufio.NewScanner(os.Stdin)
-	out := bufio.NewWriter(os.Stdout)
+	if err := newerVersions(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "newerversions:", err)
+		os.Exit(1)
+	}
+}
+
+// newerVersions writes to w "MODULE@PROJECT" for each line of r whose project version is
+// newer than the module's own.
+func newerVersions(r io.Reader, w io.Writer) error {
+	in := bufio.NewScanner(r)
+	out := bufio.NewWriter(w)
 	for in.Scan() {
 		fields := strings.Fields(in.Text())
 		if len(fields) != 3 {
-			fmt.Fprintf(os.Stderr, "newerversions: want MODULE OWN PROJECT, got %q\n", in.Text())
-			os.Exit(2)
+			return fmt.Errorf("want MODULE OWN PROJECT, got %q", in.Text())
 		}
 		module, own, project := fields[0], fields[1], fields[2]
 		if !semver.IsValid(own) || !semver.IsValid(project) {
-			fmt.Fprintf(os.Stderr, "newerversions: %s: %q or %q is not a semantic version\n", module, own, project)
-			os.Exit(2)
+			return fmt.Errorf("%s: %q or %q is not a semantic version", module, own, project)
 		}
 		if semver.Compare(project, own) > 0 {
 			fmt.Fprintf(out, "%s@%s\n", module, project)
 		}
 	}
 	if err := in.Err(); err != nil {
-		fmt.Fprintln(os.Stderr, "newerversions:", err)
-		os.Exit(1)
+		return err
 	}
-	if err := out.Flush(); err != nil {
-		fmt.Fprintln(os.Stderr, "newerversions:", err)
-		os.Exit(1)
-	}
+	return out.Flush()
 }

@@ -12,8 +12,8 @@
 # project's release is built. Go reuses a compiled package only when it and everything below
 # it are the same versions, so at their own versions none of those builds reused the
 # project's client-go, gRPC or OpenTelemetry, nor one another's: each compiled them again.
-# At the project's versions (never lower than their own: the module graph picks the higher
-# of the two) they share them, which on a new two-core machine is minutes of compile work
+# At the project's versions (never lower than their own: hack/newerversions keeps only the
+# raises) they share them, which on a new two-core machine is minutes of compile work
 # less. What is built this way runs under the tests that use it. Where one of a module's own
 # dependencies does not build at them, its script first moves that one to a release that
 # does (kube-network-policies' network-policy-api, hack/node.sh).
@@ -46,9 +46,8 @@ fi
 # `go mod edit -require` sets the version outright, and a module built below a version it
 # asks for may not build or behave as released.
 (cd "$1" && go mod tidy)
-newer="$(join \
+requires="$(join \
   <(cd "$1" && go list -m -f '{{if not .Main}}{{if or (not .Replace) .Replace.Version}}{{.Path}} {{.Version}}{{end}}{{end}}' all | sort -u) \
   <(cd "${root}" && GOFLAGS=-mod=readonly go list -m -f '{{if and (not .Main) (not .Replace)}}{{.Path}} {{.Version}}{{end}}' all | sort -u) |
   (cd "${root}" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go run -trimpath ./hack/newerversions))"
-mapfile -t requires < <([ -z "${newer}" ] || sed 's/^/-require=/' <<<"${newer}")
-[ ${#requires[@]} -eq 0 ] || (cd "$1" && go mod edit "${requires[@]}" && go mod tidy)
+[ -z "${requires}" ] || (cd "$1" && xargs go mod edit <<<"${requires}" && go mod tidy)

@@ -1,9 +1,9 @@
 // Command newerversions reads lines of "MODULE OWN PROJECT" (a module path, the version a
 // module being built requires, the version the project's build list selects) and prints
-// "MODULE@PROJECT" for each line whose project version is the newer by semantic
-// versioning. hack/go-share-versions.sh raises a module's requirements with its output:
-// only ever upward, as the module graph itself would, because `go mod edit -require`
-// would otherwise lower a requirement the module states itself.
+// "-require=MODULE@PROJECT" for each line whose project version is the newer by semantic
+// versioning. hack/go-share-versions.sh hands its output to `go mod edit`, which sets a
+// requirement outright: given only these lines, it raises a module's requirements and
+// never lowers one the module states itself.
 package main
 
 import (
@@ -23,7 +23,7 @@ func main() {
 	}
 }
 
-// newerVersions writes to w "MODULE@PROJECT" for each line of r whose project version is
+// newerVersions writes to w "-require=MODULE@PROJECT" for each line of r whose project version is
 // newer than the module's own.
 func newerVersions(r io.Reader, w io.Writer) error {
 	in := bufio.NewScanner(r)
@@ -38,7 +38,7 @@ func newerVersions(r io.Reader, w io.Writer) error {
 			return fmt.Errorf("%s: %q or %q is not a semantic version", module, own, project)
 		}
 		if semver.Compare(project, own) > 0 {
-			fmt.Fprintf(out, "%s@%s\n", module, project)
+			fmt.Fprintf(out, "-require=%s@%s\n", module, project)
 		}
 	}
 	if err := in.Err(); err != nil {

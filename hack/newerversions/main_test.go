@@ -29,7 +29,10 @@ func TestOnlyNewerProjectVersionsAreRequired(t *testing.T) {
 	if err := newerVersions(strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
-	want := "google.golang.org/grpc@v1.84.0\nk8s.io/api@v0.37.2\ngithub.com/example/pre@v1.2.0\ngithub.com/docker/docker@v28.3.3+incompatible\n"
+	want := "-require=google.golang.org/grpc@v1.84.0\n" +
+		"-require=k8s.io/api@v0.37.2\n" +
+		"-require=github.com/example/pre@v1.2.0\n" +
+		"-require=github.com/docker/docker@v28.3.3+incompatible\n"
 	if out.String() != want {
 		t.Errorf("newerVersions wrote\n%s\nwant\n%s", out.String(), want)
 	}
